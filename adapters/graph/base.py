@@ -1,0 +1,118 @@
+"""The graph-store port: what a site needs from a property graph with community detection.
+
+Two implementations pass one contract test suite (tests/adapters/graph/test_contract.py):
+Neo4j 5.x + GDS (production; Cypher lives in hansa.cypher) and an embedded store (SQLite +
+igraph/leidenalg) so that `hansa demo` needs no server.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Sequence
+
+from hansa.adapters.records import (
+    ChunkHit,
+    Community,
+    CommunityAssignment,
+    CommunityContext,
+    DocumentGraph,
+)
+
+
+@dataclass(frozen=True)
+class LeidenParams:
+    gamma: float = 1.0  # resolution: higher gives more, smaller communities
+    max_levels: int = 10
+    theta: float = 0.01
+    tolerance: float = 1e-4
+    seed: int = 42  # with concurrency 1, runs are reproducible
+    concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class InstallReport:
+    backend: str  # "neo4j" or "embedded"
+    schema_version: int
+    server_version: str  # Neo4j version, or the SQLite library version
+    gds_version: str  # GDS version, or "leidenalg <version>" for the embedded store
+    created: bool  # False when the schema was already at this version (idempotent re-run)
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    documents: int
+    chunks: int
+    entities: int
+    relations: int
+    communities: int
+
+
+class GraphStore(ABC):
+    """A site's knowledge graph. Namespaced (labels `Hansa*` / tables `hansa_*`): the
+    organization's own data in the same database is never read or written."""
+
+    backend: str
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @abstractmethod
+    def install(self) -> InstallReport:
+        """Check the server (and GDS), apply the schema (constraints, schema version). Idempotent.
+
+        Raises BackendError with a clear message when the server or GDS is missing/too old."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "GraphStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- documents -------------------------------------------------------------------------
+    @abstractmethod
+    def document_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """sha256 stored for each known document id (unknown ids are absent): skip unchanged input."""
+
+    @abstractmethod
+    def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
+        """Write a batch of documents atomically (one transaction): each replaces any earlier
+        version of the same document id (its chunks, mentions and relations), entities are merged
+        by id. Values only ever reach queries as parameters."""
+
+    @abstractmethod
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        """Remove documents with their chunks, mentions and relations; drop orphaned entities."""
+
+    @abstractmethod
+    def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        """Chunks by id with their document title (score 0), in the order given; unknown ids skipped."""
+
+    # -- graph -----------------------------------------------------------------------------
+    @abstractmethod
+    def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
+        """Chunks that share entities with the seed chunks (not the seeds themselves), ranked by
+        the summed relation weight of shared entities; `via="graph"`."""
+
+    @abstractmethod
+    def detect_communities(self, params: LeidenParams) -> list[CommunityAssignment]:
+        """Run Leiden on the undirected entity graph weighted by summed co-occurrence; every
+        entity that has at least one relation gets an assignment. Isolated entities are left out."""
+
+    @abstractmethod
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        """Replace all stored communities (and their membership links) in one transaction."""
+
+    @abstractmethod
+    def communities(self) -> list[Community]:
+        """Stored communities, ordered by (level, id)."""
+
+    @abstractmethod
+    def community_context(
+        self, entity_ids: Sequence[str], max_entities: int = 12, max_relations: int = 12, max_chunks: int = 8
+    ) -> CommunityContext:
+        """Top entities (by weighted degree inside the set), top relations and the chunks that
+        mention most of the set: the raw material of an extractive summary."""
+
+    @abstractmethod
+    def stats(self) -> GraphStats: ...

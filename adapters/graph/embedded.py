@@ -1,0 +1,455 @@
+"""The embedded graph store: SQLite (stdlib) + igraph/leidenalg, so a site runs with no server.
+
+Same model as the Neo4j store: documents own chunks and relations, chunks mention entities,
+relations are stored once per source document and summed when the graph is projected (so that
+replacing or deleting a document removes exactly its contribution).
+
+Leiden: one level. leidenalg's `find_partition(..., n_iterations=-1)` runs the full multi-level
+algorithm to convergence and returns only the final partition; re-running it on the aggregate graph
+with the same resolution yields the same partition, so there is no meaningful coarser level to add.
+Every `CommunityAssignment` therefore has `communities` of length 1 (level 0, the finest and only).
+`theta`, `tolerance`, `max_levels` and `concurrency` are GDS knobs leidenalg does not expose.
+
+All values reach SQL as parameters; lists of ids are passed as one JSON parameter read with
+`json_each`, so no statement is ever built from data and no variable limit applies.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import igraph
+import leidenalg
+
+from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams
+from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
+from hansa.adapters.records import (
+    ChunkHit,
+    Community,
+    CommunityAssignment,
+    CommunityContext,
+    DocumentGraph,
+)
+from hansa.core.errors import BackendError, InputError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS hansa_documents (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    source TEXT NOT NULL,
+    sha256 TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hansa_chunks (
+    id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL REFERENCES hansa_documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    "end" INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS hansa_chunks_doc ON hansa_chunks(doc_id, ordinal);
+CREATE TABLE IF NOT EXISTS hansa_entities (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hansa_mentions (
+    chunk_id TEXT NOT NULL REFERENCES hansa_chunks(id) ON DELETE CASCADE,
+    entity_id TEXT NOT NULL REFERENCES hansa_entities(id),
+    count INTEGER NOT NULL,
+    PRIMARY KEY (chunk_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS hansa_mentions_entity ON hansa_mentions(entity_id);
+CREATE TABLE IF NOT EXISTS hansa_relations (
+    source TEXT NOT NULL REFERENCES hansa_entities(id),
+    target TEXT NOT NULL REFERENCES hansa_entities(id),
+    doc_id TEXT NOT NULL REFERENCES hansa_documents(id) ON DELETE CASCADE,
+    weight REAL NOT NULL,
+    description TEXT NOT NULL,
+    PRIMARY KEY (source, target, doc_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS hansa_relations_target ON hansa_relations(target);
+CREATE INDEX IF NOT EXISTS hansa_relations_doc ON hansa_relations(doc_id);
+CREATE TABLE IF NOT EXISTS hansa_communities (
+    id TEXT PRIMARY KEY,
+    level INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    chunk_ids TEXT NOT NULL,
+    doc_ids TEXT NOT NULL,
+    rank REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hansa_community_members (
+    community_id TEXT NOT NULL REFERENCES hansa_communities(id) ON DELETE CASCADE,
+    entity_id TEXT NOT NULL REFERENCES hansa_entities(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (community_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS hansa_community_members_entity ON hansa_community_members(entity_id);
+"""
+
+# Entities whose last mention or relation belonged to the given documents (JSON list ?1).
+_TOUCHED_ENTITIES = """
+SELECT m.entity_id FROM hansa_mentions m JOIN hansa_chunks c ON c.id = m.chunk_id
+ WHERE c.doc_id IN (SELECT value FROM json_each(?1))
+UNION SELECT source FROM hansa_relations WHERE doc_id IN (SELECT value FROM json_each(?1))
+UNION SELECT target FROM hansa_relations WHERE doc_id IN (SELECT value FROM json_each(?1))
+"""
+
+_DROP_ORPHANS = """
+DELETE FROM hansa_entities
+ WHERE id IN (SELECT value FROM json_each(?1))
+   AND NOT EXISTS (SELECT 1 FROM hansa_mentions m WHERE m.entity_id = hansa_entities.id)
+   AND NOT EXISTS (SELECT 1 FROM hansa_relations r WHERE r.source = hansa_entities.id)
+   AND NOT EXISTS (SELECT 1 FROM hansa_relations r WHERE r.target = hansa_entities.id)
+"""
+
+# Chunks sharing entities with the seeds, scored by the summed weight of the relations that tie
+# each shared entity to the seeds' entities (a chunk whose shared entities are central to the
+# seeds' context ranks first); ties by the number of shared entities, then chunk id.
+_EXPAND = """
+WITH seeds(id) AS (SELECT DISTINCT value FROM json_each(?1)),
+seed_entities(id) AS (
+    SELECT DISTINCT entity_id FROM hansa_mentions WHERE chunk_id IN (SELECT id FROM seeds)
+),
+entity_weight(id, w) AS (
+    SELECT e.id,
+           COALESCE((SELECT SUM(r.weight) FROM hansa_relations r
+                      WHERE r.source = e.id AND r.target IN (SELECT id FROM seed_entities)), 0)
+         + COALESCE((SELECT SUM(r.weight) FROM hansa_relations r
+                      WHERE r.target = e.id AND r.source IN (SELECT id FROM seed_entities)), 0)
+      FROM seed_entities e
+)
+SELECT m.chunk_id, SUM(ew.w) AS score, COUNT(*) AS shared
+  FROM hansa_mentions m JOIN entity_weight ew ON ew.id = m.entity_id
+ WHERE m.chunk_id NOT IN (SELECT id FROM seeds)
+ GROUP BY m.chunk_id
+ ORDER BY score DESC, shared DESC, m.chunk_id
+ LIMIT ?2
+"""
+
+_CHUNK_ROWS = """
+SELECT c.id, c.doc_id, d.title, c.text
+  FROM hansa_chunks c JOIN hansa_documents d ON d.id = c.doc_id
+ WHERE c.id IN (SELECT value FROM json_each(?1))
+"""
+
+
+def _ids(values: Sequence[str]) -> str:
+    """One JSON parameter for an id list (read back with json_each)."""
+    return json.dumps(list(values))
+
+
+class EmbeddedGraphStore(GraphStore):
+    """A site's knowledge graph in one SQLite file (tables `hansa_*`; other tables are untouched)."""
+
+    backend = "embedded"
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._schema_checked = False
+        try:
+            # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT) below.
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL is durable against crashes of this process; the graph is rebuildable
+            # from the source documents, so we do not pay an fsync per ingest batch.
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA temp_store = MEMORY")
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(
+                f"cannot open the embedded graph store at {self.path}: {exc}; "
+                "point [graph] path at a writable SQLite file"
+            ) from exc
+
+    # -- plumbing ------------------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; any failure rolls everything back (nothing partial is left)."""
+        with self._lock:
+            self._require_schema()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except sqlite3.IntegrityError as exc:
+                self._db.execute("ROLLBACK")
+                raise InputError(f"the graph store refused the write ({exc}); nothing was written") from exc
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._require_schema()
+            yield self._db
+
+    def _require_schema(self) -> None:
+        if self._schema_checked:
+            return
+        version = self._stored_version()
+        if version is None:
+            raise BackendError(f"the embedded graph store at {self.path} has no hansa schema: run `hansa install` first")
+        if version != SCHEMA_VERSION:
+            raise BackendError(
+                f"the embedded graph store at {self.path} has schema version {version}, this hansa "
+                f"expects {SCHEMA_VERSION}: run `hansa install` with a matching hansa version"
+            )
+        self._schema_checked = True
+
+    def _stored_version(self) -> int | None:
+        try:
+            row = self._db.execute("SELECT version FROM hansa_schema_version WHERE id = 1").fetchone()
+        except sqlite3.OperationalError:
+            return None  # no such table: never installed
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(f"{self.path} is not a usable SQLite database ({exc})") from exc
+        return None if row is None else int(row[0])
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def install(self) -> InstallReport:
+        with self._lock:
+            version = self._stored_version()
+            if version is not None and version > SCHEMA_VERSION:
+                raise BackendError(
+                    f"the embedded graph store at {self.path} was created by a newer hansa "
+                    f"(schema {version} > {SCHEMA_VERSION}): upgrade hansa"
+                )
+            created = version is None
+            if created:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute(
+                        "CREATE TABLE IF NOT EXISTS hansa_schema_version ("
+                        "id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, "
+                        "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+                    )
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            self._db.execute(statement)
+                    self._db.execute(
+                        "INSERT INTO hansa_schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,)
+                    )
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            self._schema_checked = False
+            self._require_schema()
+        return InstallReport(
+            backend=self.backend,
+            schema_version=SCHEMA_VERSION,
+            server_version=sqlite3.sqlite_version,
+            gds_version=f"leidenalg {leidenalg.version}",
+            created=created,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- documents -----------------------------------------------------------------------------
+    def document_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT id, sha256 FROM hansa_documents WHERE id IN (SELECT value FROM json_each(?))",
+                (_ids(doc_ids),),
+            ).fetchall()
+        return dict(rows)
+
+    def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
+        check_document_graphs(graphs)
+        if not graphs:
+            return
+        doc_ids = _ids(g.document.id for g in graphs)
+        with self._transaction() as db:
+            touched = [row[0] for row in db.execute(_TOUCHED_ENTITIES, (doc_ids,))]
+            db.execute("DELETE FROM hansa_documents WHERE id IN (SELECT value FROM json_each(?))", (doc_ids,))
+            db.executemany(
+                "INSERT INTO hansa_entities (id, name, kind) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                ((e.id, e.name, e.kind) for g in graphs for e in g.entities),
+            )
+            db.executemany(
+                "INSERT INTO hansa_documents (id, title, source, sha256) VALUES (?, ?, ?, ?)",
+                ((g.document.id, g.document.title, g.document.source, g.document.sha256) for g in graphs),
+            )
+            db.executemany(
+                'INSERT INTO hansa_chunks (id, doc_id, ordinal, text, start, "end") VALUES (?, ?, ?, ?, ?, ?)',
+                ((c.id, c.doc_id, c.ordinal, c.text, c.start, c.end) for g in graphs for c in g.chunks),
+            )
+            db.executemany(
+                "INSERT INTO hansa_mentions (chunk_id, entity_id, count) VALUES (?, ?, ?)",
+                ((m.chunk_id, m.entity_id, m.count) for g in graphs for m in g.mentions),
+            )
+            db.executemany(
+                "INSERT INTO hansa_relations (source, target, doc_id, weight, description) VALUES (?, ?, ?, ?, ?)",
+                ((r.source, r.target, r.doc_id, float(r.weight), r.description) for g in graphs for r in g.relations),
+            )
+            if touched:
+                db.execute(_DROP_ORPHANS, (_ids(touched),))
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        if not doc_ids:
+            return
+        ids = _ids(doc_ids)
+        with self._transaction() as db:
+            touched = [row[0] for row in db.execute(_TOUCHED_ENTITIES, (ids,))]
+            db.execute("DELETE FROM hansa_documents WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+            if touched:
+                db.execute(_DROP_ORPHANS, (_ids(touched),))
+
+    def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        with self._reading() as db:
+            rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(chunk_ids),))}
+        hits: list[ChunkHit] = []
+        for chunk_id in dict.fromkeys(chunk_ids):
+            row = rows.get(chunk_id)
+            if row is not None:
+                hits.append(ChunkHit(chunk_id=row[0], doc_id=row[1], title=row[2], text=row[3], score=0.0))
+        return hits
+
+    # -- graph ---------------------------------------------------------------------------------
+    def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
+        """See `_EXPAND`: score = summed weight of relations between each shared entity and the
+        seeds' entities (summed over shared entities); ties by shared-entity count, chunk id."""
+        if limit < 1 or not chunk_ids:
+            return []
+        with self._reading() as db:
+            ranked = db.execute(_EXPAND, (_ids(chunk_ids), int(limit))).fetchall()
+            rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(r[0] for r in ranked),))}
+        return [
+            ChunkHit(chunk_id=cid, doc_id=rows[cid][1], title=rows[cid][2], text=rows[cid][3], score=float(score), via="graph")
+            for cid, score, _shared in ranked
+        ]
+
+    def detect_communities(self, params: LeidenParams) -> list[CommunityAssignment]:
+        check_leiden_params(params)
+        with self._reading() as db:
+            # Parallel relations (one per document) are summed: the undirected projection.
+            edges = db.execute(
+                "SELECT source, target, SUM(weight) FROM hansa_relations GROUP BY source, target ORDER BY source, target"
+            ).fetchall()
+        if not edges:
+            return []
+        names = sorted({e for s, t, _ in edges for e in (s, t)})
+        index = {name: i for i, name in enumerate(names)}
+        graph = igraph.Graph(n=len(names), edges=[(index[s], index[t]) for s, t, _ in edges], directed=False)
+        graph.es["weight"] = [w for _, _, w in edges]
+        partition = leidenalg.find_partition(
+            graph,
+            leidenalg.RBConfigurationVertexPartition,
+            weights="weight",
+            resolution_parameter=params.gamma,
+            n_iterations=-1,  # until stable
+            seed=params.seed,
+        )
+        return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, partition.membership)]
+
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        check_communities(communities)
+        members = sorted({e for c in communities for e in c.entity_ids})
+        with self._transaction() as db:
+            known = {
+                row[0]
+                for row in db.execute(
+                    "SELECT id FROM hansa_entities WHERE id IN (SELECT value FROM json_each(?))", (_ids(members),)
+                )
+            }
+            unknown = [e for e in members if e not in known]
+            if unknown:
+                raise InputError(
+                    f"a community names entity {unknown[0]!r}, which is not in the graph "
+                    f"({len(unknown)} unknown): detect communities again after ingest"
+                )
+            db.execute("DELETE FROM hansa_communities")
+            db.executemany(
+                "INSERT INTO hansa_communities (id, level, summary, chunk_ids, doc_ids, rank) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    (c.id, c.level, c.summary, json.dumps(list(c.chunk_ids)), json.dumps(list(c.doc_ids)), float(c.rank))
+                    for c in communities
+                ),
+            )
+            db.executemany(
+                "INSERT INTO hansa_community_members (community_id, entity_id, position) VALUES (?, ?, ?)",
+                ((c.id, e, i) for c in communities for i, e in enumerate(c.entity_ids)),
+            )
+
+    def communities(self) -> list[Community]:
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT id, level, summary, chunk_ids, doc_ids, rank FROM hansa_communities ORDER BY level, id"
+            ).fetchall()
+            members: dict[str, list[str]] = {}
+            for community_id, entity_id in db.execute(
+                "SELECT community_id, entity_id FROM hansa_community_members ORDER BY community_id, position"
+            ):
+                members.setdefault(community_id, []).append(entity_id)
+        return [
+            Community(
+                id=cid,
+                level=level,
+                entity_ids=tuple(members.get(cid, ())),
+                summary=summary,
+                chunk_ids=tuple(json.loads(chunk_ids)),
+                doc_ids=tuple(json.loads(doc_ids)),
+                rank=rank,
+            )
+            for cid, level, summary, chunk_ids, doc_ids, rank in rows
+        ]
+
+    def community_context(
+        self, entity_ids: Sequence[str], max_entities: int = 12, max_relations: int = 12, max_chunks: int = 8
+    ) -> CommunityContext:
+        """Entities by weighted degree inside the set (ties by id); relations inside the set by
+        summed weight (ties by ids); chunks by how many of the set's entities they mention (ties by
+        total mention count, then chunk id). `community_id` is left empty: the caller knows it."""
+        ids = _ids(dict.fromkeys(entity_ids))
+        with self._reading() as db:
+            names = dict(db.execute("SELECT id, name FROM hansa_entities WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
+            inside = db.execute(
+                "SELECT source, target, SUM(weight) AS w FROM hansa_relations"
+                " WHERE source IN (SELECT value FROM json_each(?1)) AND target IN (SELECT value FROM json_each(?1))"
+                " GROUP BY source, target ORDER BY w DESC, source, target",
+                (ids,),
+            ).fetchall()
+            ranked_chunks = db.execute(
+                "SELECT chunk_id, COUNT(*) AS n, SUM(count) AS c FROM hansa_mentions"
+                " WHERE entity_id IN (SELECT value FROM json_each(?1))"
+                " GROUP BY chunk_id ORDER BY n DESC, c DESC, chunk_id LIMIT ?2",
+                (ids, max(int(max_chunks), 0)),
+            ).fetchall()
+            rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(r[0] for r in ranked_chunks),))}
+        degree = dict.fromkeys(names, 0.0)
+        for source, target, weight in inside:
+            degree[source] += weight
+            degree[target] += weight
+        top = sorted(degree.items(), key=lambda item: (-item[1], item[0]))[: max(int(max_entities), 0)]
+        return CommunityContext(
+            community_id="",
+            entities=tuple((eid, names[eid], float(d)) for eid, d in top),
+            relations=tuple((names[s], names[t], float(w)) for s, t, w in inside[: max(int(max_relations), 0)]),
+            chunks=tuple(
+                ChunkHit(chunk_id=cid, doc_id=rows[cid][1], title=rows[cid][2], text=rows[cid][3], score=float(n), via="graph")
+                for cid, n, _count in ranked_chunks
+            ),
+        )
+
+    def stats(self) -> GraphStats:
+        with self._reading() as db:
+            counts = db.execute(
+                "SELECT (SELECT COUNT(*) FROM hansa_documents), (SELECT COUNT(*) FROM hansa_chunks),"
+                " (SELECT COUNT(*) FROM hansa_entities), (SELECT COUNT(*) FROM hansa_relations),"
+                " (SELECT COUNT(*) FROM hansa_communities)"
+            ).fetchone()
+        return GraphStats(*counts)

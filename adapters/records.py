@@ -1,0 +1,114 @@
+"""The site-side records that cross the graph-store and vector-store ports.
+
+Frozen dataclasses: a record is a value, built once by the ingest pipeline and then only read.
+Ids are deterministic (content/name hashes) so that re-ingesting the same input is a no-op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str  # the user's id (jsonl `id`) or the file's path relative to the ingest root
+    title: str
+    source: str  # where it came from (path), for provenance
+    sha256: str  # of the extracted text: a changed hash means "replace", an equal one "skip"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str  # f"{doc_id}#{ordinal}" hashed; see plugin.chunking
+    doc_id: str
+    ordinal: int
+    text: str
+    start: int  # character offsets into the document text: provenance a reviewer can check
+    end: int
+
+
+@dataclass(frozen=True)
+class Entity:
+    id: str  # normalized key (lowercased, folded whitespace), stable across documents
+    name: str  # a display form as first seen
+    kind: str = "concept"  # "proper", "acronym", "concept" (NLP mode) or an LLM-given type
+
+
+@dataclass(frozen=True)
+class Mention:
+    chunk_id: str
+    entity_id: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Relation:
+    """An undirected co-occurrence (or, with an LLM, typed) link between two entities.
+
+    Stored per source document (`doc_id`) so that deleting or replacing a document removes exactly
+    its contribution; the graph projection sums the weights of parallel relations.
+    """
+
+    source: str  # entity id, source < target
+    target: str
+    doc_id: str
+    weight: float = 1.0
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class DocumentGraph:
+    """Everything one document contributes to the site's graph: written (or replaced) atomically."""
+
+    document: Document
+    chunks: tuple[Chunk, ...]
+    entities: tuple[Entity, ...]
+    mentions: tuple[Mention, ...]
+    relations: tuple[Relation, ...]
+
+
+@dataclass(frozen=True)
+class CommunityAssignment:
+    """One entity's community per Leiden level; index 0 is the finest level (GDS's order)."""
+
+    entity_id: str
+    communities: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Community:
+    id: str  # stable across runs when membership is unchanged: hash of sorted member ids
+    level: int
+    entity_ids: tuple[str, ...]
+    summary: str = ""
+    chunk_ids: tuple[str, ...] = ()
+    doc_ids: tuple[str, ...] = ()
+    rank: float = 0.0  # richness: how much knowledge the community holds (used by routing)
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """A chunk found by retrieval, with the document it cites."""
+
+    chunk_id: str
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    via: str = "vector"  # "vector" or "graph" (reached by expansion)
+
+
+@dataclass(frozen=True)
+class CommunityContext:
+    """What an extractive summarizer needs to describe a community, read from the graph store."""
+
+    community_id: str
+    entities: tuple[tuple[str, str, float], ...]  # (entity id, name, degree within community)
+    relations: tuple[tuple[str, str, float], ...]  # (name a, name b, summed weight)
+    chunks: tuple[ChunkHit, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    id: str
+    score: float  # similarity, higher is closer (cosine / inner product on unit vectors)
+    fields: dict = field(default_factory=dict)

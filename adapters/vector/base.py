@@ -1,0 +1,61 @@
+"""The vector-store port.
+
+Written for server semantics (explicit load, strong consistency where read-after-write matters,
+request size limits) so the same code runs on Milvus Lite, a Milvus server or a cluster.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hansa.adapters.records import VectorHit
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    name: str  # without the configured prefix
+    dim: int
+    # scalar fields stored beside id + vector: name -> "str" | "int" | "float" | "json"
+    fields: Mapping[str, str] = field(default_factory=dict)
+    metric: str = "COSINE"  # COSINE or IP (vectors are unit-normalized, so both rank alike)
+    index: str = "AUTOINDEX"  # FLAT, IVF_FLAT, HNSW, AUTOINDEX (what the engine supports)
+
+
+class VectorStore(ABC):
+    @abstractmethod
+    def ensure_collection(self, spec: CollectionSpec) -> None:
+        """Create if missing (idempotent); refuse (BackendError) if it exists with another dim."""
+
+    @abstractmethod
+    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Insert or replace rows by id; batches internally to stay within request limits."""
+
+    @abstractmethod
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
+        """Delete by ids, or by equality on scalar fields (`where={"doc_id": "x"}`; values are escaped)."""
+
+    @abstractmethod
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
+        """For each query vector, the `limit` nearest rows, best first."""
+
+    @abstractmethod
+    def get(self, collection: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id (unknown ids absent): publish reads the summary vectors it indexed."""
+
+    @abstractmethod
+    def count(self, collection: str) -> int: ...
+
+    @abstractmethod
+    def drop(self, collection: str) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "VectorStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

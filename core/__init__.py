@@ -1,0 +1,1 @@
+"""Pieces every side of hansa shares: configuration, logging, errors, strict JSON."""

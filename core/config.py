@@ -1,0 +1,200 @@
+"""Configuration: a TOML file, overridden by `HANSA_<SECTION>_<KEY>` environment variables.
+
+Why both: an admin keeps a reviewed file next to the site's other configuration, while containers
+and CI inject secrets and ports through the environment. Sections mirror the ports (`[neo4j]`,
+`[milvus]`, `[embedder]`, `[llm]`) plus the two roles (`[site]`, `[gateway]`) and `[graph]`.
+
+Precedence, lowest to highest: built-in defaults < TOML file < environment.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from hansa.core.errors import ConfigError
+
+ENV_PREFIX = "HANSA_"
+CONFIG_FILENAME = "hansa.toml"
+
+
+def default_home() -> Path:
+    """Where local state (keys, Milvus Lite data, embedded graph, config) lives."""
+    return Path(os.environ.get("HANSA_HOME", Path.home() / ".hansa")).expanduser()
+
+
+@dataclass
+class Neo4jConfig:
+    uri: str = "bolt://127.0.0.1:7687"
+    user: str = "neo4j"
+    password: str = ""
+    database: str = "neo4j"
+
+
+@dataclass
+class GraphConfig:
+    backend: str = "embedded"  # "embedded" (SQLite + igraph/leidenalg) or "neo4j" (Neo4j + GDS)
+    path: str = ""  # embedded store file; default <home>/graph.sqlite
+
+
+@dataclass
+class MilvusConfig:
+    uri: str = ""  # a file path runs Milvus Lite embedded; http://host:19530 a server; default <home>/milvus.db
+    token: str = ""
+    collection_prefix: str = "hansa_"
+
+
+@dataclass
+class EmbedderConfig:
+    model: str = "all-MiniLM-L6-v2"  # a local path, an installed model package, or a known model name
+    device: str = "cpu"
+    batch_size: int = 64
+
+
+@dataclass
+class LLMConfig:
+    base_url: str = ""  # empty: no LLM, every stage uses its extractive/NLP path
+    api_key: str = ""
+    model: str = ""
+    timeout_s: float = 60.0
+
+
+@dataclass
+class SiteConfig:
+    site_id: str = ""
+    host: str = "127.0.0.1"
+    port: int = 8701
+    gateway_url: str = ""
+    chunk_size: int = 1200  # characters
+    chunk_overlap: int = 150
+    min_community_size: int = 3
+    leiden_gamma: float = 1.0
+    leiden_seed: int = 42
+    publish_text: bool = False  # policy: send summary text with the embedding (default: none)
+    publication_ttl_hours: float = 168.0
+
+
+@dataclass
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 8700
+    top_m_summaries: int = 32
+    top_k_sites: int = 3
+    site_timeout_s: float = 10.0
+    max_request_bytes: int = 8 * 1024 * 1024
+    allow_private_addresses: bool = False
+
+
+@dataclass
+class Config:
+    home: Path = field(default_factory=default_home)
+    neo4j: Neo4jConfig = field(default_factory=Neo4jConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    milvus: MilvusConfig = field(default_factory=MilvusConfig)
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    site: SiteConfig = field(default_factory=SiteConfig)
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+
+    # Derived locations: one place that says where each piece of local state lives.
+    @property
+    def graph_path(self) -> Path:
+        return Path(self.graph.path) if self.graph.path else self.home / "graph.sqlite"
+
+    @property
+    def milvus_uri(self) -> str:
+        return self.milvus.uri or str(self.home / "milvus.db")
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.home / "keys"
+
+
+SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway")
+
+
+def _coerce(value: str, target_type: Any, name: str) -> Any:
+    """Env vars are strings: turn them into the field's declared type or say which one is wrong."""
+    try:
+        if target_type in (bool, "bool"):
+            lowered = value.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(value)
+        if target_type in (int, "int"):
+            return int(value)
+        if target_type in (float, "float"):
+            return float(value)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={value!r} is not a valid {target_type}") from exc
+    return value
+
+
+def _apply(section_obj: Any, values: Mapping[str, Any], where: str) -> None:
+    known = {f.name: f for f in fields(section_obj)}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"unknown key {key!r} in {where}; known keys: {', '.join(sorted(known))}")
+        ftype = known[key].type
+        if isinstance(value, str) and ftype not in ("str", str):
+            value = _coerce(value, ftype, f"{where}.{key}")
+        setattr(section_obj, key, value)
+
+
+def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Build the effective configuration.
+
+    `path` defaults to `$HANSA_CONFIG`, then `<home>/hansa.toml` if it exists.
+    """
+    env = os.environ if env is None else env
+    cfg = Config(home=Path(env.get("HANSA_HOME", default_home())).expanduser())
+    path = path or env.get("HANSA_CONFIG")
+    candidate = Path(path) if path else cfg.home / CONFIG_FILENAME
+    if path and not candidate.is_file():
+        raise ConfigError(f"config file {candidate} does not exist")
+    if candidate.is_file():
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{candidate}: not valid TOML: {exc}") from exc
+        for section, values in data.items():
+            if section == "home":
+                cfg.home = Path(values).expanduser()
+                continue
+            if section not in SECTIONS or not isinstance(values, dict):
+                raise ConfigError(f"{candidate}: unknown section [{section}]; sections: {', '.join(SECTIONS)}")
+            _apply(getattr(cfg, section), values, f"{candidate}[{section}]")
+    for section in SECTIONS:
+        obj = getattr(cfg, section)
+        prefix = f"{ENV_PREFIX}{section.upper()}_"
+        overrides = {
+            k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)
+        }
+        if overrides:
+            _apply(obj, overrides, f"environment {prefix}*")
+    if cfg.graph.backend not in ("embedded", "neo4j"):
+        raise ConfigError(f"graph.backend must be 'embedded' or 'neo4j', not {cfg.graph.backend!r}")
+    return cfg
+
+
+def as_dict(cfg: Config) -> dict[str, Any]:
+    """The effective configuration for `--show-config`, with secrets masked."""
+    out: dict[str, Any] = {"home": str(cfg.home)}
+    for section in SECTIONS:
+        obj = getattr(cfg, section)
+        assert is_dataclass(obj)
+        values = {}
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            values[f.name] = "***" if (f.name in ("password", "token", "api_key") and v) else v
+        out[section] = values
+    return out

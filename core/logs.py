@@ -1,0 +1,62 @@
+"""Structured logs: one event name plus key=value fields, as text for people or JSON for machines.
+
+Why not print: sites and gateways run unattended; operators grep and ship logs, so every line says
+what happened (`event`) and carries its facts as fields, never interpolated into prose.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class _Formatter(logging.Formatter):
+    def __init__(self, as_json: bool) -> None:
+        super().__init__()
+        self.as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = {k: v for k, v in vars(record).items() if k not in _RESERVED}
+        if self.as_json:
+            out: dict[str, Any] = {
+                "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "event": record.getMessage(),
+                **fields,
+            }
+            if record.exc_info:
+                out["exc"] = self.formatException(record.exc_info)
+            return json.dumps(out, default=str, ensure_ascii=False)
+        kv = " ".join(f"{k}={v!r}" if isinstance(v, str) and " " in v else f"{k}={v}" for k, v in fields.items())
+        line = f"{record.levelname.lower():<7} {record.name}: {record.getMessage()}" + (f" {kv}" if kv else "")
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure(level: str = "info", as_json: bool = False) -> None:
+    """Called once by the CLI; libraries only ever call `get_logger`."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(as_json))
+    root = logging.getLogger("hansa")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+class _Logger(logging.LoggerAdapter):
+    """`log.info("ingest.done", chunks=12, seconds=0.4)`: fields become record attributes."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("exc_info", "stack_info", "stacklevel", "extra")}
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), **extra}
+        return msg, kwargs
+
+
+def get_logger(name: str) -> _Logger:
+    return _Logger(logging.getLogger(name if name.startswith("hansa") else f"hansa.{name}"), {})

@@ -1,0 +1,105 @@
+"""The site's HTTP API: what the gateway calls (`POST /v1/retrieve`) and a health probe.
+
+Why so small: this is the only door into a site's data from outside, so it accepts one bounded,
+strictly parsed request shape and answers with the wire types of hansa.sync, nothing else. Every
+error is JSON with a status a client can act on; a bug is logged here and answered with a bare 500,
+never a traceback. All retrieve requests pass through `_handle_retrieve`, the one place where the
+gateway's request signature (RFC 9421) will be checked.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from hansa.core.errors import BackendError, HansaError, InputError
+from hansa.core.jsonsafe import dumps, loads_strict
+from hansa.core.logs import get_logger
+from hansa.plugin.retrieval import retrieve
+from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.sync.wire import RetrieveRequest
+
+log = get_logger(__name__)
+
+MAX_REQUEST_BYTES = 64 * 1024  # a question is at most 4000 characters; anything bigger is abuse
+JSON_TYPE = "application/json"
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(dumps(body), status=status, mimetype=JSON_TYPE)
+
+
+def create_site_app(ctx: SiteContext) -> Flask:
+    """A Flask app serving one opened site; the caller owns (and closes) `ctx`."""
+    app = Flask("hansa.site")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    # One request at a time touches the stores: the embedded graph and Milvus Lite are not meant to
+    # be shared across threads, and on a 2-core site the embedder is the bottleneck anyway.
+    lock = threading.Lock()
+
+    def _handle_retrieve() -> Response:
+        if request.mimetype != JSON_TYPE:
+            raise InputError(f"send the request as {JSON_TYPE}")
+        body = request.get_data(cache=False)  # raises 413 beyond MAX_CONTENT_LENGTH
+        req = RetrieveRequest.from_json(_object(loads_strict(body)))
+        with lock:
+            answer = retrieve(ctx, req)
+        return _json(answer.to_json())
+
+    @app.post("/v1/retrieve")
+    def retrieve_endpoint() -> Response:
+        return _handle_retrieve()
+
+    @app.get("/v1/health")
+    def health() -> Response:
+        with lock:
+            stats = ctx.graph.stats()
+            counts = {
+                "documents": stats.documents,
+                "chunks": stats.chunks,
+                "entities": stats.entities,
+                "relations": stats.relations,
+                "communities": stats.communities,
+                "chunk_vectors": ctx.vectors.count(CHUNKS),
+                "summary_vectors": ctx.vectors.count(SUMMARIES),
+            }
+        return _json(
+            {
+                "status": "ok",
+                "site_id": ctx.site_id,
+                "embedding": {"model_id": ctx.embedder.model_id, "dim": ctx.embedder.dim},
+                "graph_backend": ctx.graph.backend,
+                "counts": counts,
+            }
+        )
+
+    @app.errorhandler(HansaError)
+    def hansa_error(err: HansaError) -> Response:
+        if isinstance(err, BackendError):
+            log.warning("site_api.backend_error", path=request.path, error=str(err))
+        return _json({"error": str(err)}, err.http_status)
+
+    @app.errorhandler(HTTPException)
+    def http_error(err: HTTPException) -> Response:
+        status = err.code or 500
+        messages = {
+            404: f"no such endpoint: {request.path}; the site serves POST /v1/retrieve and GET /v1/health",
+            405: f"method {request.method} is not allowed on {request.path}",
+            413: f"request body too large: at most {MAX_REQUEST_BYTES} bytes",
+        }
+        return _json({"error": messages.get(status, err.description or err.name)}, status)
+
+    @app.errorhandler(Exception)
+    def unexpected(err: Exception) -> Response:
+        log.error("site_api.internal_error", path=request.path, error=type(err).__name__, exc_info=err)
+        return _json({"error": "internal error; the site's log has the details"}, 500)
+
+    return app
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError("retrieve request: expected a JSON object")
+    return value

@@ -1,0 +1,176 @@
+"""`hansa site install`: make a site's stores and identity ready, once, and say what was already there.
+
+Why a site file (<home>/site.json): every vector a site stores and publishes lives in one embedding
+space. Recording the model id and dimension at install time lets every later job notice that the
+configured embedder changed, instead of silently mixing two spaces (which ruins search and makes the
+gateway refuse the publication). The signing key is created once and never overwritten: the
+gateway enrolled its public half, and replacing it would lock the site out of its own namespace.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hansa.adapters.graph.base import InstallReport
+from hansa.core.errors import ConfigError
+from hansa.core.logs import get_logger
+from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, chunk_collection, summary_collection
+from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
+
+log = get_logger(__name__)
+
+SITE_FILENAME = "site.json"
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    site_id: str
+    graph: InstallReport
+    collections: tuple[str, ...]  # ensured Milvus collections (names without prefix)
+    identity_created: bool  # False: an existing key was kept
+    keyid: str
+    public_key_b64: str  # what the gateway's operator enrolls for this site id
+    site_file: Path
+    site_file_created: bool
+
+    @property
+    def already_installed(self) -> tuple[str, ...]:
+        """The parts a re-run found in place (an idempotent second run lists all of them)."""
+        parts = []
+        if not self.graph.created:
+            parts.append("graph schema")
+        if not self.identity_created:
+            parts.append("site identity")
+        if not self.site_file_created:
+            parts.append("site file")
+        return tuple(parts)
+
+
+def site_file(ctx: SiteContext) -> Path:
+    return ctx.cfg.home / SITE_FILENAME
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half a state file behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def read_site_file(ctx: SiteContext) -> dict[str, Any] | None:
+    """The recorded install facts, or None when the site was never installed."""
+    path = site_file(ctx)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        embedding = data["embedding"]
+        if not (isinstance(data["site_id"], str) and isinstance(embedding["model_id"], str) and isinstance(embedding["dim"], int)):
+            raise TypeError("wrong types")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}); restore it from a backup or remove it and run `hansa site install`") from exc
+    return data
+
+
+def check_site_file(ctx: SiteContext, recorded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Refuse to work in another embedding space (or under another site id) than the one installed.
+
+    Jobs that read or publish vectors call this first; `recorded` avoids reading the file twice."""
+    recorded = recorded if recorded is not None else read_site_file(ctx)
+    if recorded is None:
+        raise ConfigError(f"site not installed: {site_file(ctx)} is missing; run `hansa site install` first")
+    emb = recorded["embedding"]
+    model_id, dim = ctx.embedder.model_id, ctx.embedder.dim
+    if emb["model_id"] != model_id or emb["dim"] != dim:
+        raise ConfigError(
+            f"this site was installed with embedding model {emb['model_id']!r} (dim {emb['dim']}), but the configured "
+            f"embedder is {model_id!r} (dim {dim}): set [embedder] model back, or re-embed the site "
+            "(drop its collections, remove site.json, then install, ingest and build communities again)"
+        )
+    if recorded["site_id"] != ctx.site_id:
+        raise ConfigError(
+            f"this site's home {ctx.cfg.home} was installed as site {recorded['site_id']!r}, not {ctx.site_id!r}: "
+            "set [site] site_id back, or use another home for another site"
+        )
+    return recorded
+
+
+def load_identity(ctx: SiteContext) -> SiteIdentity:
+    """The site's signing identity; a missing key means the site was not installed."""
+    if not _identity_exists(ctx.identity_dir):
+        raise ConfigError(f"no site identity in {ctx.identity_dir}: run `hansa site install` first")
+    return SiteIdentity.load(ctx.identity_dir)
+
+
+def _identity_exists(directory: Path) -> bool:
+    return os.path.lexists(directory / PRIVATE_KEY_FILE)
+
+
+def install_site(ctx: SiteContext) -> InstallResult:
+    """Check the backends, apply the schema, create collections and the key; safe to run again."""
+    site_id = ctx.site_id
+    recorded = read_site_file(ctx)
+    if recorded is not None:
+        check_site_file(ctx, recorded)  # before touching anything: a mismatch leaves nothing changed
+    dim = ctx.embedder.dim
+
+    graph_report = ctx.graph.install()
+    ctx.vectors.ensure_collection(chunk_collection(dim))
+    ctx.vectors.ensure_collection(summary_collection(dim))
+
+    identity_created = False
+    if _identity_exists(ctx.identity_dir):
+        identity = SiteIdentity.load(ctx.identity_dir)
+    else:
+        identity = SiteIdentity.generate()
+        identity.save(ctx.identity_dir)
+        identity_created = True
+
+    path = site_file(ctx)
+    if recorded is None:
+        write_json_atomic(
+            path,
+            {
+                "site_id": site_id,
+                "embedding": {"model_id": ctx.embedder.model_id, "dim": dim},
+                "graph_backend": ctx.graph.backend,
+                "keyid": identity.keyid,
+                "installed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        )
+    result = InstallResult(
+        site_id=site_id,
+        graph=graph_report,
+        collections=(CHUNKS, SUMMARIES),
+        identity_created=identity_created,
+        keyid=identity.keyid,
+        public_key_b64=identity.public_key_b64,
+        site_file=path,
+        site_file_created=recorded is None,
+    )
+    log.info(
+        "site.installed",
+        site_id=site_id,
+        backend=graph_report.backend,
+        dim=dim,
+        identity_created=identity_created,
+        already=",".join(result.already_installed) or "-",
+    )
+    return result

@@ -1,0 +1,206 @@
+"""A site's answer to the gateway: cited documents plus an extractive partial answer.
+
+Why extractive: a site must answer without an LLM, and whatever leaves the site must be
+attributable. The answer is made of whole sentences copied from the best chunks, each paired with
+the document it came from, so the gateway can fuse and attribute them; no other chunk text ever
+appears in the response (the site's data stays home, per the trust model).
+
+Two modes, as the gateway asks:
+- local: chunk vectors (Milvus) → their chunks (graph) → graph expansion to chunks sharing entities,
+  rescored by cosine with the question, so expansion adds neighbours only when they are relevant;
+- global: community-summary vectors → the chunks of the best communities (broad questions).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from hansa.adapters.records import ChunkHit
+from hansa.core.logs import get_logger
+from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
+
+log = get_logger(__name__)
+
+EXPAND_LIMIT = 10  # graph neighbours added to the vector seeds
+ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
+MAX_CANDIDATES = 40  # sentences embedded per request (one batch)
+MAX_ANSWER_SENTENCES = 3
+ANSWER_MARGIN = 0.12  # a further sentence joins the answer if within this cosine of the best one
+DUPLICATE_COSINE = 0.95  # ... and is not a near-copy of a sentence already chosen
+MIN_SENTENCE_CHARS = 12
+MAX_SENTENCE_CHARS = 400  # longer "sentences" (tables, unpunctuated text) are cut: no chunk leaks whole
+GLOBAL_COMMUNITIES = 3  # communities whose chunks answer a global question
+GLOBAL_MAX_CHUNKS = 200  # chunk vectors read per global question
+
+# Confidence: cosine similarity of the best evidence (chunk or sentence) with the question, mapped
+# linearly from CONF_LOW (unrelated text for MiniLM-class models scores ~0.0-0.2) to CONF_HIGH (a
+# sentence that states the answer scores ~0.6-0.8) and clipped to [0, 1].
+CONF_LOW = 0.2
+CONF_HIGH = 0.7
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    text: str
+    doc_id: str
+    chunk_rank: int  # rank of its chunk: keeps the chosen sentences in a readable order
+    position: int  # character offset in its chunk
+
+
+def confidence_from_similarity(similarity: float) -> float:
+    """The documented mapping from best cosine similarity to a confidence in [0, 1]."""
+    value = (similarity - CONF_LOW) / (CONF_HIGH - CONF_LOW)
+    return round(float(min(1.0, max(0.0, value))), 4)
+
+
+def split_sentences(text: str) -> list[tuple[int, str]]:
+    """(offset, sentence) pairs: ends at . ! ? followed by space, at blank lines and list items."""
+    out: list[tuple[int, str]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        _append_sentence(out, text, start, match.start() + len(match.group(0).rstrip()))
+        start = match.end()
+    _append_sentence(out, text, start, len(text))
+    return out
+
+
+def _append_sentence(out: list[tuple[int, str]], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    stripped = " ".join(piece.split())
+    if len(stripped) < MIN_SENTENCE_CHARS:
+        return
+    if len(stripped) > MAX_SENTENCE_CHARS:
+        stripped = stripped[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
+    out.append((start + len(piece) - len(piece.lstrip()), stripped))
+
+
+def _cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(query)) or 1.0)
+    norms[norms == 0] = 1.0
+    return (matrix @ query) / norms
+
+
+def _rescore(ctx: SiteContext, chunks: Sequence[ChunkHit], query: np.ndarray) -> list[ChunkHit]:
+    """Give chunks a cosine score from their stored vectors (chunks without one are dropped)."""
+    if not chunks:
+        return []
+    stored = ctx.vectors.get(CHUNKS, [c.chunk_id for c in chunks])
+    kept = [c for c in chunks if c.chunk_id in stored]
+    if not kept:
+        return []
+    scores = _cosine(np.stack([np.asarray(stored[c.chunk_id], dtype=np.float32) for c in kept]), query)
+    return [_with_score(c, float(s)) for c, s in zip(kept, scores)]
+
+
+def _with_score(chunk: ChunkHit, score: float) -> ChunkHit:
+    return ChunkHit(chunk.chunk_id, chunk.doc_id, chunk.title, chunk.text, score, chunk.via)
+
+
+def _local_chunks(ctx: SiteContext, query: np.ndarray, top_k: int) -> list[ChunkHit]:
+    hits = ctx.vectors.search(CHUNKS, query[None, :], limit=2 * top_k)[0]
+    if not hits:
+        return []
+    scores = {h.id: h.score for h in hits}
+    seeds = [_with_score(c, scores[c.chunk_id]) for c in ctx.graph.chunks([h.id for h in hits])]
+    seen = {c.chunk_id for c in seeds}
+    expanded = [c for c in ctx.graph.expand(list(seen), limit=EXPAND_LIMIT) if c.chunk_id not in seen]
+    return seeds + _rescore(ctx, expanded, query)
+
+
+def _global_chunks(ctx: SiteContext, query: np.ndarray, top_k: int) -> list[ChunkHit] | None:
+    """Chunks of the best-matching communities; None when the site has no community summaries."""
+    hits = ctx.vectors.search(SUMMARIES, query[None, :], limit=GLOBAL_COMMUNITIES)[0]
+    if not hits:
+        return None
+    by_id = {c.id: c for c in ctx.graph.communities()}
+    chunk_ids: list[str] = []
+    for hit in hits:
+        community = by_id.get(hit.id)
+        if community is None:
+            continue
+        chunk_ids.extend(cid for cid in community.chunk_ids if cid not in chunk_ids)
+        if len(chunk_ids) >= GLOBAL_MAX_CHUNKS:
+            break
+    if not chunk_ids:
+        return None
+    return _rescore(ctx, ctx.graph.chunks(chunk_ids[:GLOBAL_MAX_CHUNKS]), query)
+
+
+def _citations(site_id: str, ranked: Sequence[ChunkHit], top_k: int) -> tuple[Citation, ...]:
+    best: dict[str, ChunkHit] = {}
+    for chunk in ranked:  # ranked best first: the first chunk of a document is its best
+        best.setdefault(chunk.doc_id, chunk)
+    return tuple(
+        Citation(site_id=site_id, doc_id=c.doc_id, title=c.title, score=round(c.score, 4))
+        for c in list(best.values())[:top_k]
+    )
+
+
+def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
+    out: list[_Sentence] = []
+    seen: set[str] = set()
+    for rank, chunk in enumerate(ranked[:ANSWER_CHUNKS]):
+        for position, sentence in split_sentences(chunk.text):
+            if sentence in seen:  # chunk overlap repeats sentences
+                continue
+            seen.add(sentence)
+            out.append(_Sentence(sentence, chunk.doc_id, rank, position))
+            if len(out) >= MAX_CANDIDATES:
+                return out
+    return out
+
+
+def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray) -> tuple[list[_Sentence], float]:
+    """The best sentence, plus up to two close runners-up that add something; and the best score."""
+    if not candidates:
+        return [], 0.0
+    vectors = np.asarray(ctx.embedder.embed([s.text for s in candidates]), dtype=np.float32)
+    scores = _cosine(vectors, query)
+    order = np.argsort(-scores, kind="stable")
+    best = float(scores[order[0]])
+    chosen: list[int] = []
+    for i in order:
+        if len(chosen) == MAX_ANSWER_SENTENCES or scores[i] < best - ANSWER_MARGIN:
+            break
+        if any(float(_cosine(vectors[[j]], vectors[i])[0]) >= DUPLICATE_COSINE for j in chosen):
+            continue
+        chosen.append(int(i))
+    picked = sorted((candidates[i] for i in chosen), key=lambda s: (s.chunk_rank, s.position))
+    return picked, best
+
+
+def empty_answer(site_id: str) -> PartialAnswer:
+    return PartialAnswer(site_id=site_id, answer="", citations=(), confidence=0.0, sentences=())
+
+
+def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
+    """Answer one request from this site's data; an empty site answers with nothing, not an error."""
+    site_id = ctx.site_id
+    query = np.asarray(ctx.embedder.embed_one(req.question), dtype=np.float32)
+    chunks: list[ChunkHit] | None = None
+    if req.mode == "global":
+        chunks = _global_chunks(ctx, query, req.top_k)
+        if chunks is None:
+            log.info("retrieve.global_fallback", reason="no community summaries")
+    if chunks is None:
+        chunks = _local_chunks(ctx, query, req.top_k)
+    if not chunks:
+        log.info("retrieve.empty", mode=req.mode)
+        return empty_answer(site_id)
+    ranked = sorted(chunks, key=lambda c: -c.score)
+    picked, best_sentence = _choose(ctx, _candidates(ranked), query)
+    answer = PartialAnswer(
+        site_id=site_id,
+        answer=" ".join(s.text for s in picked),
+        citations=_citations(site_id, ranked, req.top_k),
+        confidence=confidence_from_similarity(max(ranked[0].score, best_sentence)),
+        sentences=tuple((s.text, s.doc_id) for s in picked),
+    )
+    log.info("retrieve.done", mode=req.mode, chunks=len(ranked), citations=len(answer.citations), confidence=answer.confidence)
+    return answer

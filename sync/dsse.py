@@ -1,0 +1,132 @@
+"""DSSE v1 envelopes (github.com/secure-systems-lab/dsse): sign exact bytes, verify before parse.
+
+The signature covers PAE(payloadType, payload) — the type and the exact payload bytes, each
+length-prefixed — so neither can be swapped or re-serialized. `verify_envelope` looks only at the
+envelope's shape before the signature check; the payload is handed back as bytes, untouched, for
+the caller to parse *after* it is known to come from a trusted key. `keyid` is a hint that we write
+for humans and ignore on verification: every signature is tried against every trusted key, and
+each trusted key counts at most once toward a threshold.
+"""
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping, Sequence
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from hansa.core.errors import InputError, VerificationError
+from hansa.core.jsonsafe import loads_strict
+from hansa.sync.keys import SiteIdentity, public_key_raw, verify_signature
+from hansa.sync.vectors import b64decode_strict, b64encode
+
+MAX_SIGNATURES = 16
+_ENVELOPE_KEYS = {"payloadType", "payload", "signatures"}
+_SIGNATURE_KEYS = {"keyid", "sig"}
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """Pre-Authentication Encoding: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body.
+
+    LEN is the byte length in ASCII decimal; the type is taken as UTF-8 bytes."""
+    type_bytes = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(payload), payload)
+
+
+def _check_type_text(payload_type: object) -> str:
+    if not isinstance(payload_type, str) or not payload_type:
+        raise VerificationError("envelope: payloadType must be a non-empty string")
+    if not all(0x20 <= ord(ch) <= 0x7E for ch in payload_type):
+        raise VerificationError("envelope: payloadType must be printable ASCII")
+    return payload_type
+
+
+def sign_envelope(payload_type: str, payload: bytes, identity: SiteIdentity) -> dict[str, Any]:
+    _check_type_text(payload_type)
+    if not isinstance(payload, (bytes, bytearray)):
+        raise TypeError("payload must be bytes: DSSE signs exact bytes, never objects")
+    payload = bytes(payload)
+    sig = identity.sign(pae(payload_type, payload))
+    return {
+        "payloadType": payload_type,
+        "payload": b64encode(payload),
+        "signatures": [{"keyid": identity.keyid, "sig": b64encode(sig)}],
+    }
+
+
+def _b64(text: object, what: str) -> bytes:
+    try:
+        return b64decode_strict(text, what)
+    except InputError as exc:
+        raise VerificationError(f"envelope: {exc}") from exc
+
+
+def _envelope_object(envelope: bytes | bytearray | str | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(envelope, Mapping):
+        return envelope
+    if isinstance(envelope, (bytes, bytearray, str)):
+        try:
+            obj = loads_strict(bytes(envelope) if isinstance(envelope, bytearray) else envelope)
+        except (InputError, ValueError, RecursionError) as exc:
+            raise VerificationError(f"envelope is not valid JSON: {exc}") from exc
+        if not isinstance(obj, Mapping):
+            raise VerificationError("envelope must be a JSON object")
+        return obj
+    raise VerificationError(f"envelope must be JSON bytes or an object, got {type(envelope).__name__}")
+
+
+def _parse_shape(envelope: Any) -> tuple[str, bytes, list[bytes]]:
+    obj = _envelope_object(envelope)
+    keys = set(obj)
+    if keys != _ENVELOPE_KEYS:
+        raise VerificationError(
+            f"envelope: expected exactly {sorted(_ENVELOPE_KEYS)}, got {sorted(map(str, keys))}"
+        )
+    payload_type = _check_type_text(obj["payloadType"])
+    payload = _b64(obj["payload"], "payload")
+    entries = obj["signatures"]
+    if not isinstance(entries, list) or not entries:
+        raise VerificationError("envelope: signatures must be a non-empty list")
+    if len(entries) > MAX_SIGNATURES:
+        raise VerificationError(f"envelope: more than {MAX_SIGNATURES} signatures")
+    sigs: list[bytes] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping) or "sig" not in entry or not set(entry) <= _SIGNATURE_KEYS:
+            raise VerificationError("envelope: each signature must be {'keyid'?: str, 'sig': str}")
+        if "keyid" in entry and not isinstance(entry["keyid"], str):
+            raise VerificationError("envelope: keyid must be a string")
+        sigs.append(_b64(entry["sig"], "sig"))
+    return payload_type, payload, sigs
+
+
+def verify_envelope(
+    envelope: bytes | str | Mapping[str, Any],
+    trusted_keys: Sequence[Ed25519PublicKey],
+    allowed_types: Collection[str],
+    threshold: int = 1,
+) -> tuple[str, bytes]:
+    """Return (payloadType, payload bytes) once `threshold` distinct trusted keys signed them.
+
+    Raises VerificationError for any malformed envelope, unlisted type or missing signature."""
+    if not isinstance(threshold, int) or threshold < 1:
+        raise ValueError("threshold must be a positive integer")
+    payload_type, payload, sigs = _parse_shape(envelope)
+    if payload_type not in allowed_types:
+        raise VerificationError(f"envelope: payloadType {payload_type!r} is not accepted here")
+    distinct: dict[bytes, Ed25519PublicKey] = {}
+    for key in trusted_keys:
+        distinct.setdefault(public_key_raw(key), key)
+    if len(distinct) < threshold:
+        raise VerificationError(
+            f"envelope: {threshold} signature(s) required but only {len(distinct)} key(s) are trusted"
+        )
+    message = pae(payload_type, payload)
+    signed_by: set[bytes] = set()
+    for sig in sigs:
+        for raw, key in distinct.items():
+            if raw not in signed_by and verify_signature(key, sig, message):
+                signed_by.add(raw)
+                break
+        if len(signed_by) >= threshold:
+            return payload_type, payload
+    raise VerificationError(
+        f"envelope: {len(signed_by)} of {threshold} required signature(s) verify under a trusted key"
+    )

@@ -1,0 +1,354 @@
+"""Messages that cross a site boundary, as JSON-ready dataclasses.
+
+Only these shapes ever leave a site: community-summary publications (signed), and partial answers
+with citations. Chunk text never does. Parsing is strict: unknown or missing keys and wrong types
+raise InputError, so a peer's mistake cannot become our undefined state.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from hansa.core.errors import InputError
+from hansa.core.jsonsafe import loads_strict
+
+SITE_ID_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+SUMMARY_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+MAX_QUESTION_CHARS = 4000
+SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+RFC3339_UTC_RE = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?Z$"
+)
+MAX_INT64 = 2**63 - 1
+MAX_MODEL_ID_CHARS = 256
+MAX_DIM = 65536
+VECTOR_ENCODING = "f32le-b64"
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Deterministic bytes for a JSON value: sorted keys, no spaces, ASCII only, no NaN.
+
+    Used for what gets hashed or signed; only ever applied to values without floats."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
+
+
+def format_utc(moment: datetime) -> str:
+    """RFC 3339 in UTC with a `Z`, to the second: the one spelling `parse_utc` accepts."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("timestamps must be timezone-aware")
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_utc(text: object, where: str) -> datetime:
+    if not isinstance(text, str) or not RFC3339_UTC_RE.fullmatch(text):
+        raise InputError(f"{where}: timestamp {text!r} must be RFC 3339 UTC like 2025-01-31T12:00:00Z")
+    try:
+        return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
+    except ValueError as exc:
+        raise InputError(f"{where}: timestamp {text!r} is not a real date/time") from exc
+
+
+def _int_in(obj: Mapping[str, Any], key: str, low: int, high: int, where: str) -> int:
+    value = _require(obj, key, int, where)
+    if not low <= value <= high:
+        raise InputError(f"{where}: {key!r} must be in {low}..{high}")
+    return value
+
+
+def validate_site_id(site_id: object) -> str:
+    """Site ids name namespaces and files: DNS-label syntax only (no `../`, no spoofing by case)."""
+    if not isinstance(site_id, str) or not SITE_ID_RE.fullmatch(site_id):
+        raise InputError(f"invalid site id {site_id!r}: use 1-64 lowercase letters, digits and '-'")
+    return site_id
+
+
+def _require(obj: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{where}: expected an object")
+    if key not in obj:
+        raise InputError(f"{where}: missing {key!r}")
+    value = obj[key]
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, typ) or (typ in (int, float) and isinstance(value, bool)):
+        raise InputError(f"{where}: {key!r} has the wrong type")
+    return value
+
+
+def _no_extra(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    extra = set(obj) - allowed
+    if extra:
+        raise InputError(f"{where}: unknown keys {sorted(extra)}")
+
+
+@dataclass(frozen=True)
+class Citation:
+    site_id: str
+    doc_id: str
+    title: str
+    score: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Citation":
+        w = "citation"
+        _no_extra(obj, {"site_id", "doc_id", "title", "score"}, w)
+        return cls(
+            site_id=_require(obj, "site_id", str, w),
+            doc_id=_require(obj, "doc_id", str, w),
+            title=_require(obj, "title", str, w),
+            score=_require(obj, "score", float, w) if "score" in obj else 0.0,
+        )
+
+
+@dataclass(frozen=True)
+class RetrieveRequest:
+    """What the gateway asks a site. `mode`: "local" (entities + graph), "global" (communities)."""
+
+    question: str
+    top_k: int = 10
+    mode: str = "local"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "RetrieveRequest":
+        w = "retrieve request"
+        _no_extra(obj, {"question", "top_k", "mode"}, w)
+        q = _require(obj, "question", str, w).strip()
+        if not q or len(q) > MAX_QUESTION_CHARS:
+            raise InputError(f"{w}: question must have 1-{MAX_QUESTION_CHARS} characters")
+        top_k = _require(obj, "top_k", int, w) if "top_k" in obj else 10
+        if not 1 <= top_k <= 100:
+            raise InputError(f"{w}: top_k must be 1-100")
+        mode = _require(obj, "mode", str, w) if "mode" in obj else "local"
+        if mode not in ("local", "global"):
+            raise InputError(f"{w}: mode must be 'local' or 'global'")
+        return cls(question=q, top_k=top_k, mode=mode)
+
+
+@dataclass(frozen=True)
+class PartialAnswer:
+    """A site's answer to one retrieve request: an extractive (or LLM) answer and what it cites.
+
+    `evidence` ranks the cited documents best first (what evidence recall@k is measured on);
+    `confidence` in [0, 1] is the site's own estimate, used by the gateway's gate and fusion."""
+
+    site_id: str
+    answer: str
+    citations: tuple[Citation, ...]
+    confidence: float
+    sentences: tuple[tuple[str, str], ...] = ()  # (sentence, doc_id): the answer's support, for fusion
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "site_id": self.site_id,
+            "answer": self.answer,
+            "citations": [c.to_json() for c in self.citations],
+            "confidence": self.confidence,
+            "sentences": [list(s) for s in self.sentences],
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "PartialAnswer":
+        w = "partial answer"
+        _no_extra(obj, {"site_id", "answer", "citations", "confidence", "sentences"}, w)
+        cites = _require(obj, "citations", list, w)
+        sentences = _require(obj, "sentences", list, w) if "sentences" in obj else []
+        parsed_sentences = []
+        for s in sentences:
+            if not (isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s)):
+                raise InputError(f"{w}: sentences must be [text, doc_id] pairs")
+            parsed_sentences.append((s[0], s[1]))
+        conf = _require(obj, "confidence", float, w)
+        if not 0.0 <= conf <= 1.0:
+            raise InputError(f"{w}: confidence must be in [0, 1]")
+        return cls(
+            site_id=validate_site_id(_require(obj, "site_id", str, w)),
+            answer=_require(obj, "answer", str, w),
+            citations=tuple(Citation.from_json(c) for c in cites),
+            confidence=conf,
+            sentences=tuple(parsed_sentences),
+        )
+
+
+@dataclass(frozen=True)
+class Richness:
+    """How much knowledge a summary stands for: SCOUT-RAG's richness signal, and DGRAG's size."""
+
+    entities: int
+    chunks: int
+    documents: int
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Richness":
+        w = "richness"
+        _no_extra(_expect_object(obj, w), {"entities", "chunks", "documents"}, w)
+        return cls(
+            entities=_int_in(obj, "entities", 0, MAX_INT64, w),
+            chunks=_int_in(obj, "chunks", 0, MAX_INT64, w),
+            documents=_int_in(obj, "documents", 0, MAX_INT64, w),
+        )
+
+
+@dataclass(frozen=True)
+class SummaryRecord:
+    """One community summary as published: id, version, exact vector bytes, richness, optional text."""
+
+    summary_id: str
+    version: int
+    vector_b64: str  # base64 of little-endian float32, exactly `dim` values (see sync.vectors)
+    richness: Richness
+    level: int = 0
+    text: str | None = None  # only when the site's policy allows publishing summary text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.summary_id,
+            "version": self.version,
+            "vector": self.vector_b64,
+            "richness": self.richness.to_json(),
+            "level": self.level,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "SummaryRecord":
+        """Every key is required (`text` may be null): one record has one JSON shape."""
+        w = "summary record"
+        summary_id = _require(obj, "id", str, w)
+        _no_extra(obj, {"id", "version", "vector", "richness", "level", "text"}, w)
+        if not SUMMARY_ID_RE.fullmatch(summary_id):
+            raise InputError(f"{w}: invalid id {summary_id!r}: use 1-128 of A-Z a-z 0-9 _ . : -")
+        if "text" not in obj:
+            raise InputError(f"{w}: missing 'text' (send null when no text is published)")
+        text = obj["text"]
+        if text is not None and not isinstance(text, str):
+            raise InputError(f"{w}: 'text' must be a string or null")
+        return cls(
+            summary_id=summary_id,
+            version=_int_in(obj, "version", 0, MAX_INT64, w),
+            vector_b64=_require(obj, "vector", str, w),
+            richness=Richness.from_json(_require(obj, "richness", Mapping, w)),
+            level=_int_in(obj, "level", 0, 1024, w),
+            text=text,
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingSpace:
+    model_id: str
+    dim: int
+    encoding: str = "f32le-b64"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "EmbeddingSpace":
+        w = "embedding space"
+        model_id = _require(obj, "model_id", str, w)
+        _no_extra(obj, {"model_id", "dim", "encoding"}, w)
+        if not model_id or len(model_id) > MAX_MODEL_ID_CHARS:
+            raise InputError(f"{w}: model_id must have 1-{MAX_MODEL_ID_CHARS} characters")
+        encoding = _require(obj, "encoding", str, w)
+        if encoding != VECTOR_ENCODING:
+            raise InputError(f"{w}: encoding {encoding!r} is not supported; use {VECTOR_ENCODING!r}")
+        return cls(model_id=model_id, dim=_int_in(obj, "dim", 1, MAX_DIM, w), encoding=encoding)
+
+
+@dataclass(frozen=True)
+class PublicationPayload:
+    """The signed payload of a site's publication (DSSE payloadType PUBLICATION_TYPE).
+
+    `sequence` strictly increases per site (no replay, no rollback); `manifest` maps every summary
+    id the site currently publishes to (version, sha256 of its canonical record bytes), so the
+    gateway can check it holds exactly this set and nothing else."""
+
+    site_id: str
+    sequence: int
+    issued_at: str  # RFC 3339 UTC
+    expires: str  # RFC 3339 UTC
+    embedding: EmbeddingSpace
+    summaries: tuple[SummaryRecord, ...]
+    manifest: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "site_id": self.site_id,
+            "sequence": self.sequence,
+            "issued_at": self.issued_at,
+            "expires": self.expires,
+            "embedding": self.embedding.to_json(),
+            "summaries": [s.to_json() for s in self.summaries],
+            "manifest": {k: [v, h] for k, (v, h) in sorted(self.manifest.items())},
+        }
+
+    def to_bytes(self) -> bytes:
+        """The exact bytes a site signs (canonical JSON; the payload holds no floats)."""
+        return canonical_json(self.to_json())
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "PublicationPayload":
+        """Shape and types only; sync.publication checks vectors, manifest and times against now."""
+        w = "publication"
+        site_id = validate_site_id(_require(obj, "site_id", str, w))
+        _no_extra(obj, {"site_id", "sequence", "issued_at", "expires", "embedding", "summaries",
+                        "manifest"}, w)
+        issued_at = _require(obj, "issued_at", str, w)
+        expires = _require(obj, "expires", str, w)
+        if parse_utc(expires, w) <= parse_utc(issued_at, w):
+            raise InputError(f"{w}: expires must be later than issued_at")
+        records = _require(obj, "summaries", list, w)
+        manifest: dict[str, tuple[int, str]] = {}
+        for summary_id, entry in _require(obj, "manifest", Mapping, w).items():
+            if not SUMMARY_ID_RE.fullmatch(summary_id):
+                raise InputError(f"{w}: manifest has an invalid summary id {summary_id!r}")
+            if not (
+                isinstance(entry, list) and len(entry) == 2
+                and isinstance(entry[0], int) and not isinstance(entry[0], bool)
+                and 0 <= entry[0] <= MAX_INT64
+                and isinstance(entry[1], str) and SHA256_HEX_RE.fullmatch(entry[1])
+            ):
+                raise InputError(
+                    f"{w}: manifest entry for {summary_id!r} must be [version, lowercase sha256 hex]"
+                )
+            manifest[summary_id] = (entry[0], entry[1])
+        return cls(
+            site_id=site_id,
+            sequence=_int_in(obj, "sequence", 0, MAX_INT64, w),
+            issued_at=issued_at,
+            expires=expires,
+            embedding=EmbeddingSpace.from_json(_require(obj, "embedding", Mapping, w)),
+            summaries=tuple(SummaryRecord.from_json(_expect_object(r, w)) for r in records),
+            manifest=manifest,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "PublicationPayload":
+        """Parse verified payload bytes strictly (no NaN, no duplicate keys, bounded depth)."""
+        try:
+            obj = loads_strict(data)
+        except (ValueError, RecursionError) as exc:  # e.g. integers beyond Python's digit limit
+            raise InputError(f"publication: invalid JSON ({exc})") from exc
+        return cls.from_json(_expect_object(obj, "publication"))
+
+
+def _expect_object(obj: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{where}: expected an object")
+    return obj
+
+
+PUBLICATION_TYPE = "application/vnd.hansa.publication+json; v=1"
