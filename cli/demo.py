@@ -11,7 +11,6 @@ import json
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,10 +19,9 @@ from typing import Any, Callable
 import click
 import requests
 
-from hansa.core.config import Config, load_config
 from hansa.core.errors import HansaError
 from hansa.core.logs import get_logger
-from hansa.core.serving import BackgroundServer
+from hansa.cli.federation import LocalFederation
 
 log = get_logger(__name__)
 
@@ -43,10 +41,6 @@ def bundled_sample() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return passages, questions
 
 
-def _role_config(home: Path, **env: str) -> Config:
-    return load_config(env={"HANSA_HOME": str(home), **env})
-
-
 def run_demo(
     workdir: Path,
     passages: list[dict[str, Any]],
@@ -54,76 +48,19 @@ def run_demo(
     progress: Callable[[str], None] = lambda msg: None,
     gateway_tap: Callable[[Any], Any] | None = None,
 ) -> DemoResult:
-    """Build the federation under `workdir`, ask every question, tear everything down.
+    """Build the federation under `workdir`, ask every question over HTTP, tear everything down.
 
     `gateway_tap` wraps the gateway's WSGI app (tests use it to record every byte the gateway
     receives, to prove that no chunk text crosses the boundary)."""
-    from hansa.adapters.vector.milvus import MilvusVectorStore
-    from hansa.gateway.app import create_gateway_app
-    from hansa.gateway.registry import SiteRegistry
-    from hansa.plugin.api import create_site_app
-    from hansa.plugin.communities import build_communities
-    from hansa.plugin.ingest import ingest_paths
-    from hansa.plugin.install import install_site
-    from hansa.plugin.publish import publish_summaries
-    from hansa.plugin.site import SiteContext
-    from hansa.sync.keys import SiteIdentity
-
-    t0 = time.perf_counter()
     by_site: dict[str, list[dict[str, Any]]] = {}
     for p in passages:
-        by_site.setdefault(p["site"], []).append({"id": p["id"], "title": p["title"], "text": p["text"]})
-
-    result = DemoResult(workdir=workdir, setup_seconds=0.0, sites={})
-    with ExitStack() as stack:
-        site_servers: dict[str, BackgroundServer] = {}
-        contexts: dict[str, SiteContext] = {}
-        for site_id, docs in sorted(by_site.items()):
-            home = workdir / site_id
-            docs_dir = home / "docs"
-            docs_dir.mkdir(parents=True, exist_ok=True)
-            (docs_dir / f"{site_id}.jsonl").write_text(
-                "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8"
-            )
-            ctx = stack.enter_context(SiteContext.open(_role_config(home, HANSA_SITE_SITE_ID=site_id)))
-            contexts[site_id] = ctx
-            progress(f"site {site_id}: install")
-            install_site(ctx)
-            progress(f"site {site_id}: ingest {len(docs)} documents")
-            ingest = ingest_paths(ctx, [docs_dir])
-            progress(f"site {site_id}: Leiden communities and summaries")
-            comm = build_communities(ctx)
-            server = stack.enter_context(BackgroundServer(create_site_app(ctx)))
-            site_servers[site_id] = server
-            result.sites[site_id] = {
-                "url": server.url,
-                "documents": len(docs),
-                "chunks": getattr(ingest, "chunks", None),
-                "communities": getattr(comm, "communities", None),
-            }
-
-        gw_home = workdir / "gateway"
-        gw_cfg = _role_config(gw_home, HANSA_GATEWAY_ALLOW_PRIVATE_ADDRESSES="true")
-        gw_home.mkdir(parents=True, exist_ok=True)
-        registry = SiteRegistry(gw_home / "registry.json")
-        for site_id, ctx in contexts.items():
-            identity = SiteIdentity.load(ctx.identity_dir)
-            registry.enroll(site_id, site_servers[site_id].url, [identity.public_key_b64])
-        any_ctx = next(iter(contexts.values()))
-        gw_vectors = stack.enter_context(MilvusVectorStore(gw_cfg.milvus_uri, prefix=gw_cfg.milvus.collection_prefix))
-        app = create_gateway_app(gw_cfg, any_ctx.embedder, gw_vectors, registry)
-        gateway = stack.enter_context(BackgroundServer(gateway_tap(app) if gateway_tap else app))
-        for site_id, ctx in contexts.items():
-            progress(f"site {site_id}: publish signed summaries to the gateway")
-            published = publish_summaries(ctx, gateway.url)
-            result.sites[site_id]["published_summaries"] = getattr(published, "summaries", None)
-            result.sites[site_id]["publication_bytes"] = getattr(published, "bytes", None)
-        result.setup_seconds = time.perf_counter() - t0
-
+        by_site.setdefault(p["site"], []).append(p)
+    with LocalFederation(workdir, by_site, progress=progress, gateway_tap=gateway_tap) as fed:
+        result = DemoResult(workdir, fed.setup_seconds, {s: h.info for s, h in fed.sites.items()})
         for q in questions:
             progress(f"ask: {q['question']}")
             started = time.perf_counter()
-            resp = requests.post(f"{gateway.url}/v1/query", json={"question": q["question"]}, timeout=60)
+            resp = requests.post(f"{fed.gateway_url}/v1/query", json={"question": q["question"]}, timeout=60)
             elapsed_ms = (time.perf_counter() - started) * 1000
             body = resp.json()
             if resp.status_code != 200:

@@ -128,6 +128,11 @@ class SiteRecord:
             "published_at": self.published_at,
         }
 
+    def view(self, now: datetime | None = None) -> dict[str, Any]:
+        """What operators see (API and CLI): the stored record plus its state at `now`."""
+        now = now or utc_now()
+        return {**self.to_json(), "expired": self.is_expired(now), "routable": self.is_routable(now)}
+
     @classmethod
     def from_json(cls, obj: Any, where: str) -> "SiteRecord":
         """Re-validates what it reads: a hand-edited registry must not smuggle in a bad URL or id."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hansa.adapters.graph.base import InstallReport
-from hansa.core.errors import ConfigError
+from hansa.core.errors import ConfigError, NotFoundError
 from hansa.core.logs import get_logger
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, chunk_collection, summary_collection
 from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
@@ -32,6 +32,7 @@ class InstallResult:
     site_id: str
     graph: InstallReport
     collections: tuple[str, ...]  # ensured Milvus collections (names without prefix)
+    collections_created: tuple[str, ...]  # those that did not exist before this run
     identity_created: bool  # False: an existing key was kept
     keyid: str
     public_key_b64: str  # what the gateway's operator enrolls for this site id
@@ -44,6 +45,7 @@ class InstallResult:
         parts = []
         if not self.graph.created:
             parts.append("graph schema")
+        parts.extend(f"collection {name}" for name in self.collections if name not in self.collections_created)
         if not self.identity_created:
             parts.append("site identity")
         if not self.site_file_created:
@@ -123,6 +125,14 @@ def _identity_exists(directory: Path) -> bool:
     return os.path.lexists(directory / PRIVATE_KEY_FILE)
 
 
+def _collection_exists(ctx: SiteContext, name: str) -> bool:
+    try:
+        ctx.vectors.count(name)
+    except NotFoundError:
+        return False
+    return True
+
+
 def install_site(ctx: SiteContext) -> InstallResult:
     """Check the backends, apply the schema, create collections and the key; safe to run again."""
     site_id = ctx.site_id
@@ -132,8 +142,11 @@ def install_site(ctx: SiteContext) -> InstallResult:
     dim = ctx.embedder.dim
 
     graph_report = ctx.graph.install()
-    ctx.vectors.ensure_collection(chunk_collection(dim))
-    ctx.vectors.ensure_collection(summary_collection(dim))
+    created: list[str] = []
+    for spec in (chunk_collection(dim), summary_collection(dim)):
+        if not _collection_exists(ctx, spec.name):
+            created.append(spec.name)
+        ctx.vectors.ensure_collection(spec)  # refuses an existing collection of another dim
 
     identity_created = False
     if _identity_exists(ctx.identity_dir):
@@ -159,6 +172,7 @@ def install_site(ctx: SiteContext) -> InstallResult:
         site_id=site_id,
         graph=graph_report,
         collections=(CHUNKS, SUMMARIES),
+        collections_created=tuple(created),
         identity_created=identity_created,
         keyid=identity.keyid,
         public_key_b64=identity.public_key_b64,

@@ -12,7 +12,6 @@ Two modes, as the gateway asks:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from hansa.adapters.records import ChunkHit
 from hansa.core.logs import get_logger
+from hansa.plugin.chunking import sentence_spans
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
 
@@ -28,21 +28,24 @@ log = get_logger(__name__)
 EXPAND_LIMIT = 10  # graph neighbours added to the vector seeds
 ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
 MAX_CANDIDATES = 40  # sentences embedded per request (one batch)
-MAX_ANSWER_SENTENCES = 3
-ANSWER_MARGIN = 0.12  # a further sentence joins the answer if within this cosine of the best one
+MAX_ANSWER_SENTENCES = 3  # chosen sentences (each may bring the one before it, see _ANAPHORA)
+ANSWER_MARGIN = 0.15  # a further sentence joins the answer if within this cosine of the best one
 DUPLICATE_COSINE = 0.95  # ... and is not a near-copy of a sentence already chosen
-MIN_SENTENCE_CHARS = 12
+MIN_SENTENCE_WORDS = 5  # headings and fragments ("Kettle Ridge Roasters") state nothing
 MAX_SENTENCE_CHARS = 400  # longer "sentences" (tables, unpunctuated text) are cut: no chunk leaks whole
 GLOBAL_COMMUNITIES = 3  # communities whose chunks answer a global question
 GLOBAL_MAX_CHUNKS = 200  # chunk vectors read per global question
 
 # Confidence: cosine similarity of the best evidence (chunk or sentence) with the question, mapped
 # linearly from CONF_LOW (unrelated text for MiniLM-class models scores ~0.0-0.2) to CONF_HIGH (a
-# sentence that states the answer scores ~0.6-0.8) and clipped to [0, 1].
+# sentence that states the answer scores ~0.6-0.85) and clipped to [0, 1]. At confidence 0 the site
+# cites what it found but offers no answer sentences: nothing it holds is about the question.
 CONF_LOW = 0.2
-CONF_HIGH = 0.7
+CONF_HIGH = 0.8
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+# A sentence opening with one of these words leans on the sentence before it ("Its last eruption
+# began in 1912"): it is scored together with that sentence, and brings it along into the answer.
+_ANAPHORA = frozenset("it its this these they their theirs he his him she her them that those there such".split())
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class _Sentence:
     doc_id: str
     chunk_rank: int  # rank of its chunk: keeps the chosen sentences in a readable order
     position: int  # character offset in its chunk
+    context: "_Sentence | None" = None  # the sentence before it, when this one depends on it
+
+    @property
+    def scored_text(self) -> str:
+        return f"{self.context.text} {self.text}" if self.context else self.text
 
 
 def confidence_from_similarity(similarity: float) -> float:
@@ -59,25 +67,23 @@ def confidence_from_similarity(similarity: float) -> float:
     return round(float(min(1.0, max(0.0, value))), 4)
 
 
-def split_sentences(text: str) -> list[tuple[int, str]]:
-    """(offset, sentence) pairs: ends at . ! ? followed by space, at blank lines and list items."""
+def answer_sentences(text: str) -> list[tuple[int, str]]:
+    """(offset, sentence) candidates of a chunk: the chunker's sentences with whitespace folded;
+    headings and fragments dropped, over-long ones cut so no chunk can leak whole as one "sentence"."""
     out: list[tuple[int, str]] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        _append_sentence(out, text, start, match.start() + len(match.group(0).rstrip()))
-        start = match.end()
-    _append_sentence(out, text, start, len(text))
+    for start, end in sentence_spans(text):
+        sentence = " ".join(text[start:end].split())
+        if sentence.startswith("#") or len(sentence.split()) < MIN_SENTENCE_WORDS:
+            continue
+        if len(sentence) > MAX_SENTENCE_CHARS:
+            sentence = sentence[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
+        out.append((start, sentence))
     return out
 
 
-def _append_sentence(out: list[tuple[int, str]], text: str, start: int, end: int) -> None:
-    piece = text[start:end]
-    stripped = " ".join(piece.split())
-    if len(stripped) < MIN_SENTENCE_CHARS:
-        return
-    if len(stripped) > MAX_SENTENCE_CHARS:
-        stripped = stripped[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
-    out.append((start + len(piece) - len(piece.lstrip()), stripped))
+def _leans_back(sentence: str) -> bool:
+    first = sentence.split(maxsplit=1)[0].strip("\"'“‘(").lower()
+    return first in _ANAPHORA
 
 
 def _cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -146,11 +152,14 @@ def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
     out: list[_Sentence] = []
     seen: set[str] = set()
     for rank, chunk in enumerate(ranked[:ANSWER_CHUNKS]):
-        for position, sentence in split_sentences(chunk.text):
-            if sentence in seen:  # chunk overlap repeats sentences
+        previous: _Sentence | None = None
+        for position, text in answer_sentences(chunk.text):
+            sentence = _Sentence(text, chunk.doc_id, rank, position, previous if _leans_back(text) else None)
+            previous = sentence
+            if text in seen:  # chunk overlap repeats sentences
                 continue
-            seen.add(sentence)
-            out.append(_Sentence(sentence, chunk.doc_id, rank, position))
+            seen.add(text)
+            out.append(sentence)
             if len(out) >= MAX_CANDIDATES:
                 return out
     return out
@@ -160,7 +169,7 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
     """The best sentence, plus up to two close runners-up that add something; and the best score."""
     if not candidates:
         return [], 0.0
-    vectors = np.asarray(ctx.embedder.embed([s.text for s in candidates]), dtype=np.float32)
+    vectors = np.asarray(ctx.embedder.embed([s.scored_text for s in candidates]), dtype=np.float32)
     scores = _cosine(vectors, query)
     order = np.argsort(-scores, kind="stable")
     best = float(scores[order[0]])
@@ -171,8 +180,13 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
         if any(float(_cosine(vectors[[j]], vectors[i])[0]) >= DUPLICATE_COSINE for j in chosen):
             continue
         chosen.append(int(i))
-    picked = sorted((candidates[i] for i in chosen), key=lambda s: (s.chunk_rank, s.position))
-    return picked, best
+    picked: dict[tuple[int, int], _Sentence] = {}
+    for i in chosen:
+        sentence = candidates[i]
+        for part in (sentence.context, sentence):
+            if part is not None:
+                picked.setdefault((part.chunk_rank, part.position), part)
+    return [picked[key] for key in sorted(picked)], best
 
 
 def empty_answer(site_id: str) -> PartialAnswer:
@@ -195,11 +209,14 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
         return empty_answer(site_id)
     ranked = sorted(chunks, key=lambda c: -c.score)
     picked, best_sentence = _choose(ctx, _candidates(ranked), query)
+    confidence = confidence_from_similarity(max(ranked[0].score, best_sentence))
+    if confidence == 0.0:
+        picked = []
     answer = PartialAnswer(
         site_id=site_id,
         answer=" ".join(s.text for s in picked),
         citations=_citations(site_id, ranked, req.top_k),
-        confidence=confidence_from_similarity(max(ranked[0].score, best_sentence)),
+        confidence=confidence,
         sentences=tuple((s.text, s.doc_id) for s in picked),
     )
     log.info("retrieve.done", mode=req.mode, chunks=len(ranked), citations=len(answer.citations), confidence=answer.confidence)

@@ -168,17 +168,29 @@ class Neo4jDev:
         """Build if needed, launch, and return once Neo4j answers with GDS registered.
 
         A store already in `workdir/home` is reused (warm start); raises RuntimeError with the
-        tail of `workdir/neo4j.log` if the launcher exits or is not ready within 240 s."""
+        tail of `workdir/neo4j.log` if the launcher exits or is not ready within 240 s. A port we
+        picked ourselves can be taken by someone else before Java binds it: then retry once."""
         build(SCRIPTS_DIR)
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        chosen = port if port is not None else free_port()
+        attempts = 1 if port is not None else 2
+        for attempt in range(attempts):
+            try:
+                return cls._launch(workdir, port if port is not None else free_port(), heap)
+            except _PortTaken:
+                if attempt + 1 == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _launch(cls, workdir: Path, port: int, heap: str) -> "Neo4jDev":
         log_path = workdir / "neo4j.log"
+        ready_before = len(_ready_lines(log_path))  # the log is appended to across runs
         log_file = open(log_path, "ab")
         started = time.monotonic()
         try:
             process = subprocess.Popen(
-                java_command(SCRIPTS_DIR, workdir / "home", chosen, heap),
+                java_command(SCRIPTS_DIR, workdir / "home", port, heap),
                 stdin=subprocess.PIPE,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -187,32 +199,13 @@ class Neo4jDev:
         except BaseException:
             log_file.close()
             raise
-        offset = log_path.stat().st_size - (log_file.tell() - log_path.stat().st_size if False else 0)
         try:
-            ready = cls._wait_ready(process, log_path, offset, started)
+            ready = _wait_ready(process, log_path, ready_before, started)
         except BaseException:
             _terminate(process)
             log_file.close()
             raise
-        uri = ready.split()[1]
-        return cls(process, uri, ready, log_path, log_file, time.monotonic() - started)
-
-    @staticmethod
-    def _wait_ready(process: subprocess.Popen, log_path: Path, offset: int, started: float) -> str:
-        """Poll the log for the launcher's ready line (the launcher prints it after its self-check)."""
-        del offset  # the log is appended to; only lines after our launch count (see below)
-        seen_before = _ready_lines(log_path)
-        while time.monotonic() - started < START_TIMEOUT_S:
-            lines = _ready_lines(log_path)[len(seen_before):]
-            if lines:
-                return lines[0]
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"Neo4j launcher exited with code {process.returncode} before it was ready; "
-                    f"log {log_path}:\n{_tail(log_path)}"
-                )
-            time.sleep(0.2)
-        raise RuntimeError(f"Neo4j was not ready within {START_TIMEOUT_S:.0f}s; log {log_path}:\n{_tail(log_path)}")
+        return cls(process, ready.split()[1], ready, log_path, log_file, time.monotonic() - started)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Close stdin (the launcher then shuts the database down cleanly); escalate if it hangs."""
@@ -232,6 +225,26 @@ class Neo4jDev:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+class _PortTaken(RuntimeError):
+    """The launcher could not bind the Bolt port."""
+
+
+def _wait_ready(process: subprocess.Popen, log_path: Path, ready_before: int, started: float) -> str:
+    """Poll the log for the launcher's ready line (printed only after its GDS self-check)."""
+    while time.monotonic() - started < START_TIMEOUT_S:
+        lines = _ready_lines(log_path)[ready_before:]
+        if lines:
+            return lines[0]
+        if process.poll() is not None:
+            tail = _tail(log_path)
+            kind = _PortTaken if "Address already in use" in tail else RuntimeError
+            raise kind(
+                f"Neo4j launcher exited with code {process.returncode} before it was ready; log {log_path}:\n{tail}"
+            )
+        time.sleep(0.2)
+    raise RuntimeError(f"Neo4j was not ready within {START_TIMEOUT_S:.0f}s; log {log_path}:\n{_tail(log_path)}")
 
 
 def _ready_lines(log_path: Path) -> list[str]:
@@ -286,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
               f"export HANSA_TEST_NEO4J_URI={dev.uri} to reuse it in tests", file=sys.stderr, flush=True)
         if _stdin_is_watchable():
             def watch_stdin() -> None:
-                while sys.stdin.buffer.read(4096):
+                # os.read, not sys.stdin: a daemon thread blocked inside the buffered reader
+                # would abort interpreter shutdown ("could not acquire lock for <stdin>").
+                while os.read(sys.stdin.fileno(), 4096):
                     pass
                 stop_event.set()
 

@@ -70,7 +70,9 @@ def _envelope_object(envelope: bytes | bytearray | str | Mapping[str, Any]) -> M
         if not isinstance(obj, Mapping):
             raise VerificationError("envelope must be a JSON object")
         return obj
-    raise VerificationError(f"envelope must be JSON bytes or an object, got {type(envelope).__name__}")
+    raise VerificationError(
+        f"envelope must be JSON bytes or an object, got {type(envelope).__name__}"
+    )
 
 
 def _parse_shape(envelope: Any) -> tuple[str, bytes, list[bytes]]:
@@ -89,7 +91,8 @@ def _parse_shape(envelope: Any) -> tuple[str, bytes, list[bytes]]:
         raise VerificationError(f"envelope: more than {MAX_SIGNATURES} signatures")
     sigs: list[bytes] = []
     for entry in entries:
-        if not isinstance(entry, Mapping) or "sig" not in entry or not set(entry) <= _SIGNATURE_KEYS:
+        shaped = isinstance(entry, Mapping) and "sig" in entry and set(entry) <= _SIGNATURE_KEYS
+        if not shaped:
             raise VerificationError("envelope: each signature must be {'keyid'?: str, 'sig': str}")
         if "keyid" in entry and not isinstance(entry["keyid"], str):
             raise VerificationError("envelope: keyid must be a string")
@@ -116,7 +119,8 @@ def verify_envelope(
         distinct.setdefault(public_key_raw(key), key)
     if len(distinct) < threshold:
         raise VerificationError(
-            f"envelope: {threshold} signature(s) required but only {len(distinct)} key(s) are trusted"
+            f"envelope: {threshold} signature(s) required but only {len(distinct)} key(s) "
+            "are trusted"
         )
     message = pae(payload_type, payload)
     signed_by: set[bytes] = set()
@@ -128,5 +132,6 @@ def verify_envelope(
         if len(signed_by) >= threshold:
             return payload_type, payload
     raise VerificationError(
-        f"envelope: {len(signed_by)} of {threshold} required signature(s) verify under a trusted key"
+        f"envelope: {len(signed_by)} of {threshold} required signature(s) verify under a "
+        "trusted key"
     )

@@ -188,7 +188,9 @@ def _write_new_file(path: Path, data: bytes, mode: int) -> None:
         try:
             os.link(tmp, path)
         except FileExistsError as exc:
-            raise ConflictError(f"{path} appeared while writing it; nothing was overwritten") from exc
+            raise ConflictError(
+                f"{path} appeared while writing it; nothing was overwritten"
+            ) from exc
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -71,7 +71,9 @@ def _check_contents(payload: PublicationPayload) -> None:
                 f"but the manifest says {version}"
             )
         if digest != summary_sha256(rec):
-            raise InputError(f"publication: summary {rec.summary_id!r} does not match its manifest sha256")
+            raise InputError(
+                f"publication: summary {rec.summary_id!r} does not match its manifest sha256"
+            )
     missing = sorted(set(payload.manifest) - seen)
     if missing:
         raise InputError(
@@ -91,7 +93,8 @@ def build_publication(
 ) -> dict[str, Any]:
     """Sign the site's whole current summary set; refuses anything the gateway would refuse."""
     validate_site_id(site_id)
-    if not isinstance(sequence, int) or isinstance(sequence, bool) or not 0 <= sequence <= MAX_INT64:
+    valid_int = isinstance(sequence, int) and not isinstance(sequence, bool)
+    if not valid_int or not 0 <= sequence <= MAX_INT64:
         raise InputError(f"publication sequence must be an integer in 0..{MAX_INT64}")
     if ttl <= timedelta(0):
         raise InputError("publication ttl must be positive: every signed object expires")
@@ -142,7 +145,8 @@ def open_publication(
         )
     if parse_utc(payload.expires, "publication") <= moment:
         raise VerificationError(
-            f"publication from {payload.site_id!r} expired at {payload.expires}: publish a fresh one"
+            f"publication from {payload.site_id!r} expired at {payload.expires}: "
+            "publish a fresh one"
         )
     got = payload.embedding
     if (got.model_id, got.dim, got.encoding) != (

@@ -46,7 +46,9 @@ def format_utc(moment: datetime) -> str:
 
 def parse_utc(text: object, where: str) -> datetime:
     if not isinstance(text, str) or not RFC3339_UTC_RE.fullmatch(text):
-        raise InputError(f"{where}: timestamp {text!r} must be RFC 3339 UTC like 2025-01-31T12:00:00Z")
+        raise InputError(
+            f"{where}: timestamp {text!r} must be RFC 3339 UTC like 2025-01-31T12:00:00Z"
+        )
     try:
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
     except ValueError as exc:
@@ -264,7 +266,9 @@ class EmbeddingSpace:
             raise InputError(f"{w}: model_id must have 1-{MAX_MODEL_ID_CHARS} characters")
         encoding = _require(obj, "encoding", str, w)
         if encoding != VECTOR_ENCODING:
-            raise InputError(f"{w}: encoding {encoding!r} is not supported; use {VECTOR_ENCODING!r}")
+            raise InputError(
+                f"{w}: encoding {encoding!r} is not supported; use {VECTOR_ENCODING!r}"
+            )
         return cls(model_id=model_id, dim=_int_in(obj, "dim", 1, MAX_DIM, w), encoding=encoding)
 
 
@@ -322,7 +326,8 @@ class PublicationPayload:
                 and isinstance(entry[1], str) and SHA256_HEX_RE.fullmatch(entry[1])
             ):
                 raise InputError(
-                    f"{w}: manifest entry for {summary_id!r} must be [version, lowercase sha256 hex]"
+                    f"{w}: manifest entry for {summary_id!r} must be "
+                    "[version, lowercase sha256 hex]"
                 )
             manifest[summary_id] = (entry[0], entry[1])
         return cls(

@@ -4,11 +4,12 @@ Same model as the Neo4j store: documents own chunks and relations, chunks mentio
 relations are stored once per source document and summed when the graph is projected (so that
 replacing or deleting a document removes exactly its contribution).
 
-Leiden: one level. leidenalg's `find_partition(..., n_iterations=-1)` runs the full multi-level
-algorithm to convergence and returns only the final partition; re-running it on the aggregate graph
-with the same resolution yields the same partition, so there is no meaningful coarser level to add.
-Every `CommunityAssignment` therefore has `communities` of length 1 (level 0, the finest and only).
-`theta`, `tolerance`, `max_levels` and `concurrency` are GDS knobs leidenalg does not expose.
+Leiden: one level. leidenalg (RBConfigurationVertexPartition, resolution = gamma, seeded) runs the
+full multi-level algorithm and returns only the final partition; re-running it on the aggregate
+graph with the same resolution yields the same partition, so there is no meaningful coarser level to
+add. Every `CommunityAssignment` therefore has `communities` of length 1 (level 0, finest and only,
+comparable to the last GDS level). `tolerance` stops the iterations (as in GDS) and `max_levels` caps
+their number; `theta` and `concurrency` have no leidenalg equivalent (it is single-threaded).
 
 All values reach SQL as parameters; lists of ids are passed as one JSON parameter read with
 `json_each`, so no statement is ever built from data and no variable limit applies.
@@ -143,6 +144,22 @@ SELECT c.id, c.doc_id, d.title, c.text
 def _ids(values: Sequence[str]) -> str:
     """One JSON parameter for an id list (read back with json_each)."""
     return json.dumps(list(values))
+
+
+def _leiden(graph: igraph.Graph, scale: float, params: LeidenParams) -> list[int]:
+    """Leiden iterations until the (generalized) modularity gain drops below `tolerance`, at most
+    `max_levels` iterations. Each leidenalg iteration is a full multi-level pass; running to the
+    exact fixpoint (n_iterations=-1) costs about twice as long on 100k nodes for a ~1e-6 gain."""
+    optimiser = leidenalg.Optimiser()
+    optimiser.set_rng_seed(params.seed)
+    partition = leidenalg.RBConfigurationVertexPartition(
+        graph, weights="weight", resolution_parameter=params.gamma
+    )
+    for _ in range(params.max_levels):
+        gain = optimiser.optimise_partition(partition, n_iterations=1)
+        if gain / scale < params.tolerance:  # quality / (2 * total weight) is modularity
+            break
+    return list(partition.membership)
 
 
 class EmbeddedGraphStore(GraphStore):
@@ -345,16 +362,10 @@ class EmbeddedGraphStore(GraphStore):
         names = sorted({e for s, t, _ in edges for e in (s, t)})
         index = {name: i for i, name in enumerate(names)}
         graph = igraph.Graph(n=len(names), edges=[(index[s], index[t]) for s, t, _ in edges], directed=False)
-        graph.es["weight"] = [w for _, _, w in edges]
-        partition = leidenalg.find_partition(
-            graph,
-            leidenalg.RBConfigurationVertexPartition,
-            weights="weight",
-            resolution_parameter=params.gamma,
-            n_iterations=-1,  # until stable
-            seed=params.seed,
-        )
-        return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, partition.membership)]
+        weights = [w for _, _, w in edges]
+        graph.es["weight"] = weights
+        membership = _leiden(graph, 2.0 * sum(weights), params)
+        return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, membership)]
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)

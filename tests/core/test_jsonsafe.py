@@ -14,6 +14,7 @@ from hansa.core.jsonsafe import dumps, loads_strict
         ("[-Infinity]", "Infinity"),
         ("{bad", "invalid JSON"),
         (b"\xff\xfe", "not UTF-8"),
+        ("[" + "9" * 5000 + "]", "invalid JSON"),
     ],
 )
 def test_hostile_json_is_refused(raw, message) -> None:

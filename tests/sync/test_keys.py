@@ -6,6 +6,7 @@ import hashlib
 import os
 import stat
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -148,7 +149,7 @@ def test_load_public_key_round_trip(identity: SiteIdentity) -> None:
     lambda raw: raw.hex(),                                    # hex, not base64
     lambda raw: raw,                                          # bytes, not text
 ])
-def test_load_public_key_is_strict(identity: SiteIdentity, make) -> None:  # type: ignore[no-untyped-def]
+def test_load_public_key_is_strict(identity: SiteIdentity, make: Callable[[bytes], Any]) -> None:
     raw = base64.b64decode(identity.public_key_b64)
     with pytest.raises(VerificationError):
         load_public_key(make(raw))

@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.neo4j.configuration.GraphDatabaseInternalSettings;
 import org.neo4j.configuration.GraphDatabaseSettings;
 import org.neo4j.configuration.connectors.BoltConnector;
 import org.neo4j.configuration.helpers.SocketAddress;
@@ -57,6 +58,9 @@ public final class Neo4jGdsLauncher {
         settings.put(GraphDatabaseSettings.udc_enabled, false); // dbms.usage_report.enabled: no phoning home
         settings.put(GraphDatabaseSettings.pagecache_memory, 256L * 1024 * 1024);
         settings.put(GraphDatabaseSettings.keep_logical_logs, "1 files");
+        // Netty's graceful-shutdown quiet period (default 5 s per Bolt server, two servers) would
+        // make every test session wait ~10 s at the end for connections that are already gone.
+        settings.put(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, 0);
 
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
                 .setConfig(settings)

@@ -1,0 +1,462 @@
+"""The production graph store: Neo4j 5.x with the Graph Data Science plugin (2.13+).
+
+Data model (labels and types are namespaced so an organization's own graph in the same database
+is never read or written):
+
+    (:HansaDocument {id, title, source, sha256})-[:HANSA_HAS_CHUNK]->(:HansaChunk {id, ordinal, text, start, end})
+    (:HansaChunk)-[:HANSA_MENTIONS {count}]->(:HansaEntity {id, name, kind})
+    (:HansaEntity)-[:HANSA_RELATED {doc_id, weight, description}]->(:HansaEntity)   source < target, one per document
+    (:HansaEntity)-[:HANSA_IN_COMMUNITY {position}]->(:HansaCommunity {id, level, summary, chunk_ids, doc_ids, rank})
+    (:HansaSchema {id: "hansa", version, applied_at})
+
+Every statement is a file in `hansa.cypher`; values reach Neo4j only as parameters. Leiden runs
+through the `graphdatascience` client over Bolt (OpenGDS has no Arrow server): an UNDIRECTED
+projection of HansaEntity/HANSA_RELATED with parallel weights summed, dropped again in `finally`.
+"""
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+import neo4j
+from neo4j import GraphDatabase, ManagedTransaction, NotificationDisabledClassification
+from neo4j.exceptions import AuthError, ConstraintError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
+
+from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams
+from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
+from hansa.adapters.records import ChunkHit, Community, CommunityAssignment, CommunityContext, DocumentGraph, Entity
+from hansa.core.errors import BackendError, InputError
+from hansa.cypher import load, statements
+
+SCHEMA_VERSION = 1
+SCHEMA_ID = "hansa"
+BATCH_ROWS = 5000  # rows per UNWIND: large enough to amortize round trips, small enough for the heap
+MIN_GDS = (2, 13)  # what graphdatascience>=2.2 requires
+GDS_MAX_CONCURRENCY = 4  # OpenGDS refuses more
+
+_BOLT_SCHEMES = frozenset({"bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"})
+_ENTITY_PROJECTION = "HansaEntity"
+_RELATION_PROJECTION = {
+    "HANSA_RELATED": {
+        "orientation": "UNDIRECTED",
+        "aggregation": "SUM",  # one relationship per document: parallel ones become one, weights summed
+        "properties": {"weight": {"property": "weight", "aggregation": "SUM", "defaultValue": 1.0}},
+    }
+}
+
+T = TypeVar("T")
+
+
+def _batches(rows: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(rows), BATCH_ROWS):
+        yield list(rows[start : start + BATCH_ROWS])
+
+
+def _run_batched(tx: ManagedTransaction, name: str, rows: Sequence[dict[str, Any]]) -> None:
+    query = load(name)
+    for batch in _batches(rows):
+        tx.run(query, rows=batch).consume()
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+class Neo4jGraphStore(GraphStore):
+    """A site's knowledge graph in a Neo4j database (labels `Hansa*`, types `HANSA_*`)."""
+
+    backend = "neo4j"
+
+    def __init__(self, uri: str, user: str, password: str, database: str = "neo4j") -> None:
+        self.uri = uri
+        self.database = database
+        scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+        if scheme not in _BOLT_SCHEMES:
+            raise BackendError(
+                f"Neo4j URI {uri!r} is not a Bolt URI: use bolt://host:7687 or neo4j://host:7687 "
+                "(+s / +ssc for TLS); the GDS client needs Bolt"
+            )
+        try:
+            self._driver = GraphDatabase.driver(
+                uri,
+                auth=(user, password),
+                # "label does not exist" warnings are expected on an empty database: not news.
+                notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
+                user_agent="hansa",
+            )
+        except (ValueError, DriverError) as exc:
+            raise BackendError(f"invalid Neo4j URI {uri!r} ({exc}): use bolt://host:7687 or neo4j://host:7687") from exc
+        self._gds: Any = None
+        self._schema_checked = False
+
+    # -- plumbing ------------------------------------------------------------------------------
+    @contextmanager
+    def _backend(self, action: str) -> Iterator[None]:
+        """Turn "Neo4j is unreachable / refused us" into a BackendError a person can act on."""
+        try:
+            yield
+        except AuthError as exc:
+            raise BackendError(
+                f"Neo4j at {self.uri} refused the credentials while {action}: check [neo4j] user and password"
+            ) from exc
+        except (ServiceUnavailable, SessionExpired) as exc:
+            raise BackendError(
+                f"cannot reach Neo4j at {self.uri} while {action} ({exc}): start Neo4j "
+                "(for development: scripts/neo4j-dev) or fix [neo4j] uri"
+            ) from exc
+
+    def _read(self, work: Callable[[ManagedTransaction], T], action: str) -> T:
+        self._require_schema()
+        with self._backend(action), self._driver.session(database=self.database) as session:
+            return session.execute_read(work)
+
+    def _write(self, work: Callable[[ManagedTransaction], T], action: str) -> T:
+        """One managed write transaction: all or nothing (retried as a whole on transient errors)."""
+        self._require_schema()
+        with self._backend(action), self._driver.session(database=self.database) as session:
+            return session.execute_write(work)
+
+    def _query(self, name: str, action: str, **params: Any) -> list[neo4j.Record]:
+        """One read statement in its own transaction."""
+        return self._read(lambda tx: list(tx.run(load(name), **params)), action)
+
+    def _stored_version(self) -> int | None:
+        with self._backend("reading the schema version"), self._driver.session(database=self.database) as session:
+            record = session.execute_read(lambda tx: tx.run(load("schema/version_read"), schema_id=SCHEMA_ID).single())
+        version = None if record is None else record["version"]
+        return None if version is None else int(version)
+
+    def _require_schema(self) -> None:
+        if self._schema_checked:
+            return
+        version = self._stored_version()
+        if version is None:
+            raise BackendError(
+                f"Neo4j database {self.database!r} at {self.uri} has no hansa schema: run `hansa install` first"
+            )
+        if version != SCHEMA_VERSION:
+            raise BackendError(
+                f"Neo4j database {self.database!r} has hansa schema version {version}, this hansa expects "
+                f"{SCHEMA_VERSION}: run `hansa install` with a matching hansa version"
+            )
+        self._schema_checked = True
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def install(self) -> InstallReport:
+        with self._backend("checking the server"):
+            self._driver.verify_connectivity()
+        server_version = self._check_server()
+        gds_version = self._check_gds()
+        stored = self._stored_version()
+        if stored is not None and stored > SCHEMA_VERSION:
+            raise BackendError(
+                f"Neo4j database {self.database!r} holds hansa schema version {stored}, newer than this "
+                f"hansa's {SCHEMA_VERSION}: upgrade hansa"
+            )
+        with self._backend("applying the schema"), self._driver.session(database=self.database) as session:
+            for statement in statements("schema/constraints"):
+                session.run(statement).consume()  # schema commands: one auto-commit transaction each
+            session.execute_write(
+                lambda tx: tx.run(load("schema/version_write"), schema_id=SCHEMA_ID, version=SCHEMA_VERSION).consume()
+            )
+        self._schema_checked = False
+        self._require_schema()
+        return InstallReport(
+            backend=self.backend,
+            schema_version=SCHEMA_VERSION,
+            server_version=server_version,
+            gds_version=gds_version,
+            created=stored is None or stored < SCHEMA_VERSION,
+        )
+
+    def _check_server(self) -> str:
+        with self._backend("checking the server"), self._driver.session(database=self.database) as session:
+            try:
+                record = session.run(load("server/components")).single()
+            except Neo4jError as exc:
+                if "database" in (exc.code or "").lower():
+                    raise BackendError(
+                        f"Neo4j at {self.uri} has no usable database {self.database!r} ({exc.message}): "
+                        "create it or fix [neo4j] database"
+                    ) from exc
+                raise
+        version = "" if record is None else str(record["version"])
+        if _version_tuple(version)[:1] != (5,):
+            raise BackendError(
+                f"Neo4j {version or '(unknown version)'} at {self.uri} is not supported: hansa needs Neo4j 5.x "
+                "(5.26 LTS) with the Graph Data Science plugin 2.13"
+            )
+        return version
+
+    def _check_gds(self) -> str:
+        with self._backend("checking GDS"), self._driver.session(database=self.database) as session:
+            try:
+                version = str(session.run(load("server/gds_version")).single()["version"])
+                leiden = int(session.run(load("server/gds_leiden")).single()["procedures"])
+            except Neo4jError as exc:
+                if "gds." not in (exc.message or ""):
+                    raise
+                raise BackendError(
+                    f"the Graph Data Science (GDS) plugin is not installed in Neo4j at {self.uri} ({exc.message}): "
+                    "install the GDS plugin 2.13.x (it matches Neo4j 5.26) into the plugins directory and set "
+                    "dbms.security.procedures.unrestricted=gds.*"
+                ) from exc
+        if _version_tuple(version)[:2] < MIN_GDS:
+            raise BackendError(
+                f"GDS {version} in Neo4j at {self.uri} is too old or unidentified: install GDS 2.13.x "
+                "(a version of 'unknown' means GDS's proc-sysinfo jar is not first on the classpath)"
+            )
+        if leiden == 0:
+            raise BackendError(
+                f"GDS {version} is installed but its Leiden procedures are not available: allow them with "
+                "dbms.security.procedures.unrestricted=gds.*"
+            )
+        return version
+
+    def close(self) -> None:
+        self._gds = None  # the client borrows our driver and never closes it
+        self._driver.close()
+
+    # -- documents -----------------------------------------------------------------------------
+    def document_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        if not doc_ids:
+            return {}
+        records = self._query("documents/hashes", "reading document hashes", doc_ids=list(dict.fromkeys(doc_ids)))
+        return {r["id"]: r["sha256"] for r in records}
+
+    def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
+        check_document_graphs(graphs)
+        if not graphs:
+            return
+        doc_ids = [g.document.id for g in graphs]
+        entities: dict[str, Entity] = {}
+        for e in (e for g in graphs for e in g.entities):
+            entities.setdefault(e.id, e)  # first seen wins, in the batch as in the store (MERGE ... ON CREATE)
+
+        def work(tx: ManagedTransaction) -> None:
+            touched = _remove_documents(tx, doc_ids)
+            _run_batched(tx, "documents/write_entities", [{"id": e.id, "name": e.name, "kind": e.kind} for e in entities.values()])
+            _run_batched(
+                tx,
+                "documents/write_documents",
+                [
+                    {"id": d.id, "title": d.title, "source": d.source, "sha256": d.sha256}
+                    for d in (g.document for g in graphs)
+                ],
+            )
+            _run_batched(
+                tx,
+                "documents/write_chunks",
+                [
+                    {"id": c.id, "doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text, "start": c.start, "end": c.end}
+                    for g in graphs
+                    for c in g.chunks
+                ],
+            )
+            _run_batched(
+                tx,
+                "documents/write_mentions",
+                [{"chunk_id": m.chunk_id, "entity_id": m.entity_id, "count": m.count} for g in graphs for m in g.mentions],
+            )
+            _run_batched(
+                tx,
+                "documents/write_relations",
+                [
+                    {"source": r.source, "target": r.target, "doc_id": r.doc_id, "weight": float(r.weight), "description": r.description}
+                    for g in graphs
+                    for r in g.relations
+                ],
+            )
+            _drop_orphans(tx, touched)
+
+        try:
+            self._write(work, "writing documents")
+        except ConstraintError as exc:
+            raise InputError(
+                f"Neo4j refused the batch ({exc.message}): a chunk id is already used by another document; "
+                "chunk ids must be unique across documents. Nothing was written"
+            ) from exc
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> None:
+        if not doc_ids:
+            return
+        ids = list(dict.fromkeys(doc_ids))
+
+        def work(tx: ManagedTransaction) -> None:
+            _drop_orphans(tx, _remove_documents(tx, ids))
+
+        self._write(work, "deleting documents")
+
+    def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        if not chunk_ids:
+            return []
+        wanted = list(dict.fromkeys(chunk_ids))
+        found = {r["chunk_id"]: r for r in self._query("graph/chunks", "reading chunks", chunk_ids=wanted)}
+        return [_hit(found[cid], 0.0, "vector") for cid in wanted if cid in found]
+
+    # -- graph ---------------------------------------------------------------------------------
+    def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
+        if limit < 1 or not chunk_ids:
+            return []
+        records = self._query(
+            "graph/expand", "expanding chunks", chunk_ids=list(dict.fromkeys(chunk_ids)), limit=int(limit)
+        )
+        return [_hit(r, float(r["score"]), "graph") for r in records]
+
+    def detect_communities(self, params: LeidenParams) -> list[CommunityAssignment]:
+        check_leiden_params(params)
+        relations = self._query("gds/relation_count", "counting relations")[0]["relations"]
+        if relations == 0:
+            return []
+        gds = self._gds_client()
+        name = f"hansa-leiden-{uuid.uuid4().hex}"
+        with self._backend("running Leiden"), self._gds_refusal("Leiden"):
+            graph, _ = gds.graph.project.native(name, _ENTITY_PROJECTION, _RELATION_PROJECTION)
+            try:
+                frame = gds.leiden.stream(
+                    graph,
+                    relationship_weight_property="weight",
+                    include_intermediate_communities=True,
+                    gamma=float(params.gamma),
+                    max_levels=int(params.max_levels),
+                    theta=float(params.theta),
+                    tolerance=float(params.tolerance),
+                    random_seed=int(params.seed),
+                    concurrency=max(1, min(int(params.concurrency), GDS_MAX_CONCURRENCY)),
+                )
+            finally:
+                graph.drop(fail_if_missing=False)
+        levels = {int(row.nodeId): tuple(int(c) for c in row.intermediateCommunityIds) for row in frame.itertuples()}
+        linked = self._query("gds/linked_entities", "mapping Leiden results", node_ids=list(levels))
+        # Index 0 is the finest level (GDS's order), as CommunityAssignment documents.
+        return [CommunityAssignment(entity_id=r["entity_id"], communities=levels[r["node_id"]]) for r in linked]
+
+    @contextmanager
+    def _gds_refusal(self, algorithm: str) -> Iterator[None]:
+        """A failed GDS procedure call (memory guard, bad configuration) is a backend refusal."""
+        try:
+            yield
+        except Neo4jError as exc:
+            raise BackendError(
+                f"GDS refused to run {algorithm} in Neo4j at {self.uri} ({exc.message}); if it says the "
+                "call exceeds free memory, give the Neo4j JVM more heap (server.memory.heap.max_size)"
+            ) from exc
+
+    def _gds_client(self) -> Any:
+        """The GDS client over our own driver, made once. `arrow=False`: OpenGDS has no Arrow
+        server, and skipping the probe saves a round trip (graphdatascience>=2.2 would fall back)."""
+        if self._gds is None:
+            from graphdatascience import GraphDataScience
+
+            with self._backend("connecting the GDS client"):
+                self._gds = GraphDataScience(self._driver, database=self.database, arrow=False, show_progress=False)
+        return self._gds
+
+    def replace_communities(self, communities: Sequence[Community]) -> None:
+        check_communities(communities)
+        members = sorted({e for c in communities for e in c.entity_ids})
+
+        def work(tx: ManagedTransaction) -> None:
+            unknown = tx.run(load("communities/unknown_entities"), entity_ids=members).single()["unknown"]
+            if unknown:
+                raise InputError(
+                    f"a community names entity {sorted(unknown)[0]!r}, which is not in the graph "
+                    f"({len(unknown)} unknown): detect communities again after ingest"
+                )
+            tx.run(load("communities/clear")).consume()
+            _run_batched(
+                tx,
+                "communities/write",
+                [
+                    {
+                        "id": c.id,
+                        "level": int(c.level),
+                        "summary": c.summary,
+                        "chunk_ids": list(c.chunk_ids),
+                        "doc_ids": list(c.doc_ids),
+                        "rank": float(c.rank),
+                    }
+                    for c in communities
+                ],
+            )
+            _run_batched(
+                tx,
+                "communities/write_members",
+                [{"community_id": c.id, "entity_id": e, "position": i} for c in communities for i, e in enumerate(c.entity_ids)],
+            )
+
+        self._write(work, "replacing communities")
+
+    def communities(self) -> list[Community]:
+        return [
+            Community(
+                id=r["id"],
+                level=int(r["level"]),
+                entity_ids=tuple(r["entity_ids"]),
+                summary=r["summary"],
+                chunk_ids=tuple(r["chunk_ids"] or ()),
+                doc_ids=tuple(r["doc_ids"] or ()),
+                rank=float(r["rank"]),
+            )
+            for r in self._query("communities/read", "reading communities")
+        ]
+
+    def community_context(
+        self, entity_ids: Sequence[str], max_entities: int = 12, max_relations: int = 12, max_chunks: int = 8
+    ) -> CommunityContext:
+        """Entities by weighted degree inside the set (ties by id); relations inside the set by
+        summed weight (ties by ids); chunks by how many of the set's entities they mention (ties by
+        total mention count, then chunk id). `community_id` is left empty: the caller knows it."""
+        ids = list(dict.fromkeys(entity_ids))
+
+        def work(tx: ManagedTransaction) -> tuple[dict[str, str], list[neo4j.Record], list[neo4j.Record]]:
+            names = {r["id"]: r["name"] for r in tx.run(load("graph/context_entities"), entity_ids=ids)}
+            inside = list(tx.run(load("graph/context_relations"), entity_ids=ids))
+            chunks = list(tx.run(load("graph/context_chunks"), entity_ids=ids, limit=max(int(max_chunks), 0)))
+            return names, inside, chunks
+
+        names, inside, chunk_rows = self._read(work, "reading community context")
+        degree = dict.fromkeys(names, 0.0)
+        for r in inside:
+            degree[r["source"]] += r["weight"]
+            degree[r["target"]] += r["weight"]
+        top = sorted(degree.items(), key=lambda item: (-item[1], item[0]))[: max(int(max_entities), 0)]
+        return CommunityContext(
+            community_id="",
+            entities=tuple((eid, names[eid], float(d)) for eid, d in top),
+            relations=tuple(
+                (names[r["source"]], names[r["target"]], float(r["weight"])) for r in inside[: max(int(max_relations), 0)]
+            ),
+            chunks=tuple(_hit(r, float(r["entities"]), "graph") for r in chunk_rows),
+        )
+
+    def stats(self) -> GraphStats:
+        r = self._query("graph/stats", "counting the graph")[0]
+        return GraphStats(r["documents"], r["chunks"], r["entities"], r["relations"], r["communities"])
+
+
+def _remove_documents(tx: ManagedTransaction, doc_ids: list[str]) -> list[str]:
+    """Delete documents (chunks, mentions, relations); return the entities they touched."""
+    touched = [r["id"] for r in tx.run(load("documents/touched_entities"), doc_ids=doc_ids)]
+    tx.run(load("documents/delete"), doc_ids=doc_ids).consume()
+    tx.run(load("documents/delete_relations"), doc_ids=doc_ids).consume()
+    return touched
+
+
+def _drop_orphans(tx: ManagedTransaction, entity_ids: Iterable[str]) -> None:
+    ids = list(entity_ids)
+    for start in range(0, len(ids), BATCH_ROWS):
+        tx.run(load("documents/drop_orphans"), entity_ids=ids[start : start + BATCH_ROWS]).consume()
+
+
+def _hit(record: neo4j.Record, score: float, via: str) -> ChunkHit:
+    return ChunkHit(
+        chunk_id=record["chunk_id"], doc_id=record["doc_id"], title=record["title"], text=record["text"], score=score, via=via
+    )

@@ -1,0 +1,128 @@
+"""A whole federation on this machine: N sites and a gateway, each a real HTTP server on loopback.
+
+Why one builder: `hansa demo`, `hansa eval` and the end-to-end tests must exercise exactly the
+path a real deployment takes — install, ingest, Leiden communities, signed publication, routed
+signed-off HTTP calls — and differ only in data and questions.
+"""
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from hansa.core.config import Config, load_config
+from hansa.core.serving import BackgroundServer
+
+
+def role_config(home: Path, **env: str) -> Config:
+    """A site's or the gateway's configuration: its own home, everything else default."""
+    return load_config(env={"HANSA_HOME": str(home), **env})
+
+
+@dataclass
+class SiteHandle:
+    site_id: str
+    ctx: Any  # hansa.plugin.site.SiteContext
+    server: BackgroundServer
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class LocalFederation:
+    """Build with `LocalFederation(workdir, {site_id: [{"id","title","text"}, ...]})` as a context
+    manager; `.gateway_url`, `.sites`, `.gateway_app_state` are available inside."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        documents: Mapping[str, Sequence[Mapping[str, str]]],
+        progress: Callable[[str], None] = lambda msg: None,
+        gateway_tap: Callable[[Any], Any] | None = None,
+        site_env: Mapping[str, str] | None = None,
+        gateway_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.documents = documents
+        self.progress = progress
+        self.gateway_tap = gateway_tap
+        self.site_env = dict(site_env or {})
+        self.gateway_env = dict(gateway_env or {})
+        self.sites: dict[str, SiteHandle] = {}
+        self.setup_seconds = 0.0
+        self._stack = ExitStack()
+
+    def __enter__(self) -> "LocalFederation":
+        try:
+            self._build()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _build(self) -> None:
+        from hansa.adapters.vector.milvus import MilvusVectorStore
+        from hansa.gateway.app import create_gateway_app
+        from hansa.gateway.registry import SiteRegistry
+        from hansa.plugin.api import create_site_app
+        from hansa.plugin.communities import build_communities
+        from hansa.plugin.ingest import ingest_paths
+        from hansa.plugin.install import install_site
+        from hansa.plugin.publish import publish_summaries
+        from hansa.plugin.site import SiteContext
+        from hansa.sync.keys import SiteIdentity
+
+        t0 = time.perf_counter()
+        for site_id, docs in sorted(self.documents.items()):
+            home = self.workdir / site_id
+            docs_dir = home / "docs"
+            docs_dir.mkdir(parents=True, exist_ok=True)
+            (docs_dir / f"{site_id}.jsonl").write_text(
+                "".join(json.dumps({"id": d["id"], "title": d["title"], "text": d["text"]}, ensure_ascii=False) + "\n"
+                        for d in docs),
+                encoding="utf-8",
+            )
+            ctx = self._stack.enter_context(
+                SiteContext.open(role_config(home, HANSA_SITE_SITE_ID=site_id, **self.site_env))
+            )
+            self.progress(f"site {site_id}: install, ingest {len(docs)} documents")
+            install_site(ctx)
+            ingest = ingest_paths(ctx, [docs_dir])
+            self.progress(f"site {site_id}: Leiden communities and summaries")
+            comm = build_communities(ctx)
+            server = self._stack.enter_context(BackgroundServer(create_site_app(ctx)))
+            self.sites[site_id] = SiteHandle(site_id, ctx, server, {
+                "url": server.url,
+                "documents": len(docs),
+                "chunks": getattr(ingest, "chunks", None),
+                "communities": getattr(comm, "communities", None),
+            })
+
+        gw_home = self.workdir / "gateway"
+        gw_home.mkdir(parents=True, exist_ok=True)
+        self.gateway_config = role_config(gw_home, HANSA_GATEWAY_ALLOW_PRIVATE_ADDRESSES="true", **self.gateway_env)
+        self.registry = SiteRegistry(gw_home / "registry.json")
+        for site_id, handle in self.sites.items():
+            identity = SiteIdentity.load(handle.ctx.identity_dir)
+            self.registry.enroll(site_id, handle.server.url, [identity.public_key_b64])
+        embedder = next(iter(self.sites.values())).ctx.embedder  # one model per process, shared
+        self.gateway_vectors = self._stack.enter_context(
+            MilvusVectorStore(self.gateway_config.milvus_uri, prefix=self.gateway_config.milvus.collection_prefix)
+        )
+        self.gateway_app = create_gateway_app(self.gateway_config, embedder, self.gateway_vectors, self.registry)
+        app = self.gateway_tap(self.gateway_app) if self.gateway_tap else self.gateway_app
+        self.gateway = self._stack.enter_context(BackgroundServer(app))
+        for site_id, handle in self.sites.items():
+            self.progress(f"site {site_id}: publish signed summaries to the gateway")
+            published = publish_summaries(handle.ctx, self.gateway.url)
+            handle.info["published_summaries"] = getattr(published, "summaries", None)
+            handle.info["publication_bytes"] = getattr(published, "bytes", None)
+        self.setup_seconds = time.perf_counter() - t0
+
+    @property
+    def gateway_url(self) -> str:
+        return self.gateway.url

@@ -1,0 +1,2 @@
+MATCH (k:HansaCommunity)
+DETACH DELETE k

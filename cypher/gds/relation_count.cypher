@@ -1,0 +1,1 @@
+RETURN COUNT { (:HansaEntity)-[:HANSA_RELATED]->(:HansaEntity) } AS relations

@@ -1,0 +1,2 @@
+MERGE (s:HansaSchema {id: $schema_id})
+SET s.version = $version, s.applied_at = datetime()

@@ -1,0 +1,211 @@
+"""The gateway's HTTP API, built by a factory so every test and process gets its own state.
+
+Endpoints:
+  POST /v1/sites/<site_id>/publications  a site's signed publication (DSSE envelope JSON)
+  POST /v1/query                         {"question", "top_k_sites"?, "top_k"?, "sites"?} -> answer + trace
+                                         ("sites": call exactly these enrolled, active sites instead of
+                                         the routed ones: baselines and oracles for evaluation)
+  GET  /v1/sites                         the registry, with each site's expiry and routability
+  GET  /v1/health                        liveness plus index size
+
+Every body is parsed by the strict loader; every failure is JSON with the HansaError's status
+(a body over `max_request_bytes` is 413); a bug is a logged 500 with no traceback in the response.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.vector.base import VectorStore
+from hansa.core.config import Config, GatewayConfig
+from hansa.core.errors import HansaError, InputError, NotFoundError, VerificationError
+from hansa.core.jsonsafe import dumps, loads_strict
+from hansa.core.logs import get_logger
+from hansa.gateway.client import call_sites
+from hansa.gateway.fusion import fuse
+from hansa.gateway.index import SummaryIndex
+from hansa.gateway.registry import REVOKED, SiteRecord, SiteRegistry, utc_now
+from hansa.gateway.router import score_sites
+from hansa.sync.publication import open_publication
+from hansa.sync.wire import EmbeddingSpace, RetrieveRequest, validate_site_id
+
+log = get_logger(__name__)
+
+MAX_TOP_K_SITES = 32
+MAX_EXPLICIT_SITES = 64
+_QUERY_KEYS = {"question", "top_k_sites", "top_k", "sites"}
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(dumps(obj), status=status, mimetype="application/json")
+
+
+def _body() -> Any:
+    """The request body through the strict loader (413 first if it is over the size cap)."""
+    return loads_strict(request.get_data(cache=False))
+
+
+def _int_option(obj: dict[str, Any], key: str, default: int, high: int) -> int:
+    value = obj.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InputError(f"query: {key!r} must be an integer in 1..{high}")
+    return value
+
+
+def _explicit_sites(value: Any) -> list[str]:
+    if not isinstance(value, list) or len(value) > MAX_EXPLICIT_SITES:
+        raise InputError(f"query: 'sites' must be a list of at most {MAX_EXPLICIT_SITES} site ids")
+    out: list[str] = []
+    for site_id in value:
+        if validate_site_id(site_id) not in out:
+            out.append(site_id)
+    return out
+
+
+def _parse_query(obj: Any, default_sites: int) -> tuple[RetrieveRequest, int, list[str] | None]:
+    if not isinstance(obj, dict):
+        raise InputError('query: send a JSON object like {"question": "..."}')
+    extra = set(obj) - _QUERY_KEYS
+    if extra:
+        raise InputError(f"query: unknown keys {sorted(extra)}; allowed: {sorted(_QUERY_KEYS)}")
+    if not isinstance(obj.get("question"), str):
+        raise InputError("query: 'question' must be a string")
+    top_k_sites = _int_option(obj, "top_k_sites", default_sites, MAX_TOP_K_SITES)
+    explicit = _explicit_sites(obj["sites"]) if "sites" in obj else None
+    req = RetrieveRequest.from_json({k: v for k, v in obj.items() if k in ("question", "top_k")})
+    return req, top_k_sites, explicit
+
+
+def _check_explicit(explicit: list[str], records: dict[str, SiteRecord]) -> None:
+    """Named sites must be enrolled and not revoked; an expired publication only affects routing."""
+    for site_id in explicit:
+        rec = records.get(site_id)
+        if rec is None:
+            raise NotFoundError(f"query: site {site_id!r} is not enrolled")
+        if rec.status == REVOKED:
+            raise VerificationError(f"query: site {site_id!r} is revoked")
+
+
+def _exclusion(rec: SiteRecord | None) -> str:
+    if rec is None:
+        return "not enrolled"
+    if rec.status == REVOKED:
+        return "revoked"
+    return "publication expired"
+
+
+def create_gateway_app(
+    cfg: Config | GatewayConfig, embedder: Embedder, vector_store: VectorStore, registry: SiteRegistry
+) -> Flask:
+    """`cfg` is the whole Config (its [gateway] section is used) or just the GatewayConfig."""
+    if isinstance(cfg, Config):
+        cfg = cfg.gateway
+    space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
+    index = SummaryIndex(vector_store, space)
+    for rec in registry.list():  # revocations made while the gateway was down (e.g. by the CLI)
+        if rec.status == REVOKED:
+            index.remove_site(rec.site_id)
+    publish_lock = threading.Lock()  # sequence check -> index swap -> record, one site at a time
+
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_request_bytes
+    app.extensions["hansa.gateway"] = {"index": index, "registry": registry, "space": space}
+
+    @app.errorhandler(HansaError)
+    def _hansa_error(exc: HansaError) -> Response:
+        return _json({"error": str(exc), "kind": type(exc).__name__}, exc.http_status)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        return _json({"error": exc.description or exc.name, "kind": exc.name}, exc.code or 500)
+
+    @app.errorhandler(Exception)
+    def _bug(exc: Exception) -> Response:
+        log.exception("gateway.bug", path=request.path)
+        return _json({"error": "internal error; the gateway log has the details", "kind": "InternalError"}, 500)
+
+    @app.post("/v1/sites/<site_id>/publications")
+    def publish(site_id: str) -> Response:
+        validate_site_id(site_id)
+        envelope = _body()
+        keys = registry.keys_for(site_id)
+        payload = open_publication(envelope, site_id, keys, space)
+        with publish_lock:
+            registry.check_sequence(site_id, payload.sequence)
+            count = index.replace_site(site_id, payload)
+            try:
+                rec = registry.record_publication(site_id, payload.sequence, payload.expires, count)
+            except VerificationError:  # revoked while we swapped: its data must not stay
+                index.remove_site(site_id)
+                raise
+        log.info("publication.accepted", site_id=site_id, sequence=payload.sequence, summaries=count)
+        return _json({"site_id": site_id, "sequence": rec.last_sequence, "accepted": count, "expires": rec.expires})
+
+    @app.post("/v1/query")
+    def query() -> Response:
+        t0 = time.perf_counter()
+        req, top_k_sites, explicit = _parse_query(_body(), cfg.top_k_sites)
+        question_vector = embedder.embed_one(req.question)
+        hits = index.search(question_vector, cfg.top_m_summaries)
+        now = utc_now()
+        records = {r.site_id: r for r in registry.list()}
+        routable = {sid for sid, r in records.items() if r.is_routable(now)}
+        considered = score_sites(hits, routable)
+        if explicit is None:
+            called = [s.site_id for s in considered[:top_k_sites]]
+        else:
+            _check_explicit(explicit, records)
+            called = explicit
+        excluded = sorted({h.site_id for h in hits} - routable)
+        t1 = time.perf_counter()
+        calls = call_sites(
+            [(site_id, records[site_id].url) for site_id in called],
+            req,
+            cfg.site_timeout_s,
+            allow_private_addresses=cfg.allow_private_addresses,
+        )
+        t2 = time.perf_counter()
+        fused = fuse(question_vector, calls, embedder)
+        t3 = time.perf_counter()
+        trace: dict[str, Any] = {
+            "sites_considered": [s.to_json() for s in considered],
+            "sites_excluded": [{"site_id": sid, "reason": _exclusion(records.get(sid))} for sid in excluded],
+            "sites_called": called,
+            "selection": "routed" if explicit is None else "explicit",
+            "per_site": [c.trace_json() for c in calls],
+            "routing_ms": round((t1 - t0) * 1000, 1),  # includes embedding the question
+            "calls_ms": round((t2 - t1) * 1000, 1),
+            "fusion_ms": round((t3 - t2) * 1000, 1),
+            "total_ms": round((t3 - t0) * 1000, 1),
+            "bytes_out": sum(c.bytes_out for c in calls),
+            "bytes_in": sum(c.bytes_in for c in calls),
+        }
+        if fused.note:
+            trace["note"] = fused.note
+        return _json({"answer": fused.answer, "citations": [c.to_json() for c in fused.citations], "trace": trace})
+
+    @app.get("/v1/sites")
+    def sites() -> Response:
+        now = utc_now()
+        return _json({"sites": [r.view(now) for r in registry.list()]})
+
+    @app.get("/v1/health")
+    def health() -> Response:
+        records = registry.list()
+        now = utc_now()
+        return _json(
+            {
+                "status": "ok",
+                "sites": len(records),
+                "routable_sites": sum(r.is_routable(now) for r in records),
+                "summaries": index.count(),
+                "embedding": space.to_json(),
+            }
+        )
+
+    return app

@@ -1,0 +1,235 @@
+"""Communities: Leiden on the entity graph, small ones merged, each summarized and embedded.
+
+The community summaries are what a site publishes, so they must be few enough to route on and
+stable enough to version: ids are the hash of the sorted member ids (unchanged membership, same id,
+across runs and machines), and Leiden runs with a fixed seed. Communities below
+`site.min_community_size` say too little to route on; each is merged into the neighbouring
+community it shares the most relation weight with (the DGRAG practice of merging subgraphs that are
+too small), and a small group with no neighbour at all is left out.
+
+Writes are ordered so that a crash leaves nothing inconsistent behind: summary vectors first, then
+the graph's community set (the commit point), then stale vectors are deleted; a final count check
+rebuilds the summary collection if an earlier crashed run left strays in it.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+
+from tqdm import tqdm
+
+from hansa.adapters.graph.base import LeidenParams
+from hansa.adapters.records import Community, CommunityAssignment
+from hansa.core.errors import InputError
+from hansa.core.logs import get_logger
+from hansa.plugin.extraction import normalize
+from hansa.plugin.site import SUMMARIES, SiteContext, summary_collection
+from hansa.plugin.summarize import EXTRACTIVE, summarize
+
+log = get_logger(__name__)
+
+LEVEL = 0  # the finest Leiden level: small, specific communities route questions best
+MAX_COMMUNITY_CHUNKS = 1000  # chunks recorded per community (richness saturates here)
+SUMMARY_ENTITIES = 12
+SUMMARY_RELATIONS = 12
+ALL_RELATIONS = 2**62  # "no limit" for the one call that reads the whole entity graph
+SIZE_BUCKETS = ((1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
+
+
+@dataclass(frozen=True)
+class CommunityReport:
+    communities: int
+    entities: int  # entities that ended up in a community
+    detected: int  # communities Leiden found at the finest level
+    merged: int  # small communities merged into a neighbour
+    dropped: int  # small communities without any neighbour, left out
+    dropped_entities: int
+    size_min: int
+    size_median: float
+    size_max: int
+    sizes: dict[str, int] = field(default_factory=dict)  # "3-5": how many communities of that size
+    summaries_extractive: int = 0
+    summaries_llm: int = 0
+    seconds: float = 0.0
+
+
+def community_id(entity_ids: set[str] | frozenset[str] | list[str]) -> str:
+    """Stable across runs and machines: a function of membership only."""
+    digest = hashlib.sha256("\n".join(sorted(entity_ids)).encode("utf-8")).hexdigest()
+    return f"c{digest[:32]}"
+
+
+def _finest_level(assignments: list[CommunityAssignment]) -> dict[int, set[str]]:
+    groups: dict[int, set[str]] = defaultdict(set)
+    for a in assignments:
+        if a.communities:
+            groups[a.communities[LEVEL]].add(a.entity_id)
+    return groups
+
+
+def _community_links(ctx: SiteContext, member_of: dict[str, int]) -> dict[int, dict[int, float]]:
+    """Summed relation weight between each pair of communities.
+
+    The graph port exposes relations only through `community_context`, so this asks it once for
+    the context of every assigned entity (no chunks) and maps relation names back to ids."""
+    context = ctx.graph.community_context(
+        list(member_of), max_entities=len(member_of), max_relations=ALL_RELATIONS, max_chunks=0
+    )
+    by_name: dict[str, str | None] = {}
+    for eid, name, _degree in context.entities:
+        by_name[name] = None if name in by_name and by_name[name] != eid else eid
+    links: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for a_name, b_name, weight in context.relations:
+        a = by_name.get(a_name) or _by_normalized(a_name, member_of)
+        b = by_name.get(b_name) or _by_normalized(b_name, member_of)
+        if a is None or b is None:
+            continue
+        ca, cb = member_of[a], member_of[b]
+        if ca != cb:
+            links[ca][cb] += weight
+            links[cb][ca] += weight
+    return links
+
+
+def _by_normalized(name: str, member_of: dict[str, int]) -> str | None:
+    key = normalize(name)
+    return key if key in member_of else None
+
+
+@dataclass
+class _Merge:
+    groups: dict[int, set[str]]
+    merged: int = 0
+    dropped: int = 0
+    dropped_entities: int = 0
+
+
+def merge_small(
+    groups: dict[int, set[str]], links: dict[int, dict[int, float]], min_size: int
+) -> _Merge:
+    """Merge each community below `min_size` (smallest first) into the neighbour it is most
+    connected to; drop it if it has none. Ties go to the larger neighbour, then the one whose
+    smallest member id sorts first, so the result never depends on Leiden's label numbers."""
+    groups = {k: set(v) for k, v in groups.items()}
+    key = {k: min(v) for k, v in groups.items()}
+    result = _Merge(groups)
+    heap = [(len(v), key[k], k) for k, v in groups.items() if len(v) < min_size]
+    heapq.heapify(heap)
+    while heap:
+        size, _key, c = heapq.heappop(heap)
+        if c not in groups or len(groups[c]) != size:
+            continue  # stale entry: merged away or grown since it was queued
+        neighbours = links.get(c, {})
+        if not neighbours:
+            result.dropped += 1
+            result.dropped_entities += len(groups.pop(c))
+            continue
+        target = min(neighbours, key=lambda n: (-neighbours[n], -len(groups[n]), key[n]))
+        groups[target] |= groups.pop(c)
+        key[target] = min(key[target], key[c])
+        for n, w in neighbours.items():
+            links[n].pop(c, None)
+            if n != target:
+                links[target][n] = links[target].get(n, 0.0) + w
+                links[n][target] = links[n].get(target, 0.0) + w
+        links.pop(c, None)
+        links[target].pop(c, None)
+        result.merged += 1
+        if len(groups[target]) < min_size:
+            heapq.heappush(heap, (len(groups[target]), key[target], target))
+    return result
+
+
+def _size_buckets(sizes: list[int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for low, high in SIZE_BUCKETS:
+        label = f"{low}-{high}" if high else f"{low}+"
+        n = sum(1 for s in sizes if s >= low and (high is None or s <= high))
+        if n:
+            out[label] = n
+    return out
+
+
+def _write_summaries(ctx: SiteContext, communities: list[Community]) -> None:
+    """Vectors, then the graph (commit point), then stale vectors; repair strays by a rebuild."""
+    old_ids = {c.id for c in ctx.graph.communities()}
+    new_ids = [c.id for c in communities]
+    spec = summary_collection(ctx.embedder.dim)
+    ctx.vectors.ensure_collection(spec)
+    vectors = ctx.embedder.embed([c.summary for c in communities]) if communities else None
+    fields = [{"level": c.level} for c in communities]
+    if communities:
+        ctx.vectors.upsert(SUMMARIES, new_ids, vectors, fields)
+    ctx.graph.replace_communities(communities)
+    stale = sorted(old_ids - set(new_ids))
+    if stale:
+        ctx.vectors.delete(SUMMARIES, ids=stale)
+    if ctx.vectors.count(SUMMARIES) != len(communities):
+        # Only after a crashed earlier run: rows no stored community names. Rebuild the set.
+        log.warning("communities.summaries_rebuilt", expected=len(communities), found=ctx.vectors.count(SUMMARIES))
+        ctx.vectors.drop(SUMMARIES)
+        ctx.vectors.ensure_collection(spec)
+        if communities:
+            ctx.vectors.upsert(SUMMARIES, new_ids, vectors, fields)
+
+
+def build_communities(ctx: SiteContext, progress: bool = False) -> CommunityReport:
+    """Detect, merge, summarize, embed and store the site's communities (replacing the old set)."""
+    started = time.perf_counter()
+    site = ctx.cfg.site
+    if ctx.graph.stats().documents == 0:
+        raise InputError("the graph holds no documents: run `hansa site ingest <paths>` before building communities")
+    assignments = ctx.graph.detect_communities(LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed))
+    detected = _finest_level(assignments)
+    merge = _Merge(dict(detected))
+    if any(len(members) < site.min_community_size for members in detected.values()):
+        member_of = {e: c for c, members in detected.items() for e in members}
+        merge = merge_small(detected, _community_links(ctx, member_of), site.min_community_size)
+    if not detected:
+        log.warning("communities.none", reason="no entity has a relation: documents share no co-occurring entities")
+
+    memberships = sorted(((community_id(m), sorted(m)) for m in merge.groups.values()), key=lambda item: item[0])
+    communities: list[Community] = []
+    methods: dict[str, int] = defaultdict(int)
+    for cid, members in tqdm(memberships, desc="communities", unit="community", disable=not progress):
+        context = ctx.graph.community_context(
+            members, max_entities=SUMMARY_ENTITIES, max_relations=SUMMARY_RELATIONS, max_chunks=MAX_COMMUNITY_CHUNKS
+        )
+        summary, method = summarize(replace(context, community_id=cid), ctx.llm)
+        methods[method] += 1
+        chunk_ids = tuple(chunk.chunk_id for chunk in context.chunks)
+        communities.append(
+            Community(
+                id=cid,
+                level=LEVEL,
+                entity_ids=tuple(members),
+                summary=summary,
+                chunk_ids=chunk_ids,
+                doc_ids=tuple(sorted({chunk.doc_id for chunk in context.chunks})),
+                rank=float(len(chunk_ids)),
+            )
+        )
+    _write_summaries(ctx, communities)
+
+    sizes = sorted(len(c.entity_ids) for c in communities)
+    report = CommunityReport(
+        communities=len(communities),
+        entities=sum(sizes),
+        detected=len(detected),
+        merged=merge.merged,
+        dropped=merge.dropped,
+        dropped_entities=merge.dropped_entities,
+        size_min=sizes[0] if sizes else 0,
+        size_median=float(statistics.median(sizes)) if sizes else 0.0,
+        size_max=sizes[-1] if sizes else 0,
+        sizes=_size_buckets(sizes),
+        summaries_extractive=methods[EXTRACTIVE],
+        summaries_llm=sum(n for m, n in methods.items() if m != EXTRACTIVE),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})
+    return report

@@ -1,0 +1,296 @@
+"""Entities and co-occurrence relations without a language model (GraphRAG's "fast" mode).
+
+Why no model: LLM extraction is what makes Graph-RAG indexing expensive, and a site must be able to
+build its graph offline on two cores. Three cheap signals find most of what matters in expository
+text: proper-noun runs ("Federal Reserve", "Bank of America"), acronyms ("IRA", "VPC") and key noun
+phrases (runs of 1-3 content words between stopwords, "interest rate", "load balancer").
+Relations are co-occurrence within a chunk; their weight is the number of the document's chunks in
+which both entities appear. Capping each chunk to its most salient entities keeps the number of
+pairs bounded per chunk, so relations grow linearly with the text.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+from typing import NamedTuple, Sequence
+
+from hansa.adapters.records import Chunk, Document, DocumentGraph, Entity, Mention, Relation
+
+MAX_ENTITIES_PER_CHUNK = 15
+MAX_PHRASE_TOKENS = 3
+MIN_ENTITY_CHARS = 3
+MAX_ENTITY_CHARS = 100
+EXTRACTOR_VERSION = "nlp-1"  # part of the ingest fingerprint: a new extractor re-indexes documents
+
+PROPER, ACRONYM, CONCEPT = "proper", "acronym", "concept"
+_KIND_RANK = {PROPER: 3, ACRONYM: 2, CONCEPT: 1}
+# Salience weights: names and acronyms carry more identity than a generic phrase; a multi-word
+# phrase ("interest rate") more than a single word ("rate").
+_WEIGHT = {PROPER: 2.0, ACRONYM: 1.75, CONCEPT: 1.0}
+_MULTIWORD_BONUS = 0.5
+
+# Function words plus very common verbs, adjectives and adverbs: without a POS tagger these bound
+# noun phrases and keep "provides", "several" or "however" from becoming entities.
+STOPWORDS = frozenset(
+    """
+a about above across after afterwards again against all almost alone along already also although
+always am among amongst an and another any anybody anyhow anyone anything anyway anywhere are
+around as at back be became because become becomes becoming been before beforehand behind being
+below beside besides between beyond both but by can cannot could did do does doing done down
+during each either else elsewhere enough etc even ever every everybody everyone everything
+everywhere except few for former formerly from further furthermore had has have having he hence
+her here hereafter hereby herein hers herself him himself his how however i if in indeed instead
+into is it its itself just last latter latterly least less let lets like likely made make makes
+making many may maybe me meanwhile might mine more moreover most mostly much must my myself
+namely neither never nevertheless next no nobody none noone nor not nothing now nowhere of off
+often on once one only onto or other others otherwise our ours ourselves out over own per perhaps
+please put rather re really same see seem seemed seeming seems several she should since so some
+somehow someone something sometime sometimes somewhere still such than that the their theirs
+them themselves then thence there thereafter thereby therefore therein thereupon these they this
+those though through throughout thru thus to together too toward towards under unless until up
+upon us use used uses using very via was we well were what whatever when whence whenever where
+whereafter whereas whereby wherein whereupon wherever whether which while whither who whoever
+whole whom whose why will with within without would yet you your yours yourself yourselves
+able across actually add added adds allow allowed allows ask asked asks available based become
+best better call called calls came can't come comes could couldn't create created creates did
+didn't different does doesn't don't due e.g eg i.e ie easy example examples find finds first
+following follows found gave get gets getting give given gives giving go goes going gone good got
+great help helps high however important include included includes including keep keeps know
+known knows large later lot lots low lower main mainly may need needed needs new non note noted
+old open others part particular provide provided provides providing put quite rather read
+recent recently related required requires right run runs said say says second see seen set sets
+show shows shown similar simply since small specific start started still sure take taken takes
+tell tells thing things think third thought three took true try two type types usually various
+want wants way ways went whether will within won't work works would yes yet yeah also called
+per cent percent around approximately able whose here's there's it's that's what's let's i'm
+you're we're they're i've you've we've they've i'd you'd he'd she'd we'd they'd isn't aren't
+wasn't weren't hasn't haven't hadn't shouldn't wouldn't mustn't
+monday tuesday wednesday thursday friday saturday sunday
+according began begin begins brought met led bought came fell gave grew held kept lost paid ran remain
+remains remained rose said sent sold spent stood told went wrote appear appears appeared seem
+click clicking select selecting choose enter complete follow learn visit ensure verify specify
+""".split()
+)
+# Lower-case words that may sit inside a proper name: "Bank of America", "Ludwig van Beethoven".
+_NAME_CONNECTORS = frozenset("of the for de la le du da del der van von".split())
+
+# Words: letters/digits with inner hyphens, apostrophes and dots ("U.S.", "Node.js", "O'Brien"),
+# then sentence ends, then anything else that is not a space (punctuation, symbols) as a break.
+_TOKEN = re.compile(r"(?P<word>[^\W_](?:[\w'’.\-]*[^\W_])?\.?)|(?P<stop>[.!?]+)|(?P<brk>\n|[^\s])")
+# URLs, e-mail addresses, HTML tags and entities are markup, not language: blanked before tokenizing.
+_MARKUP = re.compile(r"(?:https?://|www\.)\S+|\S+@\S+\.\w+|<[^<>\n]{0,200}>|&[#\w]{1,10};", re.IGNORECASE)
+_NORMALIZE_JOIN = re.compile(r"[.'’]")  # "U.S." -> "us", "O'Brien" -> "obrien"
+_NORMALIZE_DROP = re.compile(r"[^\w\s]|_")
+_SPACES = re.compile(r"\s+")
+_DIGIT = re.compile(r"\d")
+_POSSESSIVE_ENDINGS = ("'s", "’s", "'S", "’S")
+
+
+@lru_cache(maxsize=1 << 16)
+def normalize(name: str) -> str:
+    """The entity key: NFKC, casefolded, punctuation removed, whitespace folded.
+
+    "Bank of America", "bank  of america" and "BANK OF AMERICA." all become "bank of america", so
+    the same thing mentioned in different documents (or sites) is one node."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    folded = _NORMALIZE_DROP.sub(" ", _NORMALIZE_JOIN.sub("", folded))
+    return _SPACES.sub(" ", folded).strip()[:MAX_ENTITY_CHARS].rstrip()
+
+
+class _Features(NamedTuple):
+    capital: bool  # starts upper-case, or has inner capitals ("iPhone", "macOS")
+    mixed: bool  # inner capitals: a name even at a sentence start
+    acronym: bool  # "IRA", "VPC", "S3"
+    stop: bool  # bounds phrases and names
+    connector: bool  # may sit inside a name
+
+
+@lru_cache(maxsize=1 << 16)
+def _features(word: str) -> _Features:
+    """Per-word facts, cached: the same few thousand words recur in every chunk."""
+    folded = word.casefold()
+    tail = word[1:]
+    mixed = tail != tail.lower() and word != word.upper()
+    letters = sum(c.isalpha() for c in word) if len(word) <= 10 else 0
+    acronym = 2 <= letters <= 8 and word.isupper()
+    # Past-tense forms ("raised", "noticed") are the commonest verbs that would glue themselves
+    # to noun phrases without a tagger, so they bound phrases like stopwords.
+    stop = folded in STOPWORDS or (len(folded) >= 5 and folded.endswith("ed") and not folded.endswith("eed"))
+    return _Features(word[:1].isupper() or mixed, mixed, acronym, stop, folded in _NAME_CONNECTORS)
+
+
+class _Word(NamedTuple):
+    text: str  # without a possessive "'s" or a sentence-final period
+    position: int  # token index: ties in salience go to the earlier mention
+    sentence_start: bool
+    possessive: bool  # "Apple's iPhone": a name or phrase ends here
+    f: _Features
+
+
+def _words(text: str) -> list[_Word | None]:
+    """Words in order, with None wherever punctuation, markup or a sentence end breaks a phrase."""
+    out: list[_Word | None] = []
+    at_start = True
+    for index, (word, stop, brk) in enumerate(_TOKEN.findall(_MARKUP.sub(" | ", text))):
+        if not word:
+            if out and out[-1] is not None:
+                out.append(None)
+            if stop or brk == "\n":
+                at_start = True
+            continue
+        ends_sentence = word[-1] == "." and word.count(".") < 2  # "bank." yes, "U.S." no
+        if ends_sentence:
+            word = word[:-1]
+        possessive = word.endswith(_POSSESSIVE_ENDINGS) and len(word) > 2
+        if possessive:
+            word = word[:-2]
+        out.append(_Word(word, index, at_start, possessive, _features(word)))
+        at_start = False
+        if ends_sentence:
+            out.append(None)
+            at_start = True
+    return out
+
+
+@dataclass(slots=True)
+class _Candidate:
+    name: str
+    kind: str
+    count: int
+    first: int
+
+
+class _Collector:
+    """Turns runs of words into candidate entities and counts them per chunk."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, _Candidate] = {}
+
+    def add(self, name: str, kind: str, position: int) -> None:
+        key = normalize(name)
+        if len(key) < (2 if kind == ACRONYM else MIN_ENTITY_CHARS) or key.replace(" ", "").isdigit():
+            return
+        if kind != ACRONYM and key in STOPWORDS:
+            return
+        current = self.found.get(key)
+        if current is None:
+            self.found[key] = _Candidate(name, kind, 1, position)
+            return
+        current.count += 1
+        if _KIND_RANK[kind] > _KIND_RANK[current.kind]:
+            current.kind, current.name = kind, name
+
+    def name(self, run: list[_Word]) -> list[_Word]:
+        """Emit a run of capitalized words as a proper name (or acronym), trimming connectors.
+
+        Returns the word back when it was capitalized by position only ("Mortgage rates rose"):
+        the caller continues it as an ordinary phrase ("mortgage rates")."""
+        start, end = 0, len(run)
+        while end > start and (run[end - 1].f.stop or run[end - 1].f.connector):
+            end -= 1
+        while start < end and (run[start].f.stop or run[start].f.connector):
+            start += 1
+        if start >= end:
+            return []
+        if end - start == 1:
+            word = run[start]
+            if word.f.acronym:
+                self.add(word.text, ACRONYM, word.position)
+                return []
+            if word.sentence_start and not word.f.mixed:
+                return [word]
+        self.add(" ".join(w.text for w in run[start:end]), PROPER, run[start].position)
+        return []
+
+    def phrase(self, run: list[_Word]) -> None:
+        """A run of content words becomes phrases of at most 3 words, keeping the last (head) ones."""
+        for end in range(len(run), 0, -MAX_PHRASE_TOKENS):
+            piece = run[max(0, end - MAX_PHRASE_TOKENS):end]
+            if len(piece) == 1:
+                word = piece[0].text
+                if len(word) < 4 or word.endswith("ly") or _DIGIT.search(word):
+                    continue
+            self.add(" ".join(w.text.lower() for w in piece), CONCEPT, piece[0].position)
+
+
+def _continues_name(words: list[_Word | None], index: int) -> bool:
+    """"of" joins a name only when a capitalized word follows: "Bank of America", not "Bank of the"."""
+    following = words[index + 1] if index + 1 < len(words) else None
+    return following is not None and following.f.capital and not following.f.stop
+
+
+def chunk_entities(text: str, limit: int = MAX_ENTITIES_PER_CHUNK) -> list[tuple[str, str, str, int]]:
+    """The `limit` most salient (entity id, display name, kind, count) in one chunk of text."""
+    collect = _Collector()
+    words = _words(text)
+    name_run: list[_Word] = []
+    phrase: list[_Word] = []
+    for index, word in enumerate(words):
+        if word is None:
+            phrase.extend(collect.name(name_run))
+            name_run = []
+            collect.phrase(phrase)
+            phrase = []
+            continue
+        f = word.f
+        if f.capital and not (f.stop and (word.sentence_start or not name_run)):
+            collect.phrase(phrase)
+            phrase = []
+            name_run.append(word)
+            if word.possessive:
+                collect.phrase(collect.name(name_run))
+                name_run = []
+            continue
+        if name_run and f.connector and word.text.islower() and _continues_name(words, index):
+            name_run.append(word)
+            continue
+        if name_run:
+            phrase.extend(collect.name(name_run))
+            name_run = []
+        if f.stop or word.text[:1].isdigit():
+            collect.phrase(phrase)
+            phrase = []
+        else:
+            phrase.append(word)
+            if word.possessive:
+                collect.phrase(phrase)
+                phrase = []
+    phrase.extend(collect.name(name_run))
+    collect.phrase(phrase)
+
+    def salience(item: tuple[str, _Candidate]) -> tuple[float, int]:
+        key, cand = item
+        bonus = _MULTIWORD_BONUS if " " in key else 0.0
+        return (-(cand.count * (_WEIGHT[cand.kind] + bonus)), cand.first)
+
+    ranked = sorted(collect.found.items(), key=salience)[:limit]
+    return [(key, cand.name, cand.kind, cand.count) for key, cand in ranked]
+
+
+def document_graph(document: Document, chunks: Sequence[Chunk], limit: int = MAX_ENTITIES_PER_CHUNK) -> DocumentGraph:
+    """Everything one document contributes: its chunks, entities, mentions and weighted pairs."""
+    entities: dict[str, Entity] = {}
+    mentions: list[Mention] = []
+    pair_chunks: Counter[tuple[str, str]] = Counter()
+    for chunk in chunks:
+        found = chunk_entities(chunk.text, limit)
+        for key, name, kind, count in found:
+            known = entities.get(key)
+            if known is None or _KIND_RANK[kind] > _KIND_RANK[known.kind]:
+                entities[key] = Entity(id=key, name=name, kind=kind)
+            mentions.append(Mention(chunk_id=chunk.id, entity_id=key, count=count))
+        pair_chunks.update(combinations(sorted(key for key, *_ in found), 2))
+    relations = tuple(
+        Relation(source=a, target=b, doc_id=document.id, weight=float(n)) for (a, b), n in sorted(pair_chunks.items())
+    )
+    return DocumentGraph(
+        document=document,
+        chunks=tuple(chunks),
+        entities=tuple(entities[k] for k in sorted(entities)),
+        mentions=tuple(mentions),
+        relations=relations,
+    )

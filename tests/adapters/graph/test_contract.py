@@ -1,0 +1,433 @@
+"""The GraphStore contract, checked identically on the embedded store and on Neo4j + GDS; then what
+only the embedded store promises (a file that persists, a clear refusal when not installed, other
+tables left alone).
+
+The builders live here because pytest runs with --import-mode=importlib: test modules cannot import
+each other."""
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import leidenalg
+import pytest
+
+from hansa.adapters.graph.base import GraphStats, GraphStore, LeidenParams
+from hansa.adapters.graph.embedded import SCHEMA_VERSION, EmbeddedGraphStore
+from hansa.adapters.records import (
+    Chunk,
+    Community,
+    CommunityAssignment,
+    Document,
+    DocumentGraph,
+    Entity,
+    Mention,
+    Relation,
+)
+from hansa.core.errors import BackendError, InputError
+
+
+# -- builders -----------------------------------------------------------------------------------
+def doc(
+    doc_id: str,
+    chunks: Mapping[str, Sequence[str]],
+    relations: Sequence[tuple[str, str, float]] = (),
+    *,
+    version: str = "v1",
+    title: str | None = None,
+    names: Mapping[str, str] | None = None,
+    texts: Mapping[str, str] | None = None,
+    descriptions: Mapping[tuple[str, str], str] | None = None,
+) -> DocumentGraph:
+    """A small DocumentGraph: `chunks` maps chunk id -> the entity ids it mentions (in order);
+    relations are (a, b, weight), ordered for you; entities are all ids used, named `names[id]`
+    (default: the id upper-cased)."""
+    names = names or {}
+    texts = texts or {}
+    descriptions = descriptions or {}
+    chunk_records, mentions, pos = [], [], 0
+    for ordinal, (chunk_id, entity_ids) in enumerate(chunks.items()):
+        text = texts.get(chunk_id, f"{version} text of {chunk_id} about " + ", ".join(entity_ids))
+        chunk_records.append(Chunk(id=chunk_id, doc_id=doc_id, ordinal=ordinal, text=text, start=pos, end=pos + len(text)))
+        pos += len(text)
+        mentions.extend(Mention(chunk_id=chunk_id, entity_id=e, count=1 + i) for i, e in enumerate(entity_ids))
+    rels = []
+    for a, b, w in relations:
+        s, t = min(a, b), max(a, b)
+        rels.append(Relation(source=s, target=t, doc_id=doc_id, weight=w, description=descriptions.get((a, b), f"{a}~{b}")))
+    used = [m.entity_id for m in mentions] + [e for r in rels for e in (r.source, r.target)]
+    entities = tuple(Entity(id=e, name=names.get(e, e.upper()), kind="concept") for e in dict.fromkeys(used))
+    sha = hashlib.sha256(f"{doc_id}/{version}".encode()).hexdigest()
+    title = title if title is not None else f"Title of {doc_id}"
+    document = Document(id=doc_id, title=title, source=f"src/{doc_id}", sha256=sha)
+    return DocumentGraph(document, tuple(chunk_records), entities, tuple(mentions), tuple(rels))
+
+
+def all_chunk_ids(*graphs: DocumentGraph) -> list[str]:
+    return [c.id for g in graphs for c in g.chunks]
+
+
+def all_entity_ids(*graphs: DocumentGraph) -> list[str]:
+    return sorted({e.id for g in graphs for e in g.entities})
+
+
+def partition(assignments: Sequence[CommunityAssignment], level: int = -1) -> set[frozenset[str]]:
+    """Communities at one level as sets of entity ids (community numbers are arbitrary)."""
+    groups: dict[int, set[str]] = {}
+    for a in assignments:
+        groups.setdefault(a.communities[level], set()).add(a.entity_id)
+    return {frozenset(g) for g in groups.values()}
+
+
+def snapshot(store: GraphStore, graphs: Sequence[DocumentGraph]) -> tuple:
+    """Everything the port can read back about `graphs`: equal snapshots mean equal contents."""
+    chunk_ids = all_chunk_ids(*graphs)
+    entity_ids = all_entity_ids(*graphs)
+    return (
+        store.stats(),
+        store.document_hashes([g.document.id for g in graphs]),
+        store.chunks(chunk_ids),
+        store.expand(chunk_ids[:1], limit=50),
+        store.community_context(entity_ids, max_entities=100, max_relations=100, max_chunks=100),
+        partition(store.detect_communities(LeidenParams())),
+    )
+
+
+# Two documents sharing entity "b".
+DOC1 = doc("doc1", {"c1": ["a", "b"], "c2": ["b", "c"]}, [("a", "b", 1.0), ("b", "c", 2.0)])
+DOC2 = doc("doc2", {"c3": ["b", "d"]}, [("b", "d", 1.5)], names={"b": "b as doc2 writes it"})
+
+
+
+TWO_CLIQUES_A = ["a1", "a2", "a3", "a4", "a5"]
+TWO_CLIQUES_B = ["b1", "b2", "b3", "b4", "b5"]
+
+
+def _clique(ids: list[str], weight: float) -> list[tuple[str, str, float]]:
+    return [(x, y, weight) for i, x in enumerate(ids) for y in ids[i + 1 :]]
+
+
+def two_cliques() -> list[DocumentGraph]:
+    """Two 5-cliques joined by one weak edge; `swing` touches a1 once and b1 in three documents
+    (summed, it belongs with B); `lonely` is mentioned but has no relation."""
+    return [
+        doc("da", {"ca": TWO_CLIQUES_A + ["swing"]}, _clique(TWO_CLIQUES_A, 3.0) + [("a1", "b1", 0.1), ("swing", "a1", 1.0)]),
+        doc("db", {"cb": TWO_CLIQUES_B + ["lonely"]}, _clique(TWO_CLIQUES_B, 3.0) + [("swing", "b1", 1.0)]),
+        doc("dx", {"cx": ["swing", "b1"]}, [("swing", "b1", 1.0)]),
+        doc("dy", {"cy": ["swing", "b1"]}, [("swing", "b1", 1.0)]),
+    ]
+
+
+# -- lifecycle ----------------------------------------------------------------------------------
+def test_install_is_idempotent(graph_store: GraphStore) -> None:
+    first = graph_store.install()
+    again = graph_store.install()
+    assert again.created is False
+    assert again.schema_version == first.schema_version >= 1
+    assert again.backend == first.backend == graph_store.backend
+    assert again.server_version and again.gds_version
+    assert graph_store.stats() == GraphStats(0, 0, 0, 0, 0)
+
+
+# -- documents ----------------------------------------------------------------------------------
+def test_write_documents_and_stats(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    # entities a, b, c, d (b merged across documents); relations stored per document
+    assert graph_store.stats() == GraphStats(documents=2, chunks=3, entities=4, relations=3, communities=0)
+    assert graph_store.document_hashes(["doc1", "doc2", "nope"]) == {
+        "doc1": DOC1.document.sha256,
+        "doc2": DOC2.document.sha256,
+    }
+    # entities merge by id and keep the name they were first seen with
+    assert graph_store.community_context(["b"]).entities == (("b", "B", 0.0),)
+    hit = graph_store.chunks(["c3"])[0]
+    assert (hit.chunk_id, hit.doc_id, hit.title, hit.text, hit.score) == ("c3", "doc2", "Title of doc2", DOC2.chunks[0].text, 0.0)
+
+
+def test_rewriting_the_same_graph_changes_nothing(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    before = snapshot(graph_store, [DOC1, DOC2])
+    graph_store.write_documents([DOC1])
+    graph_store.write_documents([DOC2, DOC1])
+    assert snapshot(graph_store, [DOC1, DOC2]) == before
+
+
+def test_replacing_a_document_removes_its_old_contribution(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    doc1_v2 = doc("doc1", {"c9": ["a", "b"]}, [("a", "b", 4.0)], version="v2", title="New title")
+    graph_store.write_documents([doc1_v2])
+
+    # c is gone (only the old doc1 used it); a, b, d remain; one relation per (pair, document)
+    assert graph_store.stats() == GraphStats(documents=2, chunks=2, entities=3, relations=2, communities=0)
+    assert graph_store.document_hashes(["doc1"]) == {"doc1": doc1_v2.document.sha256}
+    assert graph_store.chunks(["c1", "c2"]) == []
+    new = graph_store.chunks(["c9"])[0]
+    assert (new.title, new.text) == ("New title", doc1_v2.chunks[0].text)
+    context = graph_store.community_context(["a", "b", "c"])
+    assert [e[0] for e in context.entities] == ["a", "b"]  # c no longer exists
+    assert context.relations == (("A", "B", 4.0),)  # not 1.0 + 4.0: the old relation was replaced
+    # old mentions are gone: c3 (b, d) now reaches only c9 through b
+    assert [h.chunk_id for h in graph_store.expand(["c3"])] == ["c9"]
+
+
+def test_delete_documents_drops_orphans_and_keeps_shared_entities(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    graph_store.delete_documents(["doc1", "unknown-doc"])
+
+    assert graph_store.stats() == GraphStats(documents=1, chunks=1, entities=2, relations=1, communities=0)
+    assert graph_store.document_hashes(["doc1", "doc2"]) == {"doc2": DOC2.document.sha256}
+    assert graph_store.chunks(["c1", "c2", "c3"]) == graph_store.chunks(["c3"])
+    context = graph_store.community_context(["a", "b", "c", "d"])
+    assert sorted(e[0] for e in context.entities) == ["b", "d"]
+    assert [c.chunk_id for c in context.chunks] == ["c3"]
+
+    graph_store.delete_documents(["doc2"])
+    assert graph_store.stats() == GraphStats(0, 0, 0, 0, 0)
+
+
+def test_chunks_in_given_order_skipping_unknown_ids(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    hits = graph_store.chunks(["c3", "missing", "c1", "c2"])
+    assert [(h.chunk_id, h.doc_id) for h in hits] == [("c3", "doc2"), ("c1", "doc1"), ("c2", "doc1")]
+    assert all(h.score == 0.0 for h in hits)
+    assert graph_store.chunks([]) == []
+
+
+def test_a_bad_batch_writes_nothing(graph_store: GraphStore) -> None:
+    good = doc("good", {"g1": ["x", "y"]}, [("x", "y", 1.0)])
+    bad = doc("bad", {"b1": ["x"]})
+    bad = DocumentGraph(bad.document, bad.chunks, bad.entities, bad.mentions + (Mention("b1", "not-listed"),), bad.relations)
+    with pytest.raises(InputError, match="not-listed"):
+        graph_store.write_documents([good, bad])
+    assert graph_store.stats() == GraphStats(0, 0, 0, 0, 0)
+    assert graph_store.document_hashes(["good", "bad"]) == {}
+
+
+# -- graph --------------------------------------------------------------------------------------
+def test_expand_ranks_by_relation_weight_and_excludes_seeds(graph_store: GraphStore) -> None:
+    seed = doc("s", {"seed": ["a", "b", "c"]}, [("a", "b", 5.0), ("a", "c", 1.0)])
+    other = doc(
+        "o",
+        {
+            "strong": ["a", "z"],  # shares a: tied to the seed's b and c with 5 + 1
+            "weak": ["c", "y"],  # shares c: tied to the seed's a with 1
+            "unrelated": ["y", "z"],  # shares nothing with the seed
+            "seed2": ["b"],  # a second seed
+        },
+    )
+    graph_store.write_documents([seed, other])
+    hits = graph_store.expand(["seed", "seed2"], limit=10)
+    assert [h.chunk_id for h in hits] == ["strong", "weak"]
+    assert all(h.via == "graph" for h in hits)
+    assert hits[0].score > hits[1].score
+    assert (hits[0].doc_id, hits[0].title, hits[0].text) == ("o", "Title of o", other.chunks[0].text)
+    assert [h.chunk_id for h in graph_store.expand(["seed"], limit=1)] == ["strong"]
+    assert graph_store.expand(["missing"]) == []
+
+
+def test_detect_communities_separates_two_cliques(graph_store: GraphStore) -> None:
+    graph_store.write_documents(two_cliques())
+    assignments = graph_store.detect_communities(LeidenParams(gamma=1.0, seed=7))
+
+    assert sorted(a.entity_id for a in assignments) == sorted(TWO_CLIQUES_A + TWO_CLIQUES_B + ["swing"])  # no "lonely"
+    levels = {len(a.communities) for a in assignments}
+    assert len(levels) == 1 and levels.pop() >= 1
+    assert partition(assignments, level=-1) == {frozenset(TWO_CLIQUES_A), frozenset(TWO_CLIQUES_B + ["swing"])}
+    for level in range(len(assignments[0].communities)):  # finer levels never mix the cliques
+        for group in partition(assignments, level):
+            assert group <= set(TWO_CLIQUES_A) or group <= set(TWO_CLIQUES_B + ["swing"])
+
+
+def test_detect_communities_is_reproducible_with_a_seed(graph_store: GraphStore) -> None:
+    graph_store.write_documents(two_cliques())
+    params = LeidenParams(gamma=1.0, seed=11)
+    first = sorted(graph_store.detect_communities(params), key=lambda a: a.entity_id)
+    second = sorted(graph_store.detect_communities(params), key=lambda a: a.entity_id)
+    assert [partition(first, lvl) for lvl in range(len(first[0].communities))] == [
+        partition(second, lvl) for lvl in range(len(second[0].communities))
+    ]
+
+
+def test_detect_communities_on_a_graph_without_relations(graph_store: GraphStore) -> None:
+    assert graph_store.detect_communities(LeidenParams()) == []
+    graph_store.write_documents([doc("solo", {"s1": ["alone"]})])
+    assert graph_store.detect_communities(LeidenParams()) == []
+
+
+def test_replace_communities_round_trip_and_replacement(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    first = [
+        Community(id="k2", level=1, entity_ids=("a", "b", "c", "d"), summary="all", rank=2.5),
+        Community(id="k1", level=0, entity_ids=("c", "a", "b"), summary="abc", chunk_ids=("c1", "c2"), doc_ids=("doc1",), rank=1.0),
+        Community(id="k0", level=0, entity_ids=("d",), summary="", chunk_ids=("c3",), doc_ids=("doc2",)),
+    ]
+    graph_store.replace_communities(first)
+    assert graph_store.communities() == sorted(first, key=lambda c: (c.level, c.id))
+    assert graph_store.stats().communities == 3
+
+    second = [Community(id="k9", level=0, entity_ids=("b", "d"), summary="bd", rank=0.5)]
+    graph_store.replace_communities(second)
+    assert graph_store.communities() == second
+    graph_store.replace_communities([])
+    assert graph_store.communities() == []
+
+
+def test_bad_communities_are_refused(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1])
+    kept = [Community(id="k", level=0, entity_ids=("a", "b"))]
+    graph_store.replace_communities(kept)
+    with pytest.raises(InputError, match="twice"):
+        graph_store.replace_communities(
+            [Community(id="j", level=0, entity_ids=("a",)), Community(id="j", level=0, entity_ids=("b",))]
+        )
+    assert graph_store.communities() == kept
+
+
+def test_community_context_picks_the_high_degree_entity_first(graph_store: GraphStore) -> None:
+    names = {"hub": "Hub", "x": "Ex", "y": "Why", "z": "Zed", "out": "Outside"}
+    d1 = doc(
+        "ctx1",
+        {"k1": ["hub", "x", "y"], "k2": ["z", "hub"], "k3": ["z"], "k4": ["out"]},
+        [("hub", "x", 2.0), ("hub", "y", 1.0), ("hub", "z", 1.0), ("x", "y", 1.0), ("x", "out", 9.0)],
+        names=names,
+    )
+    d2 = doc("ctx2", {"k5": ["hub", "x"]}, [("hub", "x", 3.0)], names=names, title="Second")
+    graph_store.write_documents([d1, d2])
+
+    context = graph_store.community_context(["x", "hub", "y", "z", "ghost"])
+    # weighted degree inside the set: hub 5+1+1, x 5+1, y 1+1, z 1 ("out" is outside the set)
+    assert context.entities == (("hub", "Hub", 7.0), ("x", "Ex", 6.0), ("y", "Why", 2.0), ("z", "Zed", 1.0))
+    assert context.relations[0] == ("Hub", "Ex", 5.0)  # summed over both documents
+    assert sorted(context.relations[1:]) == [("Ex", "Why", 1.0), ("Hub", "Why", 1.0), ("Hub", "Zed", 1.0)]
+    # k1 mentions three of the set, k2 and k5 two each, k3 one; k4 none (only "out")
+    ranked = [c.chunk_id for c in context.chunks]
+    assert ranked[0] == "k1" and set(ranked[1:3]) == {"k2", "k5"} and ranked[3:] == ["k3"]
+    assert {c.chunk_id: c.title for c in context.chunks}["k5"] == "Second"
+
+    small = graph_store.community_context(["x", "hub", "y", "z"], max_entities=1, max_relations=1, max_chunks=1)
+    assert small.entities == (("hub", "Hub", 7.0),)
+    assert small.relations == (("Hub", "Ex", 5.0),)
+    assert [c.chunk_id for c in small.chunks] == ["k1"]
+
+
+HOSTILE = [
+    "it's \"quoted\"",
+    "`backtick` name",
+    "'}) DETACH DELETE n //",
+    "\"}) MATCH (m) DETACH DELETE m RETURN 1 //",
+    "Ünïcödé — 漢字 — 🚀 — עברית",
+    "line one\nline two\r\nline three\ttab",
+    "back\\slash $param {curly} ; DROP TABLE hansa_documents; --",
+]
+
+
+def test_hostile_strings_round_trip_verbatim(graph_store: GraphStore) -> None:
+    graphs = []
+    for i, s in enumerate(HOSTILE):
+        e1, e2 = f"{s} #1", f"{s} #2"
+        chunk_id = f"{s} chunk{i}"
+        graphs.append(
+            doc(f"{s} doc{i}", {chunk_id: [e1, e2]}, [(e1, e2, 1.0)], title=s, names={e1: s, e2: s + "!"}, texts={chunk_id: s})
+        )
+    graph_store.write_documents(graphs)
+    assert graph_store.stats() == GraphStats(len(HOSTILE), len(HOSTILE), 2 * len(HOSTILE), len(HOSTILE), 0)
+
+    expected_hashes = {g.document.id: g.document.sha256 for g in graphs}
+    assert graph_store.document_hashes(list(expected_hashes)) == expected_hashes
+    hits = graph_store.chunks(all_chunk_ids(*graphs))
+    assert [(h.chunk_id, h.doc_id, h.title, h.text) for h in hits] == [
+        (g.chunks[0].id, g.document.id, s, s) for g, s in zip(graphs, HOSTILE)
+    ]
+    for g, s in zip(graphs, HOSTILE):
+        context = graph_store.community_context([e.id for e in g.entities])
+        assert sorted(e[:2] for e in context.entities) == sorted((e.id, e.name) for e in g.entities)
+        assert sorted(context.relations[0][:2]) == sorted([s, s + "!"])
+
+    communities = [
+        Community(
+            id=f"{s} k",
+            level=0,
+            entity_ids=tuple(e.id for e in g.entities),
+            summary=s,
+            chunk_ids=(g.chunks[0].id,),
+            doc_ids=(g.document.id,),
+        )
+        for g, s in zip(graphs, HOSTILE)
+    ]
+    graph_store.replace_communities(communities)
+    assert graph_store.communities() == sorted(communities, key=lambda c: (c.level, c.id))
+    assignments = graph_store.detect_communities(LeidenParams())
+    assert {a.entity_id for a in assignments} == set(all_entity_ids(*graphs))
+
+    graph_store.delete_documents([g.document.id for g in graphs])
+    assert graph_store.stats().documents == 0
+
+
+# -- embedded store only ---------------------------------------------------------------------
+def test_embedded_fresh_install_reports_what_it_created(tmp_path: Path) -> None:
+    with EmbeddedGraphStore(tmp_path / "deep" / "graph.sqlite") as store:
+        report = store.install()
+    assert report.created is True
+    assert report.backend == "embedded"
+    assert report.schema_version == SCHEMA_VERSION
+    assert report.server_version == sqlite3.sqlite_version
+    assert report.gds_version == f"leidenalg {leidenalg.version}"
+
+
+def test_embedded_contents_persist_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with EmbeddedGraphStore(path) as store:
+        store.install()
+        store.write_documents([DOC1, DOC2])
+    with EmbeddedGraphStore(path) as store:
+        assert store.install().created is False
+        assert store.stats() == GraphStats(documents=2, chunks=3, entities=4, relations=3, communities=0)
+        assert store.document_hashes(["doc1"]) == {"doc1": DOC1.document.sha256}
+
+
+def test_embedded_uninstalled_store_refuses_with_a_clear_message(tmp_path: Path) -> None:
+    with EmbeddedGraphStore(tmp_path / "graph.sqlite") as store:
+        with pytest.raises(BackendError, match="hansa install"):
+            store.stats()
+
+
+def test_embedded_not_a_database_is_a_backend_error(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(BackendError):
+        with EmbeddedGraphStore(path) as store:
+            store.install()
+
+
+def test_embedded_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with EmbeddedGraphStore(path) as store:
+        store.install()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE hansa_schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    with EmbeddedGraphStore(path) as store:
+        with pytest.raises(BackendError, match="newer"):
+            store.install()
+
+
+def test_embedded_other_tables_in_the_file_are_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE documents (id TEXT PRIMARY KEY, body TEXT)")
+        db.execute("INSERT INTO documents VALUES ('doc1', 'the organization''s own row')")
+    with EmbeddedGraphStore(path) as store:
+        store.install()
+        store.write_documents([DOC1])
+        store.delete_documents(["doc1"])
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT body FROM documents").fetchall() == [("the organization's own row",)]
+
+
+def test_embedded_leiden_returns_one_level(tmp_path: Path) -> None:
+    with EmbeddedGraphStore(tmp_path / "graph.sqlite") as store:
+        store.install()
+        store.write_documents(two_cliques())
+        assignments = store.detect_communities(LeidenParams(max_levels=5))
+    assert {len(a.communities) for a in assignments} == {1}

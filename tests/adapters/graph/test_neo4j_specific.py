@@ -1,0 +1,222 @@
+"""What only the Neo4j + GDS store must guarantee, beyond the shared GraphStore contract.
+
+An organization runs hansa inside its own Neo4j: its nodes (even ones named Document or Entity,
+with ids that collide with ours) must survive every hansa operation byte for byte, and nothing
+a document says may ever be executed as Cypher. These tests read the database directly.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Iterator
+
+import pytest
+from neo4j import Driver, GraphDatabase
+
+from hansa.adapters.graph.base import GraphStats, LeidenParams
+from hansa.adapters.graph.neo4j_gds import SCHEMA_VERSION, Neo4jGraphStore
+from hansa.adapters.records import Chunk, Community, Document, DocumentGraph, Entity, Mention, Relation
+from hansa.core.errors import BackendError, InputError
+
+pytestmark = pytest.mark.neo4j
+
+DB = "neo4j"
+# Test-side housekeeping: hansa's namespaced data plus the "organization" nodes these tests add.
+CLEAR = "MATCH (n) WHERE n.org_fixture = true OR any(l IN labels(n) WHERE l STARTS WITH 'Hansa') DETACH DELETE n"
+FOREIGN_NODES = """
+MATCH (n) WHERE none(l IN labels(n) WHERE l STARTS WITH 'Hansa')
+RETURN elementId(n) AS id, labels(n) AS labels, properties(n) AS props ORDER BY id
+"""
+FOREIGN_RELS = """
+MATCH (a)-[r]->(b) WHERE NOT type(r) STARTS WITH 'HANSA_'
+RETURN elementId(r) AS id, type(r) AS type, properties(r) AS props, elementId(a) AS a, elementId(b) AS b ORDER BY id
+"""
+# The organization's own graph: labels and ids that look like ours but are not namespaced.
+ORG_GRAPH = """
+CREATE (d:Document {id: 'doc1', title: 'their doc', org_fixture: true})
+CREATE (e:Entity {id: 'alpha', name: 'their alpha', org_fixture: true})
+CREATE (c:Chunk:Community {id: 'c1', org_fixture: true})
+CREATE (p:Person {name: 'Ada', org_fixture: true})-[:KNOWS {since: 1843}]->(q:Person {name: 'Charles', org_fixture: true})
+CREATE (d)-[:MENTIONS {count: 3}]->(e)
+CREATE (e)-[:RELATED {weight: 100.0, doc_id: 'doc1'}]->(p)
+CREATE (e)-[:HAS_CHUNK]->(c)
+"""
+
+
+def graph(doc_id: str, chunks: dict[str, list[str]], relations: list[tuple[str, str, float]], title: str = "", text: str = "") -> DocumentGraph:
+    """A self-contained DocumentGraph (chunk -> entity ids it mentions; relations (a, b, weight))."""
+    chunk_records = tuple(
+        Chunk(id=cid, doc_id=doc_id, ordinal=i, text=text or f"text of {cid}", start=0, end=len(text or cid)) for i, cid in enumerate(chunks)
+    )
+    mentions = tuple(Mention(chunk_id=cid, entity_id=e) for cid, ids in chunks.items() for e in ids)
+    rels = tuple(Relation(source=min(a, b), target=max(a, b), doc_id=doc_id, weight=w) for a, b, w in relations)
+    used = dict.fromkeys([m.entity_id for m in mentions] + [e for r in rels for e in (r.source, r.target)])
+    return DocumentGraph(
+        document=Document(id=doc_id, title=title or f"title of {doc_id}", source=f"src/{doc_id}", sha256=hashlib.sha256(doc_id.encode()).hexdigest()),
+        chunks=chunk_records,
+        entities=tuple(Entity(id=e, name=e.upper()) for e in used),
+        mentions=mentions,
+        relations=rels,
+    )
+
+
+def ring_of_cliques(cliques: int = 6, size: int = 4) -> list[DocumentGraph]:
+    """Cliques joined in a ring by weaker edges: several plausible partitions, so an unseeded or
+    parallel Leiden could disagree with itself, and enough structure for more than one level."""
+    docs = []
+    for k in range(cliques):
+        members = [f"k{k}m{i}" for i in range(size)]
+        rels = [(a, b, 2.0) for i, a in enumerate(members) for b in members[i + 1 :]]
+        rels.append((members[0], f"k{(k + 1) % cliques}m{size - 1}", 0.5))
+        docs.append(graph(f"ring{k}", {f"ring{k}c": members + [f"k{(k + 1) % cliques}m{size - 1}"]}, rels))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def driver(neo4j_uri: str) -> Iterator[Driver]:
+    with GraphDatabase.driver(neo4j_uri, auth=None) as d:
+        yield d
+
+
+@pytest.fixture
+def clean(driver: Driver) -> Iterator[None]:
+    driver.execute_query(CLEAR, database_=DB)
+    yield
+    driver.execute_query(CLEAR, database_=DB)
+
+
+@pytest.fixture
+def store(neo4j_uri: str, clean: None) -> Iterator[Neo4jGraphStore]:
+    """A Neo4j store on a database holding no hansa data (not installed yet)."""
+    s = Neo4jGraphStore(neo4j_uri, "neo4j", "", DB)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def foreign_snapshot(driver: Driver) -> tuple:
+    nodes = driver.execute_query(FOREIGN_NODES, database_=DB).records
+    rels = driver.execute_query(FOREIGN_RELS, database_=DB).records
+    return [r.data() for r in nodes], [r.data() for r in rels]
+
+
+def test_install_is_idempotent_and_reports_gds_2_13(store: Neo4jGraphStore, driver: Driver) -> None:
+    first = store.install()
+    again = store.install()
+    assert (first.created, again.created) == (True, False)
+    assert first.backend == again.backend == "neo4j"
+    assert first.schema_version == again.schema_version == SCHEMA_VERSION
+    assert again.server_version.startswith("5.26.")
+    assert again.gds_version.startswith("2.13.")
+
+    constraints = {r["name"] for r in driver.execute_query("SHOW CONSTRAINTS YIELD name", database_=DB).records}
+    assert {"hansa_document_id", "hansa_chunk_id", "hansa_entity_id", "hansa_community_id", "hansa_schema_id"} <= constraints
+    indexes = {r["name"] for r in driver.execute_query("SHOW INDEXES YIELD name", database_=DB).records}
+    assert "hansa_related_doc_id" in indexes
+    versions = driver.execute_query("MATCH (s:HansaSchema) RETURN s.version AS v", database_=DB).records
+    assert [r["v"] for r in versions] == [SCHEMA_VERSION]
+
+
+def test_a_newer_schema_or_a_missing_install_is_refused(store: Neo4jGraphStore, neo4j_uri: str, driver: Driver) -> None:
+    with pytest.raises(BackendError, match="hansa install"):
+        store.stats()  # never installed
+    store.install()
+    driver.execute_query("MATCH (s:HansaSchema) SET s.version = $v", v=SCHEMA_VERSION + 1, database_=DB)
+    with pytest.raises(BackendError, match="newer"):
+        store.install()
+    with Neo4jGraphStore(neo4j_uri, "neo4j", "", DB) as other, pytest.raises(BackendError, match="schema version"):
+        other.stats()
+
+
+def test_unreachable_server_and_wrong_uri_are_backend_errors() -> None:
+    with Neo4jGraphStore("bolt://127.0.0.1:1", "neo4j", "x", DB) as unreachable:
+        with pytest.raises(BackendError, match="cannot reach Neo4j"):
+            unreachable.install()
+    with pytest.raises(BackendError, match="Bolt URI"):
+        Neo4jGraphStore("http://127.0.0.1:7474", "neo4j", "x", DB)
+
+
+INJECTIONS = [
+    "x'}) MATCH (n) DETACH DELETE n //",
+    'x"}) WITH 1 AS x MATCH (n:Person) SET n.name = "pwned" //',
+    "`) CALL dbms.components() YIELD name RETURN name //",
+    "$rows {id: 'evil'}; DROP CONSTRAINT hansa_chunk_id; MATCH (n) DELETE n",
+    "\\u0027}) CREATE (:Evil) //",
+]
+
+
+def test_cypher_injection_is_stored_verbatim_and_changes_nothing_else(store: Neo4jGraphStore, driver: Driver) -> None:
+    driver.execute_query(ORG_GRAPH, database_=DB)
+    store.install()
+    before = foreign_snapshot(driver)
+    graphs = [
+        graph(f"{s} doc", {f"{s} chunk": [f"{s} e1", f"{s} e2"]}, [(f"{s} e1", f"{s} e2", 1.0)], title=s, text=s)
+        for s in INJECTIONS
+    ]
+    store.write_documents(graphs)
+
+    n = len(INJECTIONS)
+    assert store.stats() == GraphStats(documents=n, chunks=n, entities=2 * n, relations=n, communities=0)
+    hits = store.chunks([g.chunks[0].id for g in graphs])
+    assert [(h.doc_id, h.title, h.text) for h in hits] == [(f"{s} doc", s, s) for s in INJECTIONS]
+    assert foreign_snapshot(driver) == before
+    labels = {r["l"] for r in driver.execute_query("MATCH (n) UNWIND labels(n) AS l RETURN DISTINCT l", database_=DB).records}
+    assert "Evil" not in labels
+    constraints = {r["name"] for r in driver.execute_query("SHOW CONSTRAINTS YIELD name", database_=DB).records}
+    assert "hansa_chunk_id" in constraints
+
+
+def test_the_organizations_own_graph_is_untouched(store: Neo4jGraphStore, driver: Driver) -> None:
+    driver.execute_query(ORG_GRAPH, database_=DB)
+    before = foreign_snapshot(driver)
+
+    store.install()
+    docs = [graph("doc1", {"c1": ["alpha", "beta"]}, [("alpha", "beta", 1.0)]), graph("doc2", {"c2": ["beta", "gamma"]}, [("beta", "gamma", 2.0)])]
+    store.write_documents(docs)
+    assignments = store.detect_communities(LeidenParams())
+    # the projection saw only hansa entities: the org's Entity 'alpha' and its RELATED edge are not in it
+    assert {a.entity_id for a in assignments} == {"alpha", "beta", "gamma"}
+    store.replace_communities([Community(id="k", level=0, entity_ids=("alpha", "beta", "gamma"))])
+    store.write_documents([graph("doc1", {"c1": ["alpha", "delta"]}, [("alpha", "delta", 1.0)])])  # replace
+    store.delete_documents(["doc1", "doc2"])
+
+    assert store.stats() == GraphStats(0, 0, 0, 0, 1)
+    assert foreign_snapshot(driver) == before
+
+
+def test_a_chunk_id_owned_by_another_document_fails_the_whole_batch(store: Neo4jGraphStore) -> None:
+    store.install()
+    store.write_documents([graph("first", {"shared": ["a", "b"]}, [("a", "b", 1.0)])])
+    with pytest.raises(InputError, match="unique"):
+        store.write_documents([graph("second", {"own": ["c"]}, []), graph("third", {"shared": ["d"]}, [])])
+    assert store.stats() == GraphStats(documents=1, chunks=1, entities=2, relations=1, communities=0)
+    assert [h.doc_id for h in store.chunks(["shared"])] == ["first"]
+
+
+def test_leiden_is_reproducible_with_a_seed_and_levels_nest(store: Neo4jGraphStore, driver: Driver) -> None:
+    store.install()
+    store.write_documents(ring_of_cliques())
+    params = LeidenParams(gamma=0.1, seed=1234, concurrency=1)  # low resolution: cliques merge on a 2nd level
+    first = sorted(store.detect_communities(params), key=lambda a: a.entity_id)
+    second = sorted(store.detect_communities(params), key=lambda a: a.entity_id)
+    assert first == second  # identical, community numbers included
+    assert len(first) == 24
+
+    depth = len(first[0].communities)
+    assert depth >= 2 and all(len(a.communities) == depth for a in first)
+    for level in range(depth - 1):  # level 0 is the finest: each fine community sits in one coarser one
+        parent: dict[int, int] = {}
+        for a in first:
+            assert parent.setdefault(a.communities[level], a.communities[level + 1]) == a.communities[level + 1]
+
+    projections = driver.execute_query("CALL gds.graph.list() YIELD graphName RETURN graphName", database_=DB).records
+    assert [r["graphName"] for r in projections if r["graphName"].startswith("hansa-")] == []
+
+
+def test_a_refused_leiden_call_is_a_backend_error_and_drops_the_projection(store: Neo4jGraphStore, driver: Driver) -> None:
+    store.install()
+    store.write_documents(ring_of_cliques(cliques=2))
+    with pytest.raises(BackendError, match="tolerance"):
+        store.detect_communities(LeidenParams(tolerance=-1.0))
+    projections = driver.execute_query("CALL gds.graph.list() YIELD graphName RETURN graphName", database_=DB).records
+    assert [r["graphName"] for r in projections if r["graphName"].startswith("hansa-")] == []

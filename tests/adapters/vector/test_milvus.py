@@ -1,0 +1,260 @@
+"""MilvusVectorStore against a real Milvus Lite in a per-test data directory."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hansa.adapters.vector.base import CollectionSpec
+from hansa.adapters.vector.milvus import MilvusVectorStore, quote_literal
+from hansa.core.errors import BackendError, ConfigError, InputError, NotFoundError
+
+FIELDS = {"doc_id": "str", "level": "int", "rank": "float", "meta": "json"}
+SPEC = CollectionSpec("chunks", dim=4, fields=FIELDS)
+HOSTILE = [
+    'x" or doc_id != "',
+    "x' or doc_id != '",
+    'a\\" or 1 == 1 or \\"',
+    "line\nbreak\ttab\\",
+    '") or (level >= 0',
+]
+
+
+def unit(rows: list[list[float]]) -> np.ndarray:
+    arr = np.asarray(rows, dtype=np.float32)
+    return arr / np.linalg.norm(arr, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "nested" / "milvus.db")  # the parent does not exist yet: the store creates it
+
+
+@pytest.fixture
+def store(db_path: str):
+    s = MilvusVectorStore(db_path)
+    s.ensure_collection(SPEC)
+    yield s
+    s.close()
+
+
+def test_ensure_collection_is_idempotent_and_refuses_another_dim(store: MilvusVectorStore) -> None:
+    store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
+    store.ensure_collection(SPEC)  # again: no error, data kept
+    assert store.count("chunks") == 1
+    with pytest.raises(BackendError) as err:
+        store.ensure_collection(CollectionSpec("chunks", dim=8, fields=FIELDS))
+    assert "4-d" in str(err.value) and "8-d" in str(err.value)
+    assert store.count("chunks") == 1
+
+
+def test_ensure_collection_rejects_bad_specs(store: MilvusVectorStore) -> None:
+    for spec in (
+        CollectionSpec("bad name", dim=4),
+        CollectionSpec("c", dim=0),
+        CollectionSpec("c", dim=4, metric="L2"),
+        CollectionSpec("c", dim=4, index="DISKANN"),
+        CollectionSpec("c", dim=4, fields={"vector": "str"}),
+        CollectionSpec("c", dim=4, fields={"x": "blob"}),
+    ):
+        with pytest.raises(InputError):
+            store.ensure_collection(spec)
+
+
+def test_upsert_replaces_rows_by_id(store: MilvusVectorStore) -> None:
+    store.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"doc_id": "d1", "level": 1}, {"doc_id": "d1"}])
+    store.upsert("chunks", ["a"], unit([[0, 0, 1, 0]]), [{"doc_id": "d2", "level": 7, "rank": 0.5, "meta": {"k": [1, 2]}}])
+    assert store.count("chunks") == 2
+    got = store.get("chunks", ["a", "b", "missing"])
+    assert set(got) == {"a", "b"}
+    np.testing.assert_allclose(got["a"], [0, 0, 1, 0], atol=1e-6)
+    [[hit]] = store.search("chunks", unit([[0, 0, 1, 0]]), 1, output_fields=["doc_id", "level", "rank", "meta"])
+    assert hit.id == "a"
+    assert hit.fields == {"doc_id": "d2", "level": 7, "rank": 0.5, "meta": {"k": [1, 2]}}
+
+
+def test_upsert_validates_everything_before_writing(store: MilvusVectorStore) -> None:
+    good = unit([[1, 0, 0, 0], [0, 1, 0, 0]])
+    bad_calls = [
+        (["a", "b"], unit([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0]]), None),  # wrong dim
+        (["a"], good, None),  # count mismatch
+        (["a", "a"], good, None),  # duplicate ids
+        (["a", ""], good, None),  # empty id
+        (["a", "b"], np.array([[1, 0, 0, 0], [np.nan, 0, 0, 0]], dtype=np.float32), None),
+        (["a", "b"], good, [{"doc_id": "ok"}, {"nope": 1}]),  # unknown field
+        (["a", "b"], good, [{"doc_id": "ok"}, {"level": "3"}]),  # wrong type
+        (["a", "b"], good, [{"doc_id": "ok"}, {"doc_id": "x" * 2000}]),  # too long
+    ]
+    for ids, vectors, fields in bad_calls:
+        with pytest.raises(InputError):
+            store.upsert("chunks", ids, vectors, fields)
+    assert store.count("chunks") == 0
+
+
+def test_upsert_batches_large_inputs(store: MilvusVectorStore) -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(2500, 4)).astype(np.float32)
+    store.upsert("chunks", [f"r{i}" for i in range(2500)], vectors, [{"level": i} for i in range(2500)])
+    assert store.count("chunks") == 2500
+    np.testing.assert_allclose(store.get("chunks", ["r2499"])["r2499"], vectors[2499], rtol=1e-6)
+
+
+def test_delete_by_ids_and_by_where(store: MilvusVectorStore) -> None:
+    ids = ["plain", "quote'single", 'quote"double', "back\\slash"]
+    store.upsert("chunks", ids, unit(np.eye(4).tolist()), [{"doc_id": "d1"}, {"doc_id": "d2"}, {"doc_id": "d2"}, {"doc_id": "d3", "level": 2}])
+    store.delete("chunks", ids=["quote'single", "back\\slash", "never-stored"])
+    assert set(store.get("chunks", ids)) == {"plain", 'quote"double'}
+    store.delete("chunks", where={"doc_id": "d2"})
+    assert set(store.get("chunks", ids)) == {"plain"}
+    store.delete("chunks", ids=[])
+    assert store.count("chunks") == 1
+    with pytest.raises(InputError):
+        store.delete("chunks")
+    with pytest.raises(InputError):
+        store.delete("chunks", where={"id": "plain"})  # only the spec's scalar fields are filterable
+
+
+def test_delete_by_ids_and_where_together_needs_both(store: MilvusVectorStore) -> None:
+    store.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"doc_id": "d1"}, {"doc_id": "d2"}])
+    store.delete("chunks", ids=["a", "b"], where={"doc_id": "d2"})
+    assert set(store.get("chunks", ["a", "b"])) == {"a"}
+
+
+def test_search_orders_best_first_with_cosine_scores(store: MilvusVectorStore) -> None:
+    vectors = unit([[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0.5, 0.5, 0.5, 0], [0, 0, 0, 1], [-1, 0, 0, 0]])
+    ids = ["v0", "v1", "v2", "v3", "v4"]
+    store.upsert("chunks", ids, vectors, [{"doc_id": "even" if i % 2 == 0 else "odd"} for i in range(5)])
+    queries = unit([[1, 0.05, 0, 0], [0.1, 0, 0.2, 1]])
+    results = store.search("chunks", queries, limit=3)
+    expected_scores = queries @ vectors.T
+    for q, hits in enumerate(results):
+        order = np.argsort(-expected_scores[q])[:3]
+        assert [h.id for h in hits] == [ids[i] for i in order]
+        np.testing.assert_allclose([h.score for h in hits], expected_scores[q][order], atol=1e-5)
+    [filtered] = store.search("chunks", queries[:1], limit=5, where={"doc_id": "odd"}, output_fields=["doc_id"])
+    assert [h.id for h in filtered] == ["v1", "v3"]
+    assert all(h.fields == {"doc_id": "odd"} for h in filtered)
+    with pytest.raises(InputError):
+        store.search("chunks", queries, limit=0)
+    with pytest.raises(InputError):
+        store.search("chunks", queries, limit=3, output_fields=["secret"])
+    with pytest.raises(InputError):
+        store.search("chunks", unit([[1, 0, 0]]), limit=3)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_filter_values_match_only_themselves(store: MilvusVectorStore, hostile: str) -> None:
+    store.upsert("chunks", ["target", "other"], unit([[1, 0, 0, 0], [0.9, 0.1, 0, 0]]), [{"doc_id": hostile}, {"doc_id": "x"}])
+    [hits] = store.search("chunks", unit([[1, 0, 0, 0]]), limit=5, where={"doc_id": hostile}, output_fields=["doc_id"])
+    assert [(h.id, h.fields["doc_id"]) for h in hits] == [("target", hostile)]
+    store.delete("chunks", where={"doc_id": hostile})
+    assert set(store.get("chunks", ["target", "other"])) == {"other"}
+
+
+def test_hostile_field_names_are_refused(store: MilvusVectorStore) -> None:
+    store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]), [{"doc_id": "d"}])
+    for name in ('doc_id == "d" or doc_id', "meta", "vector", "level or 1"):
+        with pytest.raises(InputError):
+            store.search("chunks", unit([[1, 0, 0, 0]]), 1, where={name: "d"})
+    with pytest.raises(InputError):
+        store.search("chunks", unit([[1, 0, 0, 0]]), 1, where={"level": "1 or 1 == 1"})
+    assert store.count("chunks") == 1
+
+
+def test_quote_literal_round_trips_every_special_character() -> None:
+    assert quote_literal('a"b') == '"a\\"b"'
+    assert quote_literal("a\\b\n") == '"a\\\\b\\n"'
+
+
+def test_int_and_float_filters(store: MilvusVectorStore) -> None:
+    store.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"level": 1, "rank": 0.25}, {"level": 2, "rank": 0.5}])
+    [hits] = store.search("chunks", unit([[1, 1, 0, 0]]), 5, where={"level": 2})
+    assert [h.id for h in hits] == ["b"]
+    [hits] = store.search("chunks", unit([[1, 1, 0, 0]]), 5, where={"rank": 0.25})
+    assert [h.id for h in hits] == ["a"]
+
+
+@pytest.mark.parametrize("index", ["FLAT", "IVF_FLAT", "HNSW", "AUTOINDEX"])
+def test_every_supported_index_answers(db_path: str, index: str) -> None:
+    rng = np.random.default_rng(1)
+    vectors = unit(rng.normal(size=(300, 8)).tolist())
+    with MilvusVectorStore(db_path) as s:
+        s.ensure_collection(CollectionSpec("idx", dim=8, index=index, metric="IP"))
+        s.upsert("idx", [f"r{i}" for i in range(300)], vectors)
+        [hits] = s.search("idx", vectors[17:18], limit=3)
+        assert hits[0].id == "r17"
+        assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_reopen_after_close_keeps_data_and_searches(db_path: str) -> None:
+    with MilvusVectorStore(db_path) as s:
+        s.ensure_collection(SPEC)
+        s.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"doc_id": "d1"}, {"doc_id": "d2"}])
+    with MilvusVectorStore(db_path) as s:  # no ensure_collection: the store must load it itself
+        assert s.count("chunks") == 2
+        [hits] = s.search("chunks", unit([[0, 1, 0, 0]]), 1, where={"doc_id": "d2"}, output_fields=["doc_id"])
+        assert [(h.id, h.fields) for h in hits] == [("b", {"doc_id": "d2"})]
+        with pytest.raises(BackendError):
+            s.ensure_collection(CollectionSpec("chunks", dim=3, fields=FIELDS))
+
+
+def test_two_stores_on_one_path_in_one_process_share_it(db_path: str) -> None:
+    first = MilvusVectorStore(db_path)
+    second = MilvusVectorStore(db_path)
+    first.ensure_collection(SPEC)
+    first.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
+    first.close()  # the other store still uses the directory
+    assert second.count("chunks") == 1
+    second.close()
+    with pytest.raises(BackendError):
+        second.count("chunks")
+
+
+def test_prefix_separates_collections(db_path: str) -> None:
+    with MilvusVectorStore(db_path, prefix="one_") as one, MilvusVectorStore(db_path, prefix="two_") as two:
+        one.ensure_collection(SPEC)
+        one.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
+        with pytest.raises(NotFoundError):
+            two.count("chunks")
+
+
+def test_drop_removes_the_collection(store: MilvusVectorStore) -> None:
+    store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
+    store.drop("chunks")
+    store.drop("chunks")  # dropping a missing collection is fine
+    with pytest.raises(NotFoundError):
+        store.count("chunks")
+
+
+def test_lite_path_must_end_in_db(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        MilvusVectorStore(str(tmp_path / "milvus"))
+
+
+def test_locked_data_dir_names_the_problem_and_the_fix(db_path: str) -> None:
+    holder = textwrap.dedent(
+        """
+        import sys
+        from hansa.adapters.vector.milvus import MilvusVectorStore
+        store = MilvusVectorStore(sys.argv[1])
+        print("ready", flush=True)
+        sys.stdin.read()
+        store.close()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", holder, db_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with pytest.raises(BackendError) as err:
+            MilvusVectorStore(db_path)
+        message = str(err.value)
+        assert "locked by another process" in message
+        assert "milvus-lite server" in message and "HANSA_MILVUS_URI" in message
+    finally:
+        proc.communicate(input="", timeout=60)
+    with MilvusVectorStore(db_path) as s:  # once the other process is gone the directory opens
+        s.ensure_collection(SPEC)

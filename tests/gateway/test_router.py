@@ -1,0 +1,61 @@
+"""route(): DGRAG summary matching turned into a ranked list of sites, as a pure function."""
+from __future__ import annotations
+
+import pytest
+
+from hansa.core.errors import InputError
+from hansa.gateway.index import SummaryHit
+from hansa.gateway.router import SECOND_HIT_BONUS, route, score_sites
+
+
+def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
+    return SummaryHit(site, summary, score, richness)
+
+
+def test_best_hit_decides_and_second_hit_adds_a_small_bonus() -> None:
+    hits = [hit("a", "a1", 0.80), hit("b", "b1", 0.70), hit("b", "b2", 0.65), hit("a", "a2", 0.10)]
+    ranked = route(hits, top_k=2, active_sites={"a", "b"})
+    assert [s.site_id for s in ranked] == ["a", "b"]
+    assert ranked[0].score == pytest.approx(0.80 + SECOND_HIT_BONUS * 0.10)
+    assert ranked[1].score == pytest.approx(0.70 + SECOND_HIT_BONUS * 0.65)
+    assert ranked[0].summaries == ("a1", "a2") and ranked[1].summaries == ("b1", "b2")
+
+
+def test_second_hit_breaks_a_near_tie() -> None:
+    hits = [hit("a", "a1", 0.70), hit("b", "b1", 0.69), hit("b", "b2", 0.60)]
+    assert [s.site_id for s in route(hits, 2, {"a", "b"})] == ["b", "a"]
+
+
+def test_many_weak_hits_do_not_beat_one_clearly_better_summary() -> None:
+    hits = [hit("a", "a1", 0.9)] + [hit("b", f"b{i}", 0.7) for i in range(20)]
+    assert route(hits, 1, {"a", "b"})[0].site_id == "a"
+
+
+def test_inactive_sites_are_ignored_and_top_k_cuts() -> None:
+    hits = [hit("revoked", "r1", 0.99), hit("a", "a1", 0.5), hit("b", "b1", 0.4), hit("c", "c1", 0.3)]
+    ranked = route(hits, 2, {"a", "b", "c"})
+    assert [s.site_id for s in ranked] == ["a", "b"]
+    assert [s.site_id for s in score_sites(hits, {"a", "b", "c"})] == ["a", "b", "c"]
+
+
+def test_sites_with_no_positive_similarity_are_not_routed() -> None:
+    hits = [hit("a", "a1", 0.0), hit("b", "b1", -0.3), hit("c", "c1", 0.05)]
+    assert [s.site_id for s in route(hits, 3, {"a", "b", "c"})] == ["c"]
+    assert route([], 3, {"a"}) == []
+
+
+def test_ties_break_on_richness_then_id_deterministically() -> None:
+    hits = [hit("b", "b1", 0.5, richness=3), hit("a", "a1", 0.5, richness=3), hit("c", "c1", 0.5, richness=9)]
+    assert [s.site_id for s in route(hits, 3, {"a", "b", "c"})] == ["c", "a", "b"]
+    assert route(list(reversed(hits)), 3, {"a", "b", "c"}) == route(hits, 3, {"a", "b", "c"})
+
+
+@pytest.mark.parametrize("top_k", [0, -1, True, 1.5])
+def test_bad_top_k_is_refused(top_k) -> None:
+    with pytest.raises(InputError):
+        route([hit("a", "a1", 0.5)], top_k, {"a"})
+
+
+def test_to_json_carries_the_evidence() -> None:
+    (site,) = route([hit("a", "a1", 0.5), hit("a", "a2", 0.4)], 1, {"a"})
+    assert site.to_json() == {"site_id": "a", "score": pytest.approx(0.54), "summaries": ["a1", "a2"]}
