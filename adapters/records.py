@@ -13,7 +13,10 @@ class Document:
     id: str  # the user's id (jsonl `id`) or the file's path relative to the ingest root
     title: str
     source: str  # where it came from (path), for provenance
-    sha256: str  # of the extracted text: a changed hash means "replace", an equal one "skip"
+    # The ingest fingerprint (hansa.plugin.ingest.fingerprint): SHA-256 over the extracted text, the
+    # title, the chunk size and overlap, the extractor version and the embedding model id. A changed
+    # hash means "replace", an equal one "skip", so a new setting re-indexes the document.
+    sha256: str
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
-import requests
 
 from hansa.core.errors import HansaError
 from hansa.core.logs import get_logger
@@ -60,7 +59,7 @@ def run_demo(
         for q in questions:
             progress(f"ask: {q['question']}")
             started = time.perf_counter()
-            resp = requests.post(f"{fed.gateway_url}/v1/query", json={"question": q["question"]}, timeout=60)
+            resp = fed.query({"question": q["question"]}, timeout=60)
             elapsed_ms = (time.perf_counter() - started) * 1000
             body = resp.json()
             if resp.status_code != 200:

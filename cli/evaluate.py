@@ -24,7 +24,6 @@ from typing import Any, Iterable, Sequence
 
 import click
 import numpy as np
-import requests
 
 from hansa.cli.federation import LocalFederation
 from hansa.cli.mtrag import Passage, Question, load_passages, load_questions, load_rewrites
@@ -95,22 +94,27 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 
 class FullInformationRouter:
-    """The reference router hansa may not ship: every chunk embedding of every site, at the gateway."""
+    """The reference router hansa may not ship: every chunk embedding of every site, at the gateway.
 
-    def __init__(self, fed: LocalFederation) -> None:
+    Chunk ids are deterministic (plugin.chunking), so the vectors are read back from each site's
+    Milvus rather than recomputed: exactly what the sites index."""
+
+    def __init__(self, fed: LocalFederation, documents: dict[str, list[dict[str, str]]]) -> None:
+        from hansa.plugin.chunking import chunk_text
         from hansa.plugin.site import CHUNKS
 
         vecs, owners = [], []
         for site_id, handle in fed.sites.items():
-            ids = handle.ctx.graph.all_chunk_ids() if hasattr(handle.ctx.graph, "all_chunk_ids") else None
-            if ids is None:
-                raise RuntimeError("graph store cannot list chunk ids")
+            site_cfg = handle.ctx.cfg.site
+            ids = [c.id for d in documents[site_id]
+                   for c in chunk_text(d["id"], d["text"], site_cfg.chunk_size, site_cfg.chunk_overlap)]
             got = handle.ctx.vectors.get(CHUNKS, ids)
+            if len(got) != len(ids):
+                raise RuntimeError(f"site {site_id}: {len(ids) - len(got)} chunk vectors missing")
             vecs.extend(got.values())
             owners.extend([site_id] * len(got))
         self.matrix = np.vstack(vecs).astype(np.float32)
         self.owners = np.asarray(owners)
-        self.sites = sorted(fed.sites)
 
     def rank(self, qvec: np.ndarray) -> list[tuple[str, float]]:
         scores = self.matrix @ qvec
@@ -121,9 +125,48 @@ class FullInformationRouter:
         return sorted(best.items(), key=lambda kv: -kv[1])
 
 
-def _ask(gateway_url: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+def _recall_at(ranked: Sequence[str], gold_sites: Sequence[str], k: int) -> float:
+    return len(set(ranked[:k]) & set(gold_sites)) / len(gold_sites)
+
+
+class RoutingCurves:
+    """Gold-site recall at k = 1..K for routers that only rank sites, without calling any site:
+    hansa's summary routing (the gateway's own index and scorer), full-information routing, and a
+    per-site centroid (one mean vector per site, the simplest summary)."""
+
+    def __init__(self, fed: LocalFederation, full: "FullInformationRouter", max_k: int = 8) -> None:
+        from hansa.gateway.router import score_sites
+
+        self.score_sites = score_sites
+        self.state = fed.gateway_app.extensions["hansa.gateway"]
+        self.sites = sorted(fed.sites)
+        self.max_k = min(max_k, len(self.sites))
+        self.full = full
+        centroids = []
+        for site in self.sites:
+            mean = full.matrix[full.owners == site].mean(axis=0)
+            centroids.append(mean / np.linalg.norm(mean))
+        self.centroids = np.vstack(centroids)
+        self.sums: dict[str, np.ndarray] = {name: np.zeros(self.max_k) for name in ("summaries", "full_information", "centroid")}
+        self.n = 0
+
+    def add(self, qvec: np.ndarray, gold_sites: Sequence[str], top_m: int) -> None:
+        hits = self.state["index"].search(qvec, top_m)
+        ranked_summary = [s.site_id for s in self.score_sites(hits, set(self.sites))]
+        ranked_full = [s for s, _ in self.full.rank(qvec)]
+        ranked_centroid = [self.sites[i] for i in np.argsort(-(self.centroids @ qvec))]
+        for name, ranked in (("summaries", ranked_summary), ("full_information", ranked_full), ("centroid", ranked_centroid)):
+            self.sums[name] += [_recall_at(ranked, gold_sites, k) for k in range(1, self.max_k + 1)]
+        self.n += 1
+
+    def result(self) -> dict[str, dict[str, float]]:
+        return {name: {f"k={k + 1}": round(float(v[k]) / max(self.n, 1), 4) for k in range(self.max_k)}
+                for name, v in self.sums.items()}
+
+
+def _ask(fed: LocalFederation, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
     t0 = time.perf_counter()
-    resp = requests.post(f"{gateway_url}/v1/query", json=body, timeout=120)
+    resp = fed.query(body, timeout=120)
     e2e = (time.perf_counter() - t0) * 1000
     if resp.status_code != 200:
         raise click.ClickException(f"gateway answered {resp.status_code}: {resp.text[:300]}")
@@ -152,7 +195,9 @@ def evaluate_federation(
     outcomes: list[Outcome] = []
     with LocalFederation(workdir / f"fed{n_sites}", docs, progress=progress,
                          gateway_env={"HANSA_GATEWAY_TOP_K_SITES": str(top_k_sites)}) as fed:
-        full = FullInformationRouter(fed) if "full_information" in strategies else None
+        full = FullInformationRouter(fed, docs)
+        curves = RoutingCurves(fed, full)
+        top_m = fed.gateway_config.gateway.top_m_summaries
         embedder = next(iter(fed.sites.values())).ctx.embedder
         meta = {"sites": {s: len(ps) for s, ps in sites.items()}, "setup_seconds": round(fed.setup_seconds, 1),
                 "published_summaries": sum((h.info.get("published_summaries") or 0) for h in fed.sites.values())}
@@ -165,15 +210,17 @@ def evaluate_federation(
                 "top1": {"question": text, "top_k_sites": 1},
                 "oracle": {"question": text, "sites": gold_sites},
             }
-            if full is not None:
-                ranked = full.rank(embedder.embed_one(text))
-                plans["full_information"] = {"question": text, "sites": [s for s, _ in ranked[:top_k_sites]]}
+            qvec = embedder.embed_one(text)
+            curves.add(qvec, gold_sites, top_m)
+            ranked = full.rank(qvec)
+            plans["full_information"] = {"question": text, "sites": [s for s, _ in ranked[:top_k_sites]]}
             for strategy in strategies:
                 if strategy in plans:
-                    answer, e2e = _ask(fed.gateway_url, plans[strategy])
+                    answer, e2e = _ask(fed, plans[strategy])
                     outcomes.append(_outcome(n_sites, strategy, q, gold_sites, answer, e2e))
             if (i + 1) % 25 == 0:
                 progress(f"fed{n_sites}: {i + 1}/{len(questions)} questions")
+        meta["routing_gold_site_recall_at_k"] = curves.result()
     return outcomes, meta
 
 
@@ -184,7 +231,7 @@ def evaluate_centralized(workdir: Path, passages: dict[str, list[Passage]], ques
     with LocalFederation(workdir / "central", docs, progress=progress) as fed:
         for q in questions:
             text = " ".join(q.conversation) if use_conversation else q.text
-            answer, e2e = _ask(fed.gateway_url, {"question": text, "sites": ["central"]})
+            answer, e2e = _ask(fed, {"question": text, "sites": ["central"]})
             out.append(_outcome(1, "centralized", q, ["central"], answer, e2e))
     return out
 

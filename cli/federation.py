@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import requests
+
 from hansa.core.config import Config, load_config
 from hansa.core.serving import BackgroundServer
+
+API_KEY_NAME = "local-federation"
+# One local client asks hundreds of evaluation questions, some of every site at once: its budget
+# must not be what a benchmark measures (the limiter still runs and is charged).
+_LOCAL_LIMITS = {"HANSA_GATEWAY_QUERY_BURST": "100000", "HANSA_GATEWAY_QUERY_REFILL_PER_S": "100000"}
 
 
 def role_config(home: Path, **env: str) -> Config:
@@ -32,7 +39,8 @@ class SiteHandle:
 
 class LocalFederation:
     """Build with `LocalFederation(workdir, {site_id: [{"id","title","text"}, ...]})` as a context
-    manager; `.gateway_url`, `.sites`, `.gateway_app_state` are available inside."""
+    manager; `.gateway_url`, `.sites`, `.gateway_app_state` are available inside, and `.query(body)`
+    asks the gateway as an authenticated client (`.api_key`)."""
 
     def __init__(
         self,
@@ -66,7 +74,9 @@ class LocalFederation:
 
     def _build(self) -> None:
         from hansa.adapters.vector.milvus import MilvusVectorStore
+        from hansa.gateway.apikeys import open_api_keys
         from hansa.gateway.app import create_gateway_app
+        from hansa.gateway.client import gateway_identity
         from hansa.gateway.registry import SiteRegistry
         from hansa.plugin.api import create_site_app
         from hansa.plugin.communities import build_communities
@@ -77,6 +87,8 @@ class LocalFederation:
         from hansa.sync.keys import SiteIdentity
 
         t0 = time.perf_counter()
+        # The gateway's signing key first: every site answers only requests signed with it.
+        gateway_key = gateway_identity(self.workdir / "gateway").public_key_b64
         for site_id, docs in sorted(self.documents.items()):
             home = self.workdir / site_id
             docs_dir = home / "docs"
@@ -87,7 +99,8 @@ class LocalFederation:
                 encoding="utf-8",
             )
             ctx = self._stack.enter_context(
-                SiteContext.open(role_config(home, HANSA_SITE_SITE_ID=site_id, **self.site_env))
+                SiteContext.open(role_config(
+                    home, HANSA_SITE_SITE_ID=site_id, HANSA_SITE_GATEWAY_PUBLIC_KEY=gateway_key, **self.site_env))
             )
             self.progress(f"site {site_id}: install, ingest {len(docs)} documents")
             install_site(ctx)
@@ -104,8 +117,10 @@ class LocalFederation:
 
         gw_home = self.workdir / "gateway"
         gw_home.mkdir(parents=True, exist_ok=True)
-        self.gateway_config = role_config(gw_home, HANSA_GATEWAY_ALLOW_PRIVATE_ADDRESSES="true", **self.gateway_env)
+        self.gateway_config = role_config(
+            gw_home, **{"HANSA_GATEWAY_ALLOW_PRIVATE_ADDRESSES": "true", **_LOCAL_LIMITS, **self.gateway_env})
         self.registry = SiteRegistry(gw_home / "registry.json")
+        self.api_key = open_api_keys(gw_home).create(API_KEY_NAME)
         for site_id, handle in self.sites.items():
             identity = SiteIdentity.load(handle.ctx.identity_dir)
             self.registry.enroll(site_id, handle.server.url, [identity.public_key_b64])
@@ -126,3 +141,8 @@ class LocalFederation:
     @property
     def gateway_url(self) -> str:
         return self.gateway.url
+
+    def query(self, body: Mapping[str, Any], timeout: float = 120.0) -> requests.Response:
+        """POST /v1/query with this federation's API key; the caller judges the status."""
+        return requests.post(f"{self.gateway_url}/v1/query", json=dict(body), timeout=timeout,
+                             headers={"Authorization": f"Bearer {self.api_key}"})

@@ -56,6 +56,7 @@ class EmbedderConfig:
     model: str = "all-MiniLM-L6-v2"  # a local path, an installed model package, or a known model name
     device: str = "cpu"
     batch_size: int = 64
+    precision: str = "auto"  # "fp32", "bf16" (CPU autocast; same vector space), or "auto": bf16 where the CPU has it
 
 
 @dataclass
@@ -72,13 +73,16 @@ class SiteConfig:
     host: str = "127.0.0.1"
     port: int = 8701
     gateway_url: str = ""
-    chunk_size: int = 1200  # characters
+    chunk_size: int = 900  # characters: all-MiniLM-L6-v2 reads at most 256 word pieces (~1000 characters of English)
     chunk_overlap: int = 150
     min_community_size: int = 3
     leiden_gamma: float = 1.0
     leiden_seed: int = 42
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
     publication_ttl_hours: float = 168.0
+    # The federation gateway's Ed25519 public key (base64, as `hansa gateway` prints it): the site
+    # answers only retrieve requests signed with it (RFC 9421).
+    gateway_public_key: str = ""
 
 
 @dataclass
@@ -90,6 +94,12 @@ class GatewayConfig:
     site_timeout_s: float = 10.0
     max_request_bytes: int = 8 * 1024 * 1024
     allow_private_addresses: bool = False
+    # Token buckets keyed by verified identity (API key name; publishing site id). A query costs one
+    # token per site it asks, so fan-out, not request count, is what a client spends.
+    query_burst: int = 120
+    query_refill_per_s: float = 2.0
+    publish_burst: int = 10
+    publish_refill_per_s: float = 1 / 60
 
 
 @dataclass

@@ -9,12 +9,19 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Access lines would drown the demo's output; the apps log their own structured events."""
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 class BackgroundServer:
     def __init__(self, app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server: BaseWSGIServer = make_server(host, port, app, threaded=True)
+        self._server: BaseWSGIServer = make_server(host, port, app, threaded=True, request_handler=_QuietHandler)
         self.host = host
         self.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"wsgi-{self.port}", daemon=True)

@@ -7,14 +7,21 @@ Endpoints:
                                          the routed ones: baselines and oracles for evaluation)
   GET  /v1/sites                         the registry, with each site's expiry and routability
   GET  /v1/health                        liveness plus index size
+  GET  /v1/openapi.json                  the OpenAPI 3.1 description of all of the above
+
+Query clients authenticate with an API key (`Authorization: Bearer ...`, hansa.gateway.apikeys);
+queries are metered per key and publications per verified site by token buckets whose cost is the
+fan-out (hansa.gateway.ratelimit).
 
 Every body is parsed by the strict loader; every failure is JSON with the HansaError's status
 (a body over `max_request_bytes` is 413); a bug is a logged 500 with no traceback in the response.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
+from importlib import resources
 from typing import Any
 
 from flask import Flask, Response, request
@@ -26,19 +33,25 @@ from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.gateway.client import call_sites
+from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
+from hansa.gateway.client import call_sites, gateway_identity
 from hansa.gateway.fusion import fuse
 from hansa.gateway.index import SummaryIndex
+from hansa.gateway.ratelimit import TokenBucketLimiter
 from hansa.gateway.registry import REVOKED, SiteRecord, SiteRegistry, utc_now
-from hansa.gateway.router import score_sites
+from hansa.gateway.router import score_sites, select_sites
+from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import open_publication
-from hansa.sync.wire import EmbeddingSpace, RetrieveRequest, validate_site_id
+from hansa.sync.wire import MAX_QUESTION_CHARS, EmbeddingSpace, RetrieveRequest, validate_site_id
 
 log = get_logger(__name__)
 
 MAX_TOP_K_SITES = 32
 MAX_EXPLICIT_SITES = 64
 _QUERY_KEYS = {"question", "top_k_sites", "top_k", "sites"}
+# A question must hold a character that is whitespace neither to Python's str.strip nor to JSON
+# Schema's (ECMA-262) \s, so the OpenAPI spec's pattern and this check accept exactly the same set.
+_NOT_BLANK = re.compile(r"[^\s\u001c-\u001f\u0085\ufeff]")
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -73,8 +86,11 @@ def _parse_query(obj: Any, default_sites: int) -> tuple[RetrieveRequest, int, li
     extra = set(obj) - _QUERY_KEYS
     if extra:
         raise InputError(f"query: unknown keys {sorted(extra)}; allowed: {sorted(_QUERY_KEYS)}")
-    if not isinstance(obj.get("question"), str):
+    question = obj.get("question")
+    if not isinstance(question, str):
         raise InputError("query: 'question' must be a string")
+    if len(question) > MAX_QUESTION_CHARS or not _NOT_BLANK.search(question):
+        raise InputError(f"query: 'question' must have 1-{MAX_QUESTION_CHARS} characters, not all whitespace")
     top_k_sites = _int_option(obj, "top_k_sites", default_sites, MAX_TOP_K_SITES)
     explicit = _explicit_sites(obj["sites"]) if "sites" in obj else None
     req = RetrieveRequest.from_json({k: v for k, v in obj.items() if k in ("question", "top_k")})
@@ -91,6 +107,11 @@ def _check_explicit(explicit: list[str], records: dict[str, SiteRecord]) -> None
             raise VerificationError(f"query: site {site_id!r} is revoked")
 
 
+def _fan_out(top_k_sites: int, explicit: list[str] | None) -> int:
+    """What a query costs: one token per site it may ask (at least one: embedding is not free)."""
+    return max(1, top_k_sites if explicit is None else len(explicit))
+
+
 def _exclusion(rec: SiteRecord | None) -> str:
     if rec is None:
         return "not enrolled"
@@ -100,29 +121,50 @@ def _exclusion(rec: SiteRecord | None) -> str:
 
 
 def create_gateway_app(
-    cfg: Config | GatewayConfig, embedder: Embedder, vector_store: VectorStore, registry: SiteRegistry
+    cfg: Config | GatewayConfig,
+    embedder: Embedder,
+    vector_store: VectorStore,
+    registry: SiteRegistry,
+    api_keys: ApiKeyStore | None = None,
+    identity: SiteIdentity | None = None,
 ) -> Flask:
-    """`cfg` is the whole Config (its [gateway] section is used) or just the GatewayConfig."""
+    """`cfg` is the whole Config (its [gateway] section is used) or just the GatewayConfig.
+
+    `api_keys` defaults to the key file beside the registry (`<home>/gateway/api-keys.json`)."""
     if isinstance(cfg, Config):
         cfg = cfg.gateway
+    if api_keys is None:
+        api_keys = open_api_keys(registry.path.parent)
+    if identity is None:  # the key every call to a site is signed with (`<home>/gateway/keys`)
+        identity = gateway_identity(registry.path.parent)
+    query_limits = TokenBucketLimiter("query", cfg.query_burst, cfg.query_refill_per_s)
+    publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
+    openapi = resources.files("hansa.gateway").joinpath("openapi.json").read_bytes()
     space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
     index = SummaryIndex(vector_store, space)
     for rec in registry.list():  # revocations made while the gateway was down (e.g. by the CLI)
         if rec.status == REVOKED:
             index.remove_site(rec.site_id)
+    registry.on_untrusted(index.remove_site)  # revoked (or all keys replaced) from now on: rows go at once
     publish_lock = threading.Lock()  # sequence check -> index swap -> record, one site at a time
 
     app = Flask(__name__)
+    app.before_request(registry.poll)  # a registry change made by another process applies from this request
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_request_bytes
-    app.extensions["hansa.gateway"] = {"index": index, "registry": registry, "space": space}
+    app.extensions["hansa.gateway"] = {"index": index, "registry": registry, "space": space, "api_keys": api_keys,
+                                       "query_limits": query_limits, "publish_limits": publish_limits}
 
     @app.errorhandler(HansaError)
     def _hansa_error(exc: HansaError) -> Response:
-        return _json({"error": str(exc), "kind": type(exc).__name__}, exc.http_status)
+        resp = _json({"error": str(exc), "kind": type(exc).__name__}, exc.http_status)
+        resp.headers.update(getattr(exc, "http_headers", {}))  # Retry-After, WWW-Authenticate
+        return resp
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
-        return _json({"error": exc.description or exc.name, "kind": exc.name}, exc.code or 500)
+        resp = _json({"error": exc.description or exc.name, "kind": exc.name}, exc.code or 500)
+        resp.headers.update({k: v for k, v in exc.get_headers() if k.lower() == "allow"})  # 405 says what is
+        return resp
 
     @app.errorhandler(Exception)
     def _bug(exc: Exception) -> Response:
@@ -135,8 +177,9 @@ def create_gateway_app(
         envelope = _body()
         keys = registry.keys_for(site_id)
         payload = open_publication(envelope, site_id, keys, space)
+        publish_limits.charge(payload.site_id, 1)  # keyed by the verified signer, never by the URL alone
         with publish_lock:
-            registry.check_sequence(site_id, payload.sequence)
+            registry.check_sequence(site_id, payload.sequence, len(payload.summaries))  # + site policy
             count = index.replace_site(site_id, payload)
             try:
                 rec = registry.record_publication(site_id, payload.sequence, payload.expires, count)
@@ -149,7 +192,9 @@ def create_gateway_app(
     @app.post("/v1/query")
     def query() -> Response:
         t0 = time.perf_counter()
+        client = api_keys.authenticate(request.headers.get("Authorization"))  # before reading any body
         req, top_k_sites, explicit = _parse_query(_body(), cfg.top_k_sites)
+        query_limits.charge(client, _fan_out(top_k_sites, explicit))
         question_vector = embedder.embed_one(req.question)
         hits = index.search(question_vector, cfg.top_m_summaries)
         now = utc_now()
@@ -157,16 +202,17 @@ def create_gateway_app(
         routable = {sid for sid, r in records.items() if r.is_routable(now)}
         considered = score_sites(hits, routable)
         if explicit is None:
-            called = [s.site_id for s in considered[:top_k_sites]]
+            called = [s.site_id for s in select_sites(considered, top_k_sites)]
         else:
             _check_explicit(explicit, records)
             called = explicit
         excluded = sorted({h.site_id for h in hits} - routable)
         t1 = time.perf_counter()
         calls = call_sites(
-            [(site_id, records[site_id].url) for site_id in called],
+            [(site_id, records[site_id].url, records[site_id].public_keys) for site_id in called],
             req,
             cfg.site_timeout_s,
+            identity=identity,
             allow_private_addresses=cfg.allow_private_addresses,
         )
         t2 = time.perf_counter()
@@ -193,6 +239,10 @@ def create_gateway_app(
     def sites() -> Response:
         now = utc_now()
         return _json({"sites": [r.view(now) for r in registry.list()]})
+
+    @app.get("/v1/openapi.json")
+    def openapi_spec() -> Response:
+        return Response(openapi, mimetype="application/json")
 
     @app.get("/v1/health")
     def health() -> Response:

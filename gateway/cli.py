@@ -1,14 +1,22 @@
-"""`hansa gateway ...`: run the gateway and administer its registry of sites.
+"""`hansa gateway ...`: run the gateway and govern its federation registry.
 
-State lives under `<home>/gateway/` (registry.json); the summary index is in Milvus at
-`cfg.milvus_uri`. Registry commands only touch the registry file, so they work while the gateway
-runs (it re-reads the file on every request); a revoked site's summaries leave the index when the
-gateway next starts, and routing ignores them from the moment of revocation.
+State lives under `<home>/gateway/` (gateway.registry describes the files); the summary index is in
+Milvus at `cfg.milvus_uri`. Every registry change is a new registry version signed by m of the n
+federation keys (`--key`, by keyid or key folder) and submitted through the one verified path;
+registry commands only touch files, so they work while the gateway runs, which applies the change
+at its next request (a revoked site's summaries leave its index then).
+
+How a site joins: the site runs `hansa site join-request --gateway-url ... --out req.json` and
+sends the file; admins check it out of band (who asked, from where) and run
+`hansa gateway approve req.json --key K1 --key K2`. When the admins' keys are on different
+machines, one drafts with `--out draft.json`, each countersigns with `hansa gateway federation sign
+draft.json --key K`, and the last runs `hansa gateway federation submit draft.json`.
 """
 from __future__ import annotations
 
 import functools
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -16,9 +24,15 @@ import click
 
 from hansa.core.config import Config
 from hansa.core.errors import HansaError, InputError
+from hansa.core.jsonsafe import loads_strict
+from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry, utc_now
+from hansa.gateway.trust import REGISTRY_TYPE, Registry, SitePolicy
+from hansa.sync.keys import SiteIdentity
+from hansa.sync.membership import add_signature, unverified_payload
 
 F = TypeVar("F", bound=Callable[..., Any])
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
 
 def gateway_home(cfg: Config) -> Path:
@@ -60,9 +74,61 @@ def _read_key(value: str) -> str:
     return text
 
 
+def _read_document(path: Path) -> Any:
+    """A signed document (join request, rotation, draft) as a JSON object, size-capped."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise InputError(f"{path} is larger than {MAX_DOCUMENT_BYTES} bytes: not a hansa document")
+    return loads_strict(data)
+
+
+def _write_document(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+
+
+def _signers(ctx: click.Context, refs: tuple[str, ...]) -> list[SiteIdentity]:
+    keys_dir = open_registry(_config(ctx)).keys_dir
+    return [admin.load_key(ref, keys_dir) for ref in refs]
+
+
+def _ttl(days: float) -> timedelta:
+    if not 0 < days <= 3660:
+        raise InputError("--days must be between 0 and 3660")
+    return timedelta(days=days)
+
+
+KEY_OPTION = click.option(
+    "--key", "keys", multiple=True, required=True, metavar="KEY",
+    help="A federation key that signs: its keyid (from `federation init`) or its folder. Repeat for m of n.",
+)
+OUT_OPTION = click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Write the signed draft here instead of submitting it (other admins add signatures).",
+)
+DAYS_OPTION = click.option("--days", type=float, default=90.0, show_default=True,
+                           help="Lifetime of the new registry version.")
+
+
+def _apply(ctx: click.Context, change: admin.Change, keys: tuple[str, ...], out: Path | None) -> Registry | None:
+    """Submit `change` signed by `keys`, or write it as a draft to `out` (threshold not needed yet)."""
+    registry = open_registry(_config(ctx))
+    signers = _signers(ctx, keys)
+    if out is not None:
+        envelope = registry.draft(change, signers, need_threshold=False)
+        _write_document(out, envelope)
+        click.echo(f"draft written to {out} with {len(envelope['signatures'])} signature(s); "
+                   "countersign with `hansa gateway federation sign`, then `federation submit`")
+        return None
+    return registry.change(change, signers)
+
+
 @click.group("gateway")
 def gateway() -> None:
-    """Run the federation gateway and manage the sites enrolled in it."""
+    """Run the federation gateway and govern the sites in its registry."""
 
 
 @gateway.command()
@@ -98,27 +164,163 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
         store.close()
 
 
+# -- the federation's root of trust ---------------------------------------------------------------
+@gateway.group("federation")
+def federation() -> None:
+    """The federation's keys (m of n must sign every registry change) and its signed registry."""
+
+
+@federation.command("init")
+@click.option("--threshold", type=int, required=True, help="How many keys must sign a change (m).")
+@click.option("--keys", "count", type=int, required=True, help="How many federation keys to create (n).")
+@click.option("--gateway-url", default=None, help="This gateway's public URL: join requests must be addressed to it.")
+@DAYS_OPTION
+@click.pass_context
+@_friendly
+def federation_init(ctx: click.Context, threshold: int, count: int, gateway_url: str | None, days: float) -> None:
+    """Create n federation keys and the federation's first root and (empty) registry.
+
+    The keys are written under <home>/gateway/federation-keys/<keyid>/ (files 0600). That suits a
+    trial. In production each key belongs to a different admin: move each folder to its admin's
+    machine or token and delete it here; the gateway itself needs none of them to run."""
+    registry = open_registry(_config(ctx))
+    identities = registry.init_federation(threshold, count, gateway_url, registry_ttl=_ttl(days))
+    click.echo(f"federation created: {threshold} of {count} keys must sign every registry change")
+    for identity in identities:
+        click.echo(f"  key {identity.keyid}  ({registry.keys_dir / identity.keyid})")
+    click.echo("In production give each key to a different admin and remove it from this machine.")
+
+
+@federation.command("renew")
+@KEY_OPTION
+@DAYS_OPTION
+@OUT_OPTION
+@click.pass_context
+@_friendly
+def federation_renew(ctx: click.Context, keys: tuple[str, ...], days: float, out: Path | None) -> None:
+    """Sign the registry again under a new version and expiry (a registry that expires is refused)."""
+    reg = _apply(ctx, admin.renewal(_ttl(days)), keys, out)
+    if reg is not None:
+        click.echo(f"registry version {reg.version} in force until {reg.expires}")
+
+
+@federation.command("sign")
+@click.argument("draft", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@KEY_OPTION
+@click.pass_context
+@_friendly
+def federation_sign(ctx: click.Context, draft: Path, keys: tuple[str, ...]) -> None:
+    """Countersign a registry DRAFT in place (each admin with their own key)."""
+    envelope = _read_document(draft)
+    proposed = Registry.from_bytes(unverified_payload(envelope, REGISTRY_TYPE))  # shown before signing
+    root = open_registry(_config(ctx)).root
+    if root is None:
+        raise InputError("this gateway has no federation yet: run `hansa gateway federation init`")
+    for identity in admin.authorized(root, _signers(ctx, keys), need_threshold=False):
+        envelope = add_signature(envelope, identity)
+    _write_document(draft, envelope)
+    click.echo(f"signed registry version {proposed.version} ({len(proposed.sites)} sites); "
+               f"{len(envelope['signatures'])} signature(s), {root.threshold} needed")
+
+
+@federation.command("submit")
+@click.argument("draft", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+@_friendly
+def federation_submit(ctx: click.Context, draft: Path) -> None:
+    """Put a fully signed registry DRAFT in force (verified: threshold, version, expiry)."""
+    reg = open_registry(_config(ctx)).submit_registry(_read_document(draft))
+    click.echo(f"registry version {reg.version} in force until {reg.expires}")
+
+
+@federation.command("rotate-root")
+@KEY_OPTION
+@click.option("--new-keys", "count", type=int, required=True, help="How many new federation keys to create.")
+@click.option("--threshold", type=int, required=True, help="How many new keys must sign a change.")
+@click.pass_context
+@_friendly
+def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], count: int, threshold: int) -> None:
+    """Replace the federation keys: the new root is signed by m of the old keys and by the new ones."""
+    registry = open_registry(_config(ctx))
+    root, current = registry.root, registry.registry
+    if root is None or current is None:
+        raise InputError("this gateway has no federation yet: run `hansa gateway federation init`")
+    old = _signers(ctx, keys)
+    admin.authorized(root, old)  # refuse before creating any key
+    new = admin.create_keys(registry.keys_dir, count)
+    root_env, registry_env = admin.rotate_root(root, current, old, new, threshold, utc_now())
+    rotated = registry.submit_root(root_env, registry_env)
+    click.echo(f"federation root version {rotated.version}: {threshold} of {count} new keys")
+    for identity in new:
+        click.echo(f"  key {identity.keyid}")
+
+
+# -- site membership ------------------------------------------------------------------------------
+@gateway.command()
+@click.argument("request_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@KEY_OPTION
+@click.option("--max-summaries", type=int, default=None, help="Policy: most summaries one publication may carry.")
+@OUT_OPTION
+@click.pass_context
+@_friendly
+def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_summaries: int | None,
+            out: Path | None) -> None:
+    """Admit the site of a join request (from `hansa site join-request`) in a new registry version."""
+    policy = SitePolicy(max_summaries) if max_summaries is not None else None
+    reg = _apply(ctx, admin.admission(_read_document(request_file), policy), keys, out)
+    if reg is not None:
+        click.echo(f"registry version {reg.version}: site admitted ({request_file})")
+
+
+@gateway.command()
+@click.argument("site_id")
+@click.argument("rotation_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@KEY_OPTION
+@OUT_OPTION
+@click.pass_context
+@_friendly
+def rotate(ctx: click.Context, site_id: str, rotation_file: Path, keys: tuple[str, ...], out: Path | None) -> None:
+    """Replace SITE_ID's keys by a rotation signed by one current key and every new key.
+
+    When none of the old keys survives, the site's publication floor starts again (recovery after
+    a key compromise: nothing signed by the old keys verifies any more)."""
+    reg = _apply(ctx, admin.rotation(site_id, _read_document(rotation_file)), keys, out)
+    if reg is not None:
+        entry = reg.require(site_id)
+        click.echo(f"registry version {reg.version}: {site_id} key set version {entry.keys_version}")
+
+
+@gateway.command()
+@click.argument("site_id")
+@KEY_OPTION
+@OUT_OPTION
+@click.pass_context
+@_friendly
+def revoke(ctx: click.Context, site_id: str, keys: tuple[str, ...], out: Path | None) -> None:
+    """Revoke a site: nothing from it is accepted or routed to any more."""
+    reg = _apply(ctx, admin.revocation(site_id), keys, out)
+    if reg is not None:
+        click.echo(f"registry version {reg.version}: revoked {site_id}; a running gateway drops its "
+                   "summaries at its next request")
+
+
 @gateway.command()
 @click.option("--site-id", required=True, help="The site's id (lowercase letters, digits, '-').")
 @click.option("--url", required=True, help="The site's base URL, e.g. https://site-a.example.org")
 @click.option("--public-key", "public_keys", required=True, multiple=True,
               help="Base64 Ed25519 public key, or @FILE; repeat for several keys.")
+@click.option("--key", "keys", multiple=True, metavar="KEY",
+              help="Federation keys that sign (default: every federation key kept on this machine).")
 @click.pass_context
 @_friendly
-def enroll(ctx: click.Context, site_id: str, url: str, public_keys: tuple[str, ...]) -> None:
-    """Enrol a site: the gateway accepts its publications and may route questions to it."""
-    rec = open_registry(_config(ctx)).enroll(site_id, url, [_read_key(k) for k in public_keys])
-    click.echo(f"enrolled {rec.site_id} at {rec.url} with {len(rec.public_keys)} key(s)")
-
-
-@gateway.command()
-@click.argument("site_id")
-@click.pass_context
-@_friendly
-def revoke(ctx: click.Context, site_id: str) -> None:
-    """Revoke a site: nothing from it is accepted or routed to any more."""
-    open_registry(_config(ctx)).revoke(site_id)
-    click.echo(f"revoked {site_id}; its summaries leave the index when the gateway next starts")
+def enroll(ctx: click.Context, site_id: str, url: str, public_keys: tuple[str, ...], keys: tuple[str, ...]) -> None:
+    """Trials and demos: admit a site from its public key in one step, signed with the federation
+    keys on this machine (a gateway without a federation gets a 1-of-1 one). Real sites send a join
+    request instead."""
+    registry = open_registry(_config(ctx))
+    rec = registry.enroll(site_id, url, [_read_key(k) for k in public_keys], keys=_signers(ctx, keys) if keys else None)
+    click.echo(f"enrolled {rec.site_id} at {rec.url} with {len(rec.public_keys)} key(s) "
+               f"(registry version {registry.registry.version})")
 
 
 @gateway.command()
@@ -126,21 +328,38 @@ def revoke(ctx: click.Context, site_id: str) -> None:
 @click.pass_context
 @_friendly
 def sites(ctx: click.Context, as_json: bool) -> None:
-    """List enrolled sites, their publication state and whether they are routable."""
+    """Show the verified registry: its version and expiry, and each site's keys and publication."""
     now = utc_now()
-    records = open_registry(_config(ctx)).list()
+    registry = open_registry(_config(ctx))
+    root, current, records = registry.root, registry.registry, registry.list()
     if as_json:
-        click.echo(json.dumps({"sites": [r.view(now) for r in records]}, indent=2))
+        click.echo(json.dumps({
+            "root": None if root is None else {**root.to_json(), "expired": root.is_expired(now)},
+            "registry": None if current is None else {
+                "version": current.version, "expires": current.expires, "expired": current.is_expired(now),
+                "gateway_url": current.gateway_url},
+            "sites": [r.view(now) for r in records],
+        }, indent=2))
         return
+    if root is None or current is None:
+        click.echo("no federation yet (hansa gateway federation init --threshold M --keys N)")
+        return
+    click.echo(f"federation root v{root.version}: {root.threshold} of {len(root.keys)} keys, expires {root.expires}"
+               f"{'  EXPIRED' if root.is_expired(now) else ''}")
+    click.echo(f"registry v{current.version}: expires {current.expires}"
+               f"{'  EXPIRED: nothing is routed or accepted until admins renew it' if current.is_expired(now) else ''}")
     if not records:
-        click.echo("no sites enrolled (hansa gateway enroll --site-id ... --url ... --public-key ...)")
+        click.echo("no sites enrolled (a site sends `hansa site join-request`; `hansa gateway approve` admits it)")
         return
-    header = ("SITE", "STATUS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "URL")
+    header = ("SITE", "STATUS", "KEYS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "URL")
     rows_t = [
-        (r.site_id, r.status, "yes" if r.is_routable(now) else "no",
+        (r.site_id, r.status, f"v{r.keys_version}", "yes" if r.is_routable(now) else "no",
          "-" if r.last_sequence is None else str(r.last_sequence), str(r.summary_count), r.expires or "-", r.url)
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows_t]) for i in range(len(header))]
     for row in [header, *rows_t]:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+from hansa.gateway import cli_keys  # noqa: E402,F401  (last: it adds `hansa gateway api-key` to the group above)

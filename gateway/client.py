@@ -1,44 +1,84 @@
-"""Calling sites in parallel: every call bounded in time and bytes, every failure reported per site.
+"""Calling sites in parallel: every call signed, bounded in time and bytes, and checked on return.
 
 A federation is only as fast as its slowest member unless each call has its own deadline, and
 only as safe as its least careful one unless every response is treated as hostile: so each site
 gets a wall-clock deadline (not just socket timeouts, which a trickling server resets with every
-byte), redirects are refused (a registry URL must not become a pointer to somewhere else), the
-body is streamed and cut at a byte cap, parsed with the strict loader, and must come from the site
-that was asked and cite only that site's documents. One site failing never fails the query: the
-caller gets a SiteCall per site with its status, as Elasticsearch's cross-cluster search does.
+byte), redirects are never followed (a registry URL must not become a pointer to somewhere else),
+the body is streamed and cut at a byte cap, its RFC 9421 signature must verify under the site's
+registry keys and be bound to *this* request (guarantee 11), and only then is it parsed with the
+strict loader; the answer must come from the site that was asked and cite only that site's
+documents. One site failing never fails the query: the caller gets a SiteCall per site with its
+status, as Elasticsearch's cross-cluster search does.
 
-SSRF: before connecting, the host is resolved and refused if any address is private, loopback,
-link-local (cloud metadata lives at 169.254.169.254), or otherwise not globally routable — unless
-`allow_private_addresses` (test federations on loopback). Known gap: `requests` resolves the name
-again when it connects, so a DNS-rebinding host could switch addresses in between; pinning the
-resolved address needs a custom transport adapter (a later issue, with signed calls).
+No SSRF (guarantee 13): the gateway calls only the URL the registry holds for a site. The host is
+resolved once; if any address is private, loopback, link-local, reserved or a cloud metadata
+endpoint the call is refused before any connection (private and loopback ranges only when
+`allow_private_addresses`, for a test federation on loopback; link-local and metadata never). The
+connection then goes to exactly the checked address, while `Host` and TLS SNI/certificate checks
+use the name: there is no second resolution for a DNS-rebinding host to switch in between.
 """
 from __future__ import annotations
 
+import http.client
 import ipaddress
+import os
 import socket
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Sequence
 from urllib.parse import urlsplit
 
-import requests
-
-from hansa.core.errors import HansaError
+from hansa.core.errors import ConflictError, HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.gateway.registry import validate_site_url
+from hansa.sync.httpsig import (
+    RETRIEVE_COMPONENTS,
+    SITE_HEADER,
+    HttpMessage,
+    SignatureRefused,
+    keyring,
+    sign_request,
+    verify_response,
+)
+from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity, load_public_key
 from hansa.sync.wire import PartialAnswer, RetrieveRequest
 
 log = get_logger(__name__)
 
 RETRIEVE_PATH = "/v1/retrieve"
 MAX_RESPONSE_BYTES = 1024 * 1024
+GATEWAY_KEYS_DIR = "keys"
+JSON_TYPE = "application/json"
 _CHUNK = 16 * 1024
 
 OK, TIMEOUT, ERROR, INVALID = "ok", "timeout", "error", "invalid"
+
+# Cloud instance-metadata endpoints (AWS/GCP/Azure/OpenStack IPv4, AWS IPv6, ECS task metadata):
+# refused even in a test federation that allows private addresses.
+_METADATA = frozenset(ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "169.254.170.2"))
+
+
+def gateway_identity(gateway_dir: str | os.PathLike[str]) -> SiteIdentity:
+    """The gateway's signing key, in `<gateway_dir>/keys` (beside the registry), created on first
+    use. Sites configure its public key as `[site] gateway_public_key`."""
+    folder = Path(gateway_dir) / GATEWAY_KEYS_DIR
+    if not os.path.lexists(folder / PRIVATE_KEY_FILE):
+        try:
+            SiteIdentity.generate().save(folder)
+            log.info("gateway.identity_created", directory=str(folder))
+        except ConflictError:
+            pass  # another process created it at the same moment: use that one
+    return SiteIdentity.load(folder)
+
+
+class SiteTarget(NamedTuple):
+    site_id: str
+    url: str  # base URL from the registry
+    public_keys: Sequence[str]  # base64 Ed25519 keys from the registry: the response must verify under one
 
 
 @dataclass(frozen=True)
@@ -71,75 +111,156 @@ class _CallFailed(Exception):
         self.bytes_in = bytes_in
 
 
-def check_address(url: str, allow_private: bool) -> None:
-    """Refuse a URL whose host resolves to an address the gateway must never call."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+# -- address checks and pinning ------------------------------------------------------------------
+def _refusal(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_private: bool) -> str | None:
+    """Why the gateway must not connect to `addr`, or None."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        embedded = addr.ipv4_mapped or addr.sixtofour
+        if embedded is not None:
+            addr = embedded
+    if addr in _METADATA:
+        return "a cloud metadata address (never allowed)"
+    if addr.is_unspecified or addr.is_multicast or addr.is_link_local or addr.is_reserved:
+        return "an unspecified, multicast, link-local or reserved address (never allowed)"
+    if addr.is_global:
+        return None
+    if allow_private and (addr.is_private or addr.is_loopback):
+        return None
+    return ("a private, loopback or otherwise non-global address "
+            "(set gateway allow_private_addresses only for a test federation)")
+
+
+def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple[int, Any]]:
+    """Resolve `host` once and return the (family, sockaddr) pairs to connect to; refuse the host
+    if *any* of its addresses is forbidden (a name must not mix a public and a private address)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise _CallFailed(ERROR, f"cannot resolve {host!r}: {exc}") from exc
-    if allow_private:
-        return
-    for info in infos:
-        addr = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        mapped = getattr(addr, "ipv4_mapped", None)
-        if mapped is not None:
-            addr = mapped
-        if not addr.is_global or addr.is_multicast:
-            raise _CallFailed(
-                ERROR,
-                f"{host!r} resolves to {addr}, a private, loopback, link-local or reserved address; "
-                "refused (set gateway allow_private_addresses only for a test federation)",
-            )
+    targets: list[tuple[int, Any]] = []
+    for family, _, _, _, sockaddr in infos:
+        addr = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        why = _refusal(addr, allow_private)
+        if why:
+            raise _CallFailed(ERROR, f"{host!r} resolves to {addr}, {why}; refused")
+        if (family, sockaddr) not in targets:
+            targets.append((family, sockaddr))
+    if not targets:
+        raise _CallFailed(ERROR, f"{host!r} resolves to no address")
+    return targets
 
 
-def _read_capped(resp: requests.Response, deadline: float, cap: int) -> bytes:
-    declared = resp.headers.get("Content-Length")
+def _open_socket(targets: Sequence[tuple[int, Any]], timeout: float | None) -> socket.socket:
+    last: OSError | None = None
+    for family, sockaddr in targets:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    assert last is not None
+    raise last
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    """HTTP to an already checked address; `Host` still names the site."""
+
+    def __init__(self, host: str, port: int, targets: Sequence[tuple[int, Any]], timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._targets = targets
+        self.pinned_sock: socket.socket | None = None
+
+    def connect(self) -> None:
+        self.sock = self.pinned_sock = _open_socket(self._targets, self.timeout)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    """HTTPS to an already checked address; SNI and the certificate check use the site's name."""
+
+    def __init__(self, host: str, port: int, targets: Sequence[tuple[int, Any]], timeout: float) -> None:
+        self._tls = ssl.create_default_context()
+        super().__init__(host, port, timeout=timeout, context=self._tls)
+        self._targets = targets
+        self.pinned_sock: socket.socket | None = None
+
+    def connect(self) -> None:
+        raw = _open_socket(self._targets, self.timeout)
+        try:
+            self.sock = self.pinned_sock = self._tls.wrap_socket(raw, server_hostname=self.host)
+        except BaseException:
+            raw.close()
+            raise
+
+
+# -- one call ------------------------------------------------------------------------------------
+def _remaining(deadline: float, what: str) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _CallFailed(TIMEOUT, f"deadline passed {what}")
+    return left
+
+
+def _read_capped(resp: http.client.HTTPResponse, conn: _PinnedHTTP | _PinnedHTTPS, deadline: float, cap: int) -> bytes:
+    declared = resp.getheader("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > cap:
         raise _CallFailed(INVALID, f"response declares {declared} bytes; the cap is {cap}")
     body = bytearray()
-    for chunk in resp.iter_content(_CHUNK):
+    while True:
+        left = _remaining(deadline, "while reading the response")
+        if conn.pinned_sock is not None:
+            conn.pinned_sock.settimeout(left)  # each read waits at most until the deadline
+        try:
+            chunk = resp.read1(_CHUNK)
+        except TimeoutError as exc:
+            raise _CallFailed(TIMEOUT, "deadline passed while reading the response", len(body)) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise _CallFailed(ERROR, f"reading the response failed: {exc.__class__.__name__}", len(body)) from exc
+        if not chunk:
+            return bytes(body)
         body += chunk
         if len(body) > cap:
             raise _CallFailed(INVALID, f"response larger than {cap} bytes; stopped reading", len(body))
-        if time.monotonic() > deadline:
-            raise _CallFailed(TIMEOUT, "deadline passed while reading the response", len(body))
-    return bytes(body)
 
 
-def _call_one(site_id: str, url: str, body: bytes, deadline: float, allow_private: bool, cap: int) -> tuple[PartialAnswer, int]:
-    target = validate_site_url(url) + RETRIEVE_PATH
-    check_address(target, allow_private)
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise _CallFailed(TIMEOUT, "deadline passed before connecting")
-    with requests.Session() as session:
-        session.trust_env = False  # no proxies or .netrc from the environment: call exactly this URL
+def _call_one(
+    target_site: SiteTarget, body: bytes, identity: SiteIdentity, deadline: float, allow_private: bool, cap: int
+) -> tuple[PartialAnswer, int]:
+    site_id = target_site.site_id
+    keys = keyring(load_public_key(k) for k in target_site.public_keys)
+    target = validate_site_url(target_site.url) + RETRIEVE_PATH
+    parts = urlsplit(target)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    targets = resolve_checked(host, port, allow_private)
+    timeout = _remaining(deadline, "before connecting")
+    headers = {"Content-Type": JSON_TYPE, "Accept": JSON_TYPE, SITE_HEADER: site_id}
+    headers.update(sign_request(identity, "POST", target, headers, body, components=RETRIEVE_COMPONENTS))
+    conn: _PinnedHTTP | _PinnedHTTPS = (
+        _PinnedHTTPS(host, port, targets, timeout) if parts.scheme == "https" else _PinnedHTTP(host, port, targets, timeout)
+    )
+    try:
         try:
-            resp = session.post(
-                target,
-                data=body,
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
-                timeout=(remaining, remaining),
-                allow_redirects=False,
-                stream=True,
-            )
-        except requests.Timeout as exc:
-            raise _CallFailed(TIMEOUT, f"no response within the deadline ({exc.__class__.__name__})") from exc
-        except requests.RequestException as exc:
+            conn.request("POST", parts.path, body=body, headers=headers)
+            resp = conn.getresponse()
+        except TimeoutError as exc:
+            raise _CallFailed(TIMEOUT, "no response within the deadline") from exc
+        except (OSError, http.client.HTTPException) as exc:
             raise _CallFailed(ERROR, f"request failed: {exc.__class__.__name__}: {exc}") from exc
-        with resp:
-            if resp.is_redirect or 300 <= resp.status_code < 400:
-                raise _CallFailed(ERROR, f"site answered with a redirect ({resp.status_code}); redirects are refused")
-            try:
-                raw = _read_capped(resp, deadline, cap)
-            except requests.RequestException as exc:
-                status = TIMEOUT if time.monotonic() >= deadline or isinstance(exc, requests.Timeout) else ERROR
-                raise _CallFailed(status, f"reading the response failed: {exc.__class__.__name__}") from exc
-            if resp.status_code != 200:
-                raise _CallFailed(ERROR, f"site answered HTTP {resp.status_code}", len(raw))
+        if 300 <= resp.status < 400:
+            raise _CallFailed(ERROR, f"site answered with a redirect ({resp.status}); redirects are refused")
+        raw = _read_capped(resp, conn, deadline, cap)
+        if resp.status != 200:
+            raise _CallFailed(ERROR, f"site answered HTTP {resp.status}", len(raw))
+        try:
+            verify_response(resp.status, resp.msg, raw, keys, HttpMessage.request("POST", target, headers))
+        except SignatureRefused as exc:
+            raise _CallFailed(INVALID, f"response signature refused ({exc.reason}): {exc}", len(raw)) from exc
+    finally:
+        conn.close()
     try:
         answer = PartialAnswer.from_json(loads_strict(raw))
     except HansaError as exc:
@@ -153,14 +274,16 @@ def _call_one(site_id: str, url: str, body: bytes, deadline: float, allow_privat
 
 
 def call_sites(
-    sites: Sequence[tuple[str, str]],
+    sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
     request: RetrieveRequest,
     timeout_s: float,
     *,
+    identity: SiteIdentity,
     allow_private_addresses: bool = False,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
 ) -> list[SiteCall]:
-    """POST `request` to every (site_id, base_url) at once; one SiteCall per site, in input order.
+    """POST `request`, signed by `identity` (the gateway), to every (site_id, base_url, keys) at
+    once; one SiteCall per site, in input order.
 
     Returns by `timeout_s` (plus scheduling noise) whatever the sites do: a call still running then
     is reported as a timeout and left to end on its own socket deadline."""
@@ -168,35 +291,39 @@ def call_sites(
         raise ValueError("timeout_s must be positive")
     if not sites:
         return []
+    targets = [SiteTarget(*s) for s in sites]
     body = dumps(request.to_json())
     start = time.monotonic()
     deadline = start + timeout_s
 
-    def run(site_id: str, url: str) -> SiteCall:
+    def run(target: SiteTarget) -> SiteCall:
         t0 = time.monotonic()
+        site_id = target.site_id
         try:
-            answer, n_in = _call_one(site_id, url, body, deadline, allow_private_addresses, max_response_bytes)
+            answer, n_in = _call_one(target, body, identity, deadline, allow_private_addresses, max_response_bytes)
         except _CallFailed as exc:
             return SiteCall(site_id, exc.status, (time.monotonic() - t0) * 1000, len(body), exc.bytes_in, error=str(exc))
-        except HansaError as exc:  # e.g. a registry URL that no longer validates
+        except HansaError as exc:  # e.g. a registry URL or key that no longer validates
             return SiteCall(site_id, ERROR, (time.monotonic() - t0) * 1000, 0, 0, error=str(exc))
         except Exception as exc:  # a bug must not fail the other sites' answers; it is logged
             log.exception("site.call_bug", site_id=site_id)
             return SiteCall(site_id, ERROR, (time.monotonic() - t0) * 1000, 0, 0, error=f"internal error: {exc.__class__.__name__}")
         return SiteCall(site_id, OK, (time.monotonic() - t0) * 1000, len(body), n_in, answer=answer)
 
-    pool = ThreadPoolExecutor(max_workers=len(sites), thread_name_prefix="hansa-site-call")
+    pool = ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="hansa-site-call")
     try:
-        futures = [pool.submit(run, site_id, url) for site_id, url in sites]
+        futures = [pool.submit(run, t) for t in targets]
         wait(futures, timeout=timeout_s)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     calls: list[SiteCall] = []
-    for (site_id, _), fut in zip(sites, futures):
+    for target, fut in zip(targets, futures):
         if fut.done() and not fut.cancelled():
             calls.append(fut.result())
         else:
-            calls.append(SiteCall(site_id, TIMEOUT, (time.monotonic() - start) * 1000, len(body), 0, error=f"no answer within {timeout_s:g} s"))
+            calls.append(SiteCall(target.site_id, TIMEOUT, (time.monotonic() - start) * 1000, len(body), 0,
+                                  error=f"no answer within {timeout_s:g} s"))
     for call in calls:
-        log.info("site.call", site_id=call.site_id, status=call.status, latency_ms=round(call.latency_ms, 1), bytes_in=call.bytes_in)
+        log.info("site.call", site_id=call.site_id, status=call.status, latency_ms=round(call.latency_ms, 1),
+                 bytes_in=call.bytes_in, error=call.error)
     return calls

@@ -4,21 +4,45 @@ Why so small: this is the only door into a site's data from outside, so it accep
 strictly parsed request shape and answers with the wire types of hansa.sync, nothing else. Every
 error is JSON with a status a client can act on; a bug is logged here and answered with a bare 500,
 never a traceback. All retrieve requests pass through `_handle_retrieve`, the one place where the
-gateway's request signature (RFC 9421) will be checked.
+gateway's request signature is checked.
+
+Signed calls (trust model, guarantee 11): a retrieve request must carry an RFC 9421 Ed25519
+signature by the federation gateway's key (`[site] gateway_public_key`) over its method, target
+URI, body digest, content type and the site it is addressed to, fresh and never seen before;
+anything else is refused with 401 before the body is parsed. Every response to an accepted request
+(answers and errors alike) is signed with the site's own key and bound to that request, so the
+gateway can tell this site's answer to this question from anything else. Replays are caught by an
+in-memory nonce cache: serve the API from one process (Milvus Lite requires that anyway). Behind
+a TLS-terminating proxy, wrap the app in werkzeug's ProxyFix so the target URI the site rebuilds
+is the `https://` URL the gateway signed.
 """
 from __future__ import annotations
 
 import threading
+from importlib import resources
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from hansa.core.errors import BackendError, HansaError, InputError
+from hansa.core.errors import BackendError, ConfigError, HansaError, InputError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.plugin.install import load_identity
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.sync.httpsig import (
+    MISDIRECTED,
+    RETRIEVE_COMPONENTS,
+    SITE_HEADER,
+    HttpMessage,
+    NonceCache,
+    SignatureRefused,
+    keyring,
+    sign_response,
+    verify_request,
+)
+from hansa.sync.keys import load_public_key
 from hansa.sync.wire import RetrieveRequest
 
 log = get_logger(__name__)
@@ -31,8 +55,25 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(dumps(body), status=status, mimetype=JSON_TYPE)
 
 
+def _gateway_keys(ctx: SiteContext) -> dict[str, Any]:
+    """The federation gateway's key, the only one whose requests this site answers."""
+    b64 = ctx.cfg.site.gateway_public_key.strip()
+    if not b64:
+        raise ConfigError(
+            "no gateway key: set [site] gateway_public_key (or HANSA_SITE_GATEWAY_PUBLIC_KEY) to the "
+            "federation gateway's public key; this site answers only requests signed with it"
+        )
+    try:
+        return keyring([load_public_key(b64)])
+    except VerificationError as exc:
+        raise ConfigError(f"[site] gateway_public_key: {exc}") from exc
+
+
 def create_site_app(ctx: SiteContext) -> Flask:
-    """A Flask app serving one opened site; the caller owns (and closes) `ctx`."""
+    """A Flask app serving one opened, installed site; the caller owns (and closes) `ctx`."""
+    gateway_keys = _gateway_keys(ctx)
+    identity = load_identity(ctx)  # signs every answer
+    nonces = NonceCache()
     app = Flask("hansa.site")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     # One request at a time touches the stores: the embedded graph and Milvus Lite are not meant to
@@ -40,9 +81,15 @@ def create_site_app(ctx: SiteContext) -> Flask:
     lock = threading.Lock()
 
     def _handle_retrieve() -> Response:
+        body = request.get_data(cache=False)  # raises 413 beyond MAX_CONTENT_LENGTH
+        verify_request(request.method, request.url, request.headers, body, gateway_keys, nonces,
+                       required=RETRIEVE_COMPONENTS)
+        addressed = request.headers.get(SITE_HEADER)
+        if addressed != ctx.site_id:
+            raise SignatureRefused(MISDIRECTED, f"the request is addressed to site {addressed!r}, not to this site")
+        g.signed_request = HttpMessage.request(request.method, request.url, request.headers)
         if request.mimetype != JSON_TYPE:
             raise InputError(f"send the request as {JSON_TYPE}")
-        body = request.get_data(cache=False)  # raises 413 beyond MAX_CONTENT_LENGTH
         req = RetrieveRequest.from_json(_object(loads_strict(body)))
         with lock:
             answer = retrieve(ctx, req)
@@ -51,6 +98,21 @@ def create_site_app(ctx: SiteContext) -> Flask:
     @app.post("/v1/retrieve")
     def retrieve_endpoint() -> Response:
         return _handle_retrieve()
+
+    @app.after_request
+    def sign_answer(response: Response) -> Response:
+        """Bind every response to an accepted request to that request, errors included."""
+        signed_request = g.get("signed_request")
+        if signed_request is None or response.is_streamed:
+            return response
+        response.headers.update(
+            sign_response(identity, response.status_code, response.headers, response.get_data(), signed_request)
+        )
+        return response
+
+    @app.get("/v1/openapi.json")
+    def openapi_spec() -> Response:
+        return Response(resources.files("hansa.plugin").joinpath("openapi.json").read_bytes(), mimetype=JSON_TYPE)
 
     @app.get("/v1/health")
     def health() -> Response:
@@ -77,6 +139,8 @@ def create_site_app(ctx: SiteContext) -> Flask:
 
     @app.errorhandler(HansaError)
     def hansa_error(err: HansaError) -> Response:
+        if isinstance(err, SignatureRefused):
+            log.warning("site_api.refused_request", reason=err.reason, error=str(err))
         if isinstance(err, BackendError):
             log.warning("site_api.backend_error", path=request.path, error=str(err))
         return _json({"error": str(err)}, err.http_status)

@@ -7,6 +7,7 @@ Each command opens the site from the configuration the root command loaded (`han
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -198,3 +199,66 @@ def status() -> None:
             click.echo(f"last publication: sequence {state.sequence}, {len(state.current)} summaries ({state_file(ctx)})")
         else:
             click.echo("last publication: none (run `hansa site publish`)")
+
+
+def _write_new(out: Path, envelope: Any) -> None:
+    """A signed request goes to a new file: never overwrite one that may already have been sent."""
+    try:
+        with open(out, "x", encoding="utf-8") as fh:
+            fh.write(json.dumps(envelope, indent=2) + "\n")
+    except FileExistsError as exc:
+        raise click.ClickException(f"{out} already exists; choose another file") from exc
+
+
+@site.command("join-request")
+@click.option("--gateway-url", default=None, metavar="URL",
+              help="The federation gateway this request is addressed to (default: [site] gateway_url).")
+@click.option("--url", "site_url", default=None, metavar="URL",
+              help="This site's base URL as the gateway will call it (default: http://[site] host:port).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the signed request; send it to the federation admins.")
+def join_request(gateway_url: str | None, site_url: str | None, out: Path) -> None:
+    """Ask a federation to admit this site: a request signed with the site's key (run install first).
+
+    The admins approve it with `hansa gateway approve FILE --key ...`; only then does the gateway
+    accept this site's publications."""
+    from hansa.sync.keys import SiteIdentity
+    from hansa.sync.membership import build_join_request
+
+    cfg = _config()
+    gateway_url = gateway_url or cfg.site.gateway_url
+    if not gateway_url:
+        raise click.ClickException("give --gateway-url (or set [site] gateway_url): the request names its federation")
+    site_url = site_url or f"http://{cfg.site.host}:{cfg.site.port}"
+    try:
+        identity = SiteIdentity.load(cfg.keys_dir)
+        envelope = build_join_request([identity], cfg.site.site_id, site_url, gateway_url)
+    except HansaError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _write_new(out, envelope)
+    click.echo(f"join request for site {cfg.site.site_id} at {site_url} (key {identity.keyid}) written to {out}")
+
+
+@site.command("rotate-request")
+@click.option("--new-key-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the new signing key (created; must not hold a key yet).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the signed rotation; send it to the federation admins.")
+def rotate_request(new_key_dir: Path, out: Path) -> None:
+    """Create a new signing key and a rotation request signed by the current key and the new one.
+
+    After the admins run `hansa gateway rotate SITE_ID FILE --key ...`, move the current key away
+    and the new key's two files into <home>/keys, then publish again."""
+    from hansa.sync.keys import SiteIdentity
+    from hansa.sync.membership import build_key_rotation
+
+    cfg = _config()
+    try:
+        current = SiteIdentity.load(cfg.keys_dir)
+        new = SiteIdentity.generate()
+        new.save(new_key_dir)
+        envelope = build_key_rotation(current, [current.public_key_b64], [new], cfg.site.site_id)
+    except HansaError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _write_new(out, envelope)
+    click.echo(f"rotation request for site {cfg.site.site_id}: key {current.keyid} -> {new.keyid}, written to {out}")

@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 from tqdm import tqdm
 
 from hansa.adapters.graph.base import LeidenParams
@@ -34,9 +35,10 @@ log = get_logger(__name__)
 
 LEVEL = 0  # the finest Leiden level: small, specific communities route questions best
 MAX_COMMUNITY_CHUNKS = 1000  # chunks recorded per community (richness saturates here)
-SUMMARY_ENTITIES = 12
-SUMMARY_RELATIONS = 12
+SUMMARY_ENTITIES = 40  # candidates the summarizer re-ranks by salience (degree ties are common)
+SUMMARY_RELATIONS = 40
 ALL_RELATIONS = 2**62  # "no limit" for the one call that reads the whole entity graph
+REUSE_MIN_COSINE = 0.999  # a stored summary vector is reused only if it still matches the embedder
 SIZE_BUCKETS = ((1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
 
 
@@ -54,6 +56,7 @@ class CommunityReport:
     sizes: dict[str, int] = field(default_factory=dict)  # "3-5": how many communities of that size
     summaries_extractive: int = 0
     summaries_llm: int = 0
+    summaries_embedded: int = 0  # the others were unchanged and kept their stored vectors
     seconds: float = 0.0
 
 
@@ -154,27 +157,53 @@ def _size_buckets(sizes: list[int]) -> dict[str, int]:
     return out
 
 
-def _write_summaries(ctx: SiteContext, communities: list[Community]) -> None:
-    """Vectors, then the graph (commit point), then stale vectors; repair strays by a rebuild."""
-    old_ids = {c.id for c in ctx.graph.communities()}
-    new_ids = [c.id for c in communities]
+def _summary_vectors(ctx: SiteContext, communities: list[Community], previous: dict[str, str]) -> tuple[np.ndarray, list[int]]:
+    """All summary vectors, embedding only summaries that changed; returns them with the indexes
+    that were (re)embedded. Stored vectors of unchanged summaries are reused after one of them is
+    checked against a fresh embedding, so a model swapped for another of the same dimension
+    cannot leave old-space vectors behind."""
+    out = np.zeros((len(communities), ctx.embedder.dim), dtype=np.float32)
+    same = [i for i, c in enumerate(communities) if previous.get(c.id) == c.summary]
+    stored = ctx.vectors.get(SUMMARIES, [communities[i].id for i in same]) if same else {}
+    reuse = [i for i in same if communities[i].id in stored]
+    if reuse:
+        probe = communities[reuse[0]]
+        if float(np.dot(ctx.embedder.embed([probe.summary])[0], stored[probe.id])) < REUSE_MIN_COSINE:
+            reuse = []
+    for i in reuse:
+        out[i] = stored[communities[i].id]
+    reused = set(reuse)
+    todo = [i for i in range(len(communities)) if i not in reused]
+    if todo:
+        out[todo] = ctx.embedder.embed([communities[i].summary for i in todo])
+    return out, todo
+
+
+def _write_summaries(ctx: SiteContext, communities: list[Community]) -> int:
+    """Vectors, then the graph (commit point), then stale vectors; repair strays by a rebuild.
+
+    Returns how many summaries were embedded (the rest kept their stored vectors)."""
+    previous = {c.id: c.summary for c in ctx.graph.communities()}
+    ids = [c.id for c in communities]
+    fields = [{"level": c.level} for c in communities]
     spec = summary_collection(ctx.embedder.dim)
     ctx.vectors.ensure_collection(spec)
-    vectors = ctx.embedder.embed([c.summary for c in communities]) if communities else None
-    fields = [{"level": c.level} for c in communities]
-    if communities:
-        ctx.vectors.upsert(SUMMARIES, new_ids, vectors, fields)
+    vectors, embedded = _summary_vectors(ctx, communities, previous)
+    if embedded:
+        ctx.vectors.upsert(SUMMARIES, [ids[i] for i in embedded], vectors[embedded], [fields[i] for i in embedded])
     ctx.graph.replace_communities(communities)
-    stale = sorted(old_ids - set(new_ids))
+    stale = sorted(set(previous) - set(ids))
     if stale:
         ctx.vectors.delete(SUMMARIES, ids=stale)
-    if ctx.vectors.count(SUMMARIES) != len(communities):
-        # Only after a crashed earlier run: rows no stored community names. Rebuild the set.
-        log.warning("communities.summaries_rebuilt", expected=len(communities), found=ctx.vectors.count(SUMMARIES))
+    found = ctx.vectors.count(SUMMARIES)
+    if found != len(communities):
+        # Only after a crashed earlier run: rows that no stored community names. Rebuild the set.
+        log.warning("communities.summaries_rebuilt", expected=len(communities), found=found)
         ctx.vectors.drop(SUMMARIES)
         ctx.vectors.ensure_collection(spec)
         if communities:
-            ctx.vectors.upsert(SUMMARIES, new_ids, vectors, fields)
+            ctx.vectors.upsert(SUMMARIES, ids, vectors, fields)
+    return len(embedded)
 
 
 def build_communities(ctx: SiteContext, progress: bool = False) -> CommunityReport:
@@ -213,7 +242,7 @@ def build_communities(ctx: SiteContext, progress: bool = False) -> CommunityRepo
                 rank=float(len(chunk_ids)),
             )
         )
-    _write_summaries(ctx, communities)
+    embedded = _write_summaries(ctx, communities)
 
     sizes = sorted(len(c.entity_ids) for c in communities)
     report = CommunityReport(
@@ -229,6 +258,7 @@ def build_communities(ctx: SiteContext, progress: bool = False) -> CommunityRepo
         sizes=_size_buckets(sizes),
         summaries_extractive=methods[EXTRACTIVE],
         summaries_llm=sum(n for m, n in methods.items() if m != EXTRACTIVE),
+        summaries_embedded=embedded,
         seconds=round(time.perf_counter() - started, 3),
     )
     log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})

@@ -69,7 +69,8 @@ want wants way ways went whether will within won't work works would yes yet yeah
 per cent percent around approximately able whose here's there's it's that's what's let's i'm
 you're we're they're i've you've we've they've i'd you'd he'd she'd we'd they'd isn't aren't
 wasn't weren't hasn't haven't hadn't shouldn't wouldn't mustn't
-monday tuesday wednesday thursday friday saturday sunday
+monday tuesday wednesday thursday friday saturday sunday january february march april june july
+august september october november december today yesterday tomorrow
 according began begin begins brought met led bought came fell gave grew held kept lost paid ran remain
 remains remained rose said sent sold spent stood told went wrote appear appears appeared seem
 click clicking select selecting choose enter complete follow learn visit ensure verify specify
@@ -83,6 +84,9 @@ _NAME_CONNECTORS = frozenset("of the for de la le du da del der van von".split()
 _TOKEN = re.compile(r"(?P<word>[^\W_](?:[\w'’.\-]*[^\W_])?\.?)|(?P<stop>[.!?]+)|(?P<brk>\n|[^\s])")
 # URLs, e-mail addresses, HTML tags and entities are markup, not language: blanked before tokenizing.
 _MARKUP = re.compile(r"(?:https?://|www\.)\S+|\S+@\S+\.\w+|<[^<>\n]{0,200}>|&[#\w]{1,10};", re.IGNORECASE)
+# A newline after a long line is a soft wrap inside a paragraph ("Engineer Margaret\nEllison");
+# after a short line (a title, heading or list item) it ends the line's phrase.
+_SOFT_WRAP = re.compile(r"(?<=[^\n]{60})\n(?=[^\n])")
 _NORMALIZE_JOIN = re.compile(r"[.'’]")  # "U.S." -> "us", "O'Brien" -> "obrien"
 _NORMALIZE_DROP = re.compile(r"[^\w\s]|_")
 _SPACES = re.compile(r"\s+")
@@ -90,15 +94,21 @@ _DIGIT = re.compile(r"\d")
 _POSSESSIVE_ENDINGS = ("'s", "’s", "'S", "’S")
 
 
+def fold(text: str) -> str:
+    """NFKC, casefolded, punctuation removed, whitespace folded: the form entity ids are made of,
+    so "does this sentence name entity X" is a substring test on folded text."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _NORMALIZE_DROP.sub(" ", _NORMALIZE_JOIN.sub("", folded))
+    return _SPACES.sub(" ", folded).strip()
+
+
 @lru_cache(maxsize=1 << 16)
 def normalize(name: str) -> str:
-    """The entity key: NFKC, casefolded, punctuation removed, whitespace folded.
+    """The entity key: the folded name, bounded in length.
 
     "Bank of America", "bank  of america" and "BANK OF AMERICA." all become "bank of america", so
     the same thing mentioned in different documents (or sites) is one node."""
-    folded = unicodedata.normalize("NFKC", name).casefold()
-    folded = _NORMALIZE_DROP.sub(" ", _NORMALIZE_JOIN.sub("", folded))
-    return _SPACES.sub(" ", folded).strip()[:MAX_ENTITY_CHARS].rstrip()
+    return fold(name)[:MAX_ENTITY_CHARS].rstrip()
 
 
 class _Features(NamedTuple):
@@ -117,9 +127,11 @@ def _features(word: str) -> _Features:
     mixed = tail != tail.lower() and word != word.upper()
     letters = sum(c.isalpha() for c in word) if len(word) <= 10 else 0
     acronym = 2 <= letters <= 8 and word.isupper()
-    # Past-tense forms ("raised", "noticed") are the commonest verbs that would glue themselves
-    # to noun phrases without a tagger, so they bound phrases like stopwords.
-    stop = folded in STOPWORDS or (len(folded) >= 5 and folded.endswith("ed") and not folded.endswith("eed"))
+    # Lower-case past-tense forms ("raised", "noticed") are the commonest verbs that would glue
+    # themselves to noun phrases without a tagger, so they bound phrases like stopwords
+    # (capitalized ones start names: "United States").
+    past = word.islower() and len(word) >= 5 and folded.endswith("ed") and not folded.endswith("eed")
+    stop = folded in STOPWORDS or past
     return _Features(word[:1].isupper() or mixed, mixed, acronym, stop, folded in _NAME_CONNECTORS)
 
 
@@ -135,7 +147,8 @@ def _words(text: str) -> list[_Word | None]:
     """Words in order, with None wherever punctuation, markup or a sentence end breaks a phrase."""
     out: list[_Word | None] = []
     at_start = True
-    for index, (word, stop, brk) in enumerate(_TOKEN.findall(_MARKUP.sub(" | ", text))):
+    text = _SOFT_WRAP.sub(" ", _MARKUP.sub(" | ", text))
+    for index, (word, stop, brk) in enumerate(_TOKEN.findall(text)):
         if not word:
             if out and out[-1] is not None:
                 out.append(None)
@@ -190,6 +203,8 @@ class _Collector:
         Returns the word back when it was capitalized by position only ("Mortgage rates rose"):
         the caller continues it as an ordinary phrase ("mortgage rates")."""
         start, end = 0, len(run)
+        if end > 1 and run[0].sentence_start and run[1].f.connector and not run[0].f.mixed:
+            start = 1  # "Today the Lindenfeld Orchestra": the first capital is positional only
         while end > start and (run[end - 1].f.stop or run[end - 1].f.connector):
             end -= 1
         while start < end and (run[start].f.stop or run[start].f.connector):

@@ -5,7 +5,10 @@ Two phases, because bad input must leave nothing behind: phase 1 reads and valid
 its commit point: vectors go to Milvus first, then the graph records the document with its content
 fingerprint. A crash between the two leaves the graph without (or with the old version of) the
 document, so the next run sees it as new (or changed) and redoes it; chunk ids are deterministic,
-so redone vectors replace themselves instead of piling up.
+so redone vectors replace themselves instead of piling up. (Only if a document's text also changed
+between the crash and the re-run can chunk vectors that no graph chunk names remain; retrieval
+resolves vector hits through the graph, which skips them, and re-ingesting that document once
+more as "changed" deletes them.)
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -213,7 +213,7 @@ def publish_summaries(
         EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim),
         records,
         ttl=timedelta(hours=ctx.cfg.site.publication_ttl_hours),
-        now=now if now is not None else datetime.now(timezone.utc),
+        now=now,
     )
     body = dumps(envelope)
 

@@ -9,10 +9,16 @@ Two modes, as the gateway asks:
 - local: chunk vectors (Milvus) → their chunks (graph) → graph expansion to chunks sharing entities,
   rescored by cosine with the question, so expansion adds neighbours only when they are relevant;
 - global: community-summary vectors → the chunks of the best communities (broad questions).
+
+Which sentences answer: statements only. FAQ pages are full of questions ("What is a safe room?")
+that sit close to the user's question in embedding space yet answer nothing, and lead-ins ("Consider
+the following:") or headings say nothing on their own; all are dropped. The rest are ranked by
+cosine with the question plus a small bonus for sharing its content words, which favours the
+sentence that talks about what was asked ("items") over one that merely shares its topic.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +26,7 @@ import numpy as np
 from hansa.adapters.records import ChunkHit
 from hansa.core.logs import get_logger
 from hansa.plugin.chunking import sentence_spans
+from hansa.plugin.extraction import STOPWORDS, fold
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
 
@@ -28,9 +35,11 @@ log = get_logger(__name__)
 EXPAND_LIMIT = 10  # graph neighbours added to the vector seeds
 ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
 MAX_CANDIDATES = 40  # sentences embedded per request (one batch)
-MAX_ANSWER_SENTENCES = 3  # chosen sentences (each may bring the one before it, see _ANAPHORA)
-ANSWER_MARGIN = 0.15  # a further sentence joins the answer if within this cosine of the best one
+MAX_ANSWER_SENTENCES = 3  # sentences in the answer, counting those brought along (see _ANAPHORA)
+ANSWER_MARGIN = 0.15  # a further sentence may join the answer if within this cosine of the best one
 DUPLICATE_COSINE = 0.95  # ... and is not a near-copy of a sentence already chosen
+REDUNDANCY = 0.5  # weight of a candidate's similarity to the chosen sentences (see _choose)
+OVERLAP_BONUS = 0.1  # added to the cosine, times the share of the question's content words a sentence has
 MIN_SENTENCE_WORDS = 5  # headings and fragments ("Kettle Ridge Roasters") state nothing
 MAX_SENTENCE_CHARS = 400  # longer "sentences" (tables, unpunctuated text) are cut: no chunk leaks whole
 GLOBAL_COMMUNITIES = 3  # communities whose chunks answer a global question
@@ -67,13 +76,28 @@ def confidence_from_similarity(similarity: float) -> float:
     return round(float(min(1.0, max(0.0, value))), 4)
 
 
+def _states_nothing(sentence: str) -> bool:
+    """Headings, fragments, questions and lead-ins ending in ":" are no answer to anything. A line
+    without a closing full stop whose words are mostly capitalized is a title ("FEMA: Preparing a
+    Safe Room"), however long."""
+    if sentence.startswith("#") or len(sentence.split()) < MIN_SENTENCE_WORDS:
+        return True
+    bare = sentence.rstrip("\"'’”)]")
+    if bare.endswith(("?", ":")):
+        return True
+    if bare.endswith((".", "!", "…")):
+        return False
+    words = [w for w in sentence.split() if w[0].isalpha()]
+    return 2 * sum(w[0].isupper() for w in words) > len(words)
+
+
 def answer_sentences(text: str) -> list[tuple[int, str]]:
     """(offset, sentence) candidates of a chunk: the chunker's sentences with whitespace folded;
-    headings and fragments dropped, over-long ones cut so no chunk can leak whole as one "sentence"."""
+    those that state nothing dropped, over-long ones cut so no chunk can leak whole as one "sentence"."""
     out: list[tuple[int, str]] = []
     for start, end in sentence_spans(text):
         sentence = " ".join(text[start:end].split())
-        if sentence.startswith("#") or len(sentence.split()) < MIN_SENTENCE_WORDS:
+        if _states_nothing(sentence):
             continue
         if len(sentence) > MAX_SENTENCE_CHARS:
             sentence = sentence[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
@@ -84,6 +108,25 @@ def answer_sentences(text: str) -> list[tuple[int, str]]:
 def _leans_back(sentence: str) -> bool:
     first = sentence.split(maxsplit=1)[0].strip("\"'“‘(").lower()
     return first in _ANAPHORA
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Folded words that carry meaning, with a plural "s" dropped ("items" matches "item")."""
+    words = set()
+    for word in fold(text).split():
+        if len(word) < 3 or word in STOPWORDS or word.isdigit():
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.add(word)
+    return frozenset(words)
+
+
+def _overlap(question_words: frozenset[str], sentence: str) -> float:
+    """Share of the question's content words that the sentence contains, in [0, 1]."""
+    if not question_words:
+        return 0.0
+    return len(question_words & content_words(sentence)) / len(question_words)
 
 
 def _cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -105,7 +148,7 @@ def _rescore(ctx: SiteContext, chunks: Sequence[ChunkHit], query: np.ndarray) ->
 
 
 def _with_score(chunk: ChunkHit, score: float) -> ChunkHit:
-    return ChunkHit(chunk.chunk_id, chunk.doc_id, chunk.title, chunk.text, score, chunk.via)
+    return replace(chunk, score=score)
 
 
 def _local_chunks(ctx: SiteContext, query: np.ndarray, top_k: int) -> list[ChunkHit]:
@@ -119,23 +162,22 @@ def _local_chunks(ctx: SiteContext, query: np.ndarray, top_k: int) -> list[Chunk
     return seeds + _rescore(ctx, expanded, query)
 
 
-def _global_chunks(ctx: SiteContext, query: np.ndarray, top_k: int) -> list[ChunkHit] | None:
+def _global_chunks(ctx: SiteContext, query: np.ndarray) -> list[ChunkHit] | None:
     """Chunks of the best-matching communities; None when the site has no community summaries."""
     hits = ctx.vectors.search(SUMMARIES, query[None, :], limit=GLOBAL_COMMUNITIES)[0]
     if not hits:
         return None
     by_id = {c.id: c for c in ctx.graph.communities()}
-    chunk_ids: list[str] = []
+    chunk_ids: dict[str, None] = {}  # ordered set: best community first, its most central chunks first
     for hit in hits:
         community = by_id.get(hit.id)
-        if community is None:
-            continue
-        chunk_ids.extend(cid for cid in community.chunk_ids if cid not in chunk_ids)
+        for cid in community.chunk_ids if community is not None else ():
+            chunk_ids.setdefault(cid)
         if len(chunk_ids) >= GLOBAL_MAX_CHUNKS:
             break
     if not chunk_ids:
         return None
-    return _rescore(ctx, ctx.graph.chunks(chunk_ids[:GLOBAL_MAX_CHUNKS]), query)
+    return _rescore(ctx, ctx.graph.chunks(list(chunk_ids)[:GLOBAL_MAX_CHUNKS]), query)
 
 
 def _citations(site_id: str, ranked: Sequence[ChunkHit], top_k: int) -> tuple[Citation, ...]:
@@ -165,28 +207,42 @@ def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
     return out
 
 
-def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray) -> tuple[list[_Sentence], float]:
-    """The best sentence, plus up to two close runners-up that add something; and the best score."""
+def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray, question: str) -> tuple[list[_Sentence], float]:
+    """Up to MAX_ANSWER_SENTENCES sentences (counting the context each brings), and the best cosine
+    for the confidence.
+
+    Relevance is the cosine with the question plus OVERLAP_BONUS times the share of the question's
+    content words the sentence (with its context) contains: small next to the cosine gap between
+    on- and off-topic text, so it only reorders sentences the embedder finds about equally relevant.
+    Only sentences within ANSWER_MARGIN of the best cosine compete. The best comes first; each further
+    pick maximizes relevance minus REDUNDANCY times its cosine with the closest sentence already
+    chosen (maximal marginal relevance), so a second sentence that restates the first ("You can build
+    a safe room" / "A safe room must be anchored") loses to one that answers another part of the
+    question; near-copies (DUPLICATE_COSINE) are never taken."""
     if not candidates:
         return [], 0.0
     vectors = np.asarray(ctx.embedder.embed([s.scored_text for s in candidates]), dtype=np.float32)
-    scores = _cosine(vectors, query)
-    order = np.argsort(-scores, kind="stable")
-    best = float(scores[order[0]])
+    cosines = _cosine(vectors, query)
+    asked = content_words(question)
+    relevance = cosines + OVERLAP_BONUS * np.array([_overlap(asked, s.scored_text) for s in candidates], dtype=np.float32)
+    floor = float(cosines.max()) - ANSWER_MARGIN
+    eligible = [i for i in np.argsort(-relevance, kind="stable").tolist() if cosines[i] >= floor]
     chosen: list[int] = []
-    for i in order:
-        if len(chosen) == MAX_ANSWER_SENTENCES or scores[i] < best - ANSWER_MARGIN:
-            break
-        if any(float(_cosine(vectors[[j]], vectors[i])[0]) >= DUPLICATE_COSINE for j in chosen):
+    closest = np.zeros(len(candidates), dtype=np.float32)  # cosine with the nearest chosen sentence
+    picked: dict[str, _Sentence] = {}  # by text: overlapping chunks repeat sentences
+    while eligible and len(picked) < MAX_ANSWER_SENTENCES:
+        i = max(eligible, key=lambda k: float(relevance[k] - REDUNDANCY * closest[k]))  # first wins ties
+        eligible.remove(i)
+        if chosen and closest[i] >= DUPLICATE_COSINE:
             continue
-        chosen.append(int(i))
-    picked: dict[tuple[int, int], _Sentence] = {}
-    for i in chosen:
-        sentence = candidates[i]
-        for part in (sentence.context, sentence):
-            if part is not None:
-                picked.setdefault((part.chunk_rank, part.position), part)
-    return [picked[key] for key in sorted(picked)], best
+        parts = [p for p in (candidates[i].context, candidates[i]) if p is not None and p.text not in picked]
+        if chosen and len(picked) + len(parts) > MAX_ANSWER_SENTENCES:
+            continue  # a shorter runner-up may still fit
+        chosen.append(i)
+        closest = np.maximum(closest, _cosine(vectors, vectors[i]))
+        for part in parts:
+            picked[part.text] = part
+    return sorted(picked.values(), key=lambda s: (s.chunk_rank, s.position)), float(cosines.max())
 
 
 def empty_answer(site_id: str) -> PartialAnswer:
@@ -199,7 +255,7 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
     query = np.asarray(ctx.embedder.embed_one(req.question), dtype=np.float32)
     chunks: list[ChunkHit] | None = None
     if req.mode == "global":
-        chunks = _global_chunks(ctx, query, req.top_k)
+        chunks = _global_chunks(ctx, query)
         if chunks is None:
             log.info("retrieve.global_fallback", reason="no community summaries")
     if chunks is None:
@@ -208,7 +264,7 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
         log.info("retrieve.empty", mode=req.mode)
         return empty_answer(site_id)
     ranked = sorted(chunks, key=lambda c: -c.score)
-    picked, best_sentence = _choose(ctx, _candidates(ranked), query)
+    picked, best_sentence = _choose(ctx, _candidates(ranked), query, req.question)
     confidence = confidence_from_similarity(max(ranked[0].score, best_sentence))
     if confidence == 0.0:
         picked = []

@@ -18,7 +18,7 @@ from hansa.adapters.llm.base import LLM
 from hansa.adapters.records import CommunityContext
 from hansa.core.logs import get_logger
 from hansa.plugin.chunking import sentence_spans
-from hansa.plugin.extraction import normalize
+from hansa.plugin.extraction import fold
 
 log = get_logger(__name__)
 
@@ -30,6 +30,7 @@ MIN_SENTENCES, MAX_SENTENCES = 2, 4
 SENTENCE_BUDGET = 650  # characters of verbatim sentences
 MIN_SENTENCE_CHARS, MAX_SENTENCE_CHARS = 30, 400
 LLM_EXCERPT_CHARS = 3000
+LLM_NAMES, LLM_RELATIONS = 20, 12
 EXTRACTIVE, LLM_METHOD = "extractive", "llm"
 
 _SYSTEM_PROMPT = (
@@ -63,6 +64,37 @@ def _clean(sentence: str) -> str:
     return _LEADING_MARKUP.sub("", _one_line(text))
 
 
+def _salience(context: CommunityContext) -> dict[str, float]:
+    """Entity weight: centrality in the community (log-damped weighted degree, so a hub does not
+    drown out everything else) times how often the summary chunks name it. Degree alone ties in
+    small graphs (one chunk: every pair has weight 1), where frequency tells the subject apart."""
+    counts = dict.fromkeys((eid for eid, _name, _degree in context.entities), 0)
+    longest_first = sorted(counts, key=lambda eid: (-len(eid), eid))
+    for chunk in context.chunks[:SUMMARY_CHUNKS]:
+        padded = f" {fold(chunk.text)} "
+        for eid in longest_first:
+            needle = f" {eid} "
+            while needle in padded:  # a loop, because adjacent mentions share their space
+                counts[eid] += padded.count(needle)
+                # masked: "Lindenfeld Chamber Orchestra" is not also a mention of "Lindenfeld"
+                padded = padded.replace(needle, " \x00 ")
+    return {eid: (1.0 + math.log1p(max(degree, 0.0))) * (1.0 + counts[eid]) for eid, _name, degree in context.entities}
+
+
+def _ranked_names(context: CommunityContext, weight: dict[str, float]) -> list[str]:
+    order = sorted(range(len(context.entities)), key=lambda i: (-weight[context.entities[i][0]], i))
+    return [context.entities[i][1] for i in order]
+
+
+def _ranked_links(context: CommunityContext, weight: dict[str, float]) -> list[str]:
+    by_name = {name: weight[eid] for eid, name, _degree in context.entities}
+    order = sorted(
+        range(len(context.relations)),
+        key=lambda i: (-context.relations[i][2], -(by_name.get(context.relations[i][0], 0.0) + by_name.get(context.relations[i][1], 0.0)), i),
+    )
+    return [f"{context.relations[i][0]} – {context.relations[i][1]}" for i in order]
+
+
 def _sentences(context: CommunityContext) -> list[_Sentence]:
     ids = [eid for eid, _name, _degree in context.entities]
     out: list[_Sentence] = []
@@ -73,7 +105,7 @@ def _sentences(context: CommunityContext) -> list[_Sentence]:
             order += 1
             if not MIN_SENTENCE_CHARS <= len(text) <= MAX_SENTENCE_CHARS:
                 continue
-            padded = f" {normalize(text)} "
+            padded = f" {fold(text)} "
             names = frozenset(eid for eid in ids if f" {eid} " in padded)
             if names:
                 out.append(_Sentence(text, names, order))
@@ -106,14 +138,12 @@ def _pick(sentences: Sequence[_Sentence], weight: dict[str, float]) -> list[_Sen
 
 def extractive_summary(context: CommunityContext) -> str:
     """Top entity names, strongest relations, then representative sentences, within the cap."""
-    names = [name for _eid, name, _degree in context.entities[:TOP_NAMES]]
-    # Centrality: an entity linked to many others in the community weighs more (log-damped, so a
-    # hub does not drown out everything else).
-    weight = {eid: 1.0 + math.log1p(max(degree, 0.0)) for eid, _name, degree in context.entities}
+    weight = _salience(context)
     parts = []
+    names = _ranked_names(context, weight)[:TOP_NAMES]
     if names:
         parts.append(f"Topics: {', '.join(names)}.")
-    links = [f"{a} – {b}" for a, b, _w in context.relations[:TOP_RELATIONS]]
+    links = _ranked_links(context, weight)[:TOP_RELATIONS]
     if links:
         parts.append(f"Key links: {'; '.join(links)}.")
     parts.extend(s.text for s in _pick(_sentences(context), weight))
@@ -128,8 +158,9 @@ def _cap(text: str) -> str:
 
 
 def _llm_prompt(context: CommunityContext) -> str:
-    entities = ", ".join(name for _eid, name, _d in context.entities)
-    relations = "; ".join(f"{a} – {b}" for a, b, _w in context.relations)
+    weight = _salience(context)
+    entities = ", ".join(_ranked_names(context, weight)[:LLM_NAMES])
+    relations = "; ".join(_ranked_links(context, weight)[:LLM_RELATIONS])
     excerpts: list[str] = []
     used = 0
     for chunk in context.chunks[:SUMMARY_CHUNKS]:

@@ -12,8 +12,9 @@ uniform noise (the `data` section reports how the top-10 look). Queries are real
 
 Side by side in one run: the exact numpy scan (float32 matmul + argpartition; also the ground
 truth), exact float16 storage, an IVF in numpy (k-means coarse quantizer, nprobe sweep), FAISS
-(installed with milvus-lite; flat, fp16 flat, IVF, HNSW) and Milvus Lite through hansa's vector
-store (FLAT / IVF_FLAT / HNSW). Per variant: build seconds, single-query p50/p99, recall@10, RSS delta.
+(installed with milvus-lite: flat, fp16 flat, IVF, IVF with fp16 rows, HNSW) and Milvus Lite
+through hansa's vector store (FLAT / IVF_FLAT / HNSW). Per variant and setting: build seconds,
+single-query p50/p99, recall@10, RSS delta.
 
     python scripts/bench_routing.py [--smoke] [--out benchmarks/routing.json] [--sizes 10000,100000]
 
@@ -225,13 +226,18 @@ def build_faiss_fp16(x: np.ndarray, cfg: "RunConfig") -> Built:
     return Built([({}, _faiss_search(index))], sw.seconds, mem.mib, {"threads": faiss.omp_get_max_threads()})
 
 
-def build_faiss_ivf(x: np.ndarray, cfg: "RunConfig") -> Built:
+def build_faiss_ivf(x: np.ndarray, cfg: "RunConfig", fp16: bool = False) -> Built:
+    """IVF with full float32 rows, or (fp16) rows stored as float16: half the memory."""
     faiss = _faiss()
     nlist = ivf_nlist(len(x))
     rng = np.random.default_rng(cfg.seed)
     with MemoryDelta() as mem, Stopwatch() as sw:
         quantizer = faiss.IndexFlatIP(x.shape[1])
-        index = faiss.IndexIVFFlat(quantizer, x.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+        if fp16:
+            index = faiss.IndexIVFScalarQuantizer(quantizer, x.shape[1], nlist, faiss.ScalarQuantizer.QT_fp16,
+                                                  faiss.METRIC_INNER_PRODUCT)
+        else:
+            index = faiss.IndexIVFFlat(quantizer, x.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
         index.train(x[rng.choice(len(x), size=min(len(x), max(40 * nlist, 10_000)), replace=False)])
         index.add(x)
 
@@ -244,7 +250,7 @@ def build_faiss_ivf(x: np.ndarray, cfg: "RunConfig") -> Built:
         return search
 
     settings = [({"nprobe": p}, searcher(p)) for p in cfg.nprobes if p <= nlist]
-    return Built(settings, sw.seconds, mem.mib, {"nlist": nlist, "threads": faiss.omp_get_max_threads(), "_keep": quantizer})
+    return Built(settings, sw.seconds, mem.mib, {"nlist": nlist, "threads": faiss.omp_get_max_threads()})
 
 
 def build_faiss_hnsw(x: np.ndarray, cfg: "RunConfig") -> Built:
@@ -341,6 +347,7 @@ VARIANTS: dict[str, Callable[[np.ndarray, "RunConfig"], Built]] = {
     "faiss_flat": build_faiss_flat,
     "faiss_flat_fp16": build_faiss_fp16,
     "faiss_ivf_flat": build_faiss_ivf,
+    "faiss_ivf_fp16": lambda x, cfg: build_faiss_ivf(x, cfg, fp16=True),
     "faiss_hnsw": build_faiss_hnsw,
     "milvus_lite_flat": milvus_builder("FLAT"),
     "milvus_lite_ivf_flat": milvus_builder("IVF_FLAT"),
@@ -369,6 +376,7 @@ class RunConfig:
 
 
 MIN_CALLS = 10
+WARMUP_QUERIES = 3
 
 
 def measure(name: str, build: Callable[[np.ndarray, RunConfig], Built], x: np.ndarray, queries: np.ndarray,
@@ -381,15 +389,16 @@ def measure(name: str, build: Callable[[np.ndarray, RunConfig], Built], x: np.nd
         return [{"variant": name, "skipped": str(exc)}]
     rows = []
     try:
-        details = {k: v for k, v in built.details.items() if not k.startswith("_")}
         for setting, search in built.settings:
+            for q in queries[:WARMUP_QUERIES]:  # untimed, and kept out of `found` so it aligns with `truth`
+                search(q)
             found: list[np.ndarray] = []
             latencies = benchlib.time_each(lambda q: found.append(search(q)), list(queries),
                                            warmup=0, budget_s=cfg.budget_s, min_calls=MIN_CALLS)
             recall = benchlib.recall_at_k(found[: len(latencies)], truth[: len(latencies)], K)
             row = {"variant": name, **setting, "build_seconds": round(built.build_seconds, 3),
                    "rss_delta_mib": built.memory_mib, "recall_at_10": recall,
-                   "latency": benchlib.percentiles(latencies), **details}
+                   "latency": benchlib.percentiles(latencies), **built.details}
             progress(f"  {name} {setting}: p50 {row['latency']['p50_ms']} ms, recall {recall}")
             rows.append(row)
     finally:
@@ -399,8 +408,10 @@ def measure(name: str, build: Callable[[np.ndarray, RunConfig], Built], x: np.nd
     return rows
 
 
-def best_meeting_recall(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    ok = [r for r in rows if "recall_at_10" in r and r["recall_at_10"] >= TARGET_RECALL]
+def best_meeting_recall(rows: list[dict[str, Any]], max_mib: float | None = None) -> dict[str, Any] | None:
+    """The fastest (p50) setting with recall@10 >= the target (and, if given, index memory <= max_mib)."""
+    ok = [r for r in rows if "recall_at_10" in r and r["recall_at_10"] >= TARGET_RECALL
+          and (max_mib is None or r["rss_delta_mib"] <= max_mib)]
     return min(ok, key=lambda r: r["latency"]["p50_ms"]) if ok else None
 
 
@@ -417,21 +428,23 @@ def summarize(report: benchlib.Report, by_size: dict[int, list[dict[str, Any]]])
             report.ratios[f"{n}:{label}:p50_speedup_vs_exact"] = benchlib.ratio(base["latency"]["p50_ms"], r["latency"]["p50_ms"])
             report.ratios[f"{n}:{label}:memory_vs_exact"] = benchlib.ratio(r["rss_delta_mib"], base["rss_delta_mib"])
     largest = max(by_size)
-    best = best_meeting_recall(by_size[largest])
+    best = best_meeting_recall(by_size[largest], TARGET_MEM_MIB)
     report.results["best_at_recall_target"] = {
-        str(n): (None if (b := best_meeting_recall(rows)) is None else
+        str(n): (None if (b := best_meeting_recall(rows, TARGET_MEM_MIB)) is None else
                  {k: b[k] for k in ("variant", "nprobe", "ef_search", "recall_at_10", "rss_delta_mib") if k in b}
                  | {"p50_ms": b["latency"]["p50_ms"], "p99_ms": b["latency"]["p99_ms"]})
         for n, rows in by_size.items()
     }
-    if largest >= TARGET_N and best is not None:
-        met = best["latency"]["p50_ms"] <= TARGET_P50_MS and best["rss_delta_mib"] <= TARGET_MEM_MIB
-        report.target("routing_1m", f"p50 <= {TARGET_P50_MS} ms at recall@10 >= {TARGET_RECALL}, <= {TARGET_MEM_MIB:.0f} MiB",
-                      best["latency"]["p50_ms"], met)
-    else:
-        report.target("routing_1m", f"p50 <= {TARGET_P50_MS} ms at recall@10 >= {TARGET_RECALL}, <= {TARGET_MEM_MIB:.0f} MiB",
-                      None, None)
+    goal = (f"p50 <= {TARGET_P50_MS} ms at recall@10 >= {TARGET_RECALL} with index memory (RSS delta) "
+            f"<= {TARGET_MEM_MIB:.0f} MiB; observed: the fastest such setting's p50")
+    if largest < TARGET_N:
+        report.target("routing_1m", goal, None, None)
         report.note(f"largest size run was {largest}: the 1M target is judged only on a full run")
+    elif best is None:
+        report.target("routing_1m", goal, None, False)
+    else:
+        report.target("routing_1m", goal, best["latency"]["p50_ms"], best["latency"]["p50_ms"] <= TARGET_P50_MS)
+        report.results["target_variant_1m"] = {k: best[k] for k in ("variant", "nprobe", "ef_search") if k in best}
 
 
 def main(argv: list[str] | None = None) -> int:

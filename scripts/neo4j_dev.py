@@ -155,13 +155,12 @@ def _tail(path: Path, lines: int = 40) -> str:
 class Neo4jDev:
     """A running launcher process; use `Neo4jDev.start(...)` and `stop()` (or `with`)."""
 
-    def __init__(self, process: subprocess.Popen, uri: str, ready_line: str, log_path: Path, log_file, seconds: float):
+    def __init__(self, process: subprocess.Popen, uri: str, ready_line: str, log_path: Path, seconds: float) -> None:
         self.process = process
         self.uri = uri
         self.ready_line = ready_line
         self.log_path = log_path
         self.startup_seconds = seconds
-        self._log_file = log_file
 
     @classmethod
     def start(cls, workdir: Path, port: int | None = None, heap: str = "2g") -> "Neo4jDev":
@@ -186,26 +185,16 @@ class Neo4jDev:
     def _launch(cls, workdir: Path, port: int, heap: str) -> "Neo4jDev":
         log_path = workdir / "neo4j.log"
         ready_before = len(_ready_lines(log_path))  # the log is appended to across runs
-        log_file = open(log_path, "ab")
+        command = java_command(SCRIPTS_DIR, workdir / "home", port, heap)
         started = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                java_command(SCRIPTS_DIR, workdir / "home", port, heap),
-                stdin=subprocess.PIPE,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-            )
-        except BaseException:
-            log_file.close()
-            raise
+        with open(log_path, "ab") as log_file:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT, cwd=workdir)
         try:
             ready = _wait_ready(process, log_path, ready_before, started)
         except BaseException:
             _terminate(process)
-            log_file.close()
             raise
-        return cls(process, ready.split()[1], ready, log_path, log_file, time.monotonic() - started)
+        return cls(process, ready.split()[1], ready, log_path, time.monotonic() - started)
 
     def stop(self, timeout: float = 60.0) -> None:
         """Close stdin (the launcher then shuts the database down cleanly); escalate if it hangs."""
@@ -218,7 +207,6 @@ class Neo4jDev:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _terminate(self.process)
-        self._log_file.close()
 
     def __enter__(self) -> "Neo4jDev":
         return self

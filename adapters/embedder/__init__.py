@@ -7,4 +7,6 @@ __all__ = ["Embedder", "open_embedder"]
 def open_embedder(cfg):  # cfg: hansa.core.config.Config
     from hansa.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(cfg.embedder.model, device=cfg.embedder.device, batch_size=cfg.embedder.batch_size)
+    return SentenceTransformerEmbedder(
+        cfg.embedder.model, device=cfg.embedder.device, batch_size=cfg.embedder.batch_size, precision=cfg.embedder.precision
+    )

@@ -60,6 +60,11 @@ def is_server_uri(uri: str) -> bool:
     return uri.startswith(_SERVER_SCHEMES)
 
 
+def _shown(uri: str) -> str:
+    """The URI as error messages may show it: without `user:password@`."""
+    return re.sub(r"^([a-z]+://)[^/@]*@", r"\1", uri)
+
+
 def quote_literal(value: str) -> str:
     """A Milvus expression string literal that always reads back as exactly `value`."""
     escaped = (
@@ -158,7 +163,7 @@ class MilvusVectorStore(VectorStore):
         self._guard = threading.Lock()
         self._lite_path: str | None = None
         if is_server_uri(uri):
-            self._uri = uri
+            self._uri = _shown(uri)
             self._client = self._connect(uri, token)
         else:
             path = Path(uri).expanduser().absolute()
@@ -182,7 +187,7 @@ class MilvusVectorStore(VectorStore):
         except MilvusException as exc:
             if lite_dir is not None and _lite_dir_locked(lite_dir):
                 raise BackendError(f"Milvus Lite data directory {lite_dir} is locked by another process. {_LITE_ADVICE}") from exc
-            raise BackendError(f"cannot open Milvus at {uri}: {exc}") from exc
+            raise BackendError(f"cannot open Milvus at {_shown(uri)}: {exc.message or exc}") from exc
 
     # -- naming and schema knowledge --------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from hansa.gateway.app import create_gateway_app
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRegistry
 from hansa.sync.dsse import sign_envelope
+from hansa.sync.httpsig import HttpMessage, sign_response
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import build_publication
 from hansa.sync.vectors import encode_vector
@@ -59,10 +60,12 @@ ANSWERS = {
 
 
 class LoopbackSites:
-    """Sites as real HTTP servers: /<site>/v1/retrieve answers a fixed partial answer."""
+    """Sites as real HTTP servers: /<site>/v1/retrieve answers a fixed partial answer, signed with
+    the site's enrolled key and bound to the gateway's request (RFC 9421), as a real site does."""
 
     def __init__(self) -> None:
         self.asked: list[str] = []
+        self.identities: dict[str, SiteIdentity] = {}
         app = Flask("loopback-sites")
 
         @app.post("/<site>/v1/retrieve")
@@ -78,7 +81,10 @@ class LoopbackSites:
                 "sentences": [[sentence, doc]],
             }
             assert set(body) == {"question", "top_k", "mode"}
-            return Response(json.dumps(answer), mimetype="application/json")
+            resp = Response(json.dumps(answer), mimetype="application/json")
+            signed = HttpMessage.request(request.method, request.url, request.headers)
+            resp.headers.update(sign_response(self.identities[site], 200, resp.headers, resp.get_data(), signed))
+            return resp
 
         self.server = make_server("127.0.0.1", 0, app, threaded=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -107,8 +113,9 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
                         allow_private_addresses=True)
     app = create_gateway_app(cfg, embedder, store, registry)
     space = EmbeddingSpace(embedder.model_id, embedder.dim)
+    key = app.extensions["hansa.gateway"]["api_keys"].create("test-app")
     yield {"app": app, "client": app.test_client(), "store": store, "registry": registry, "cfg": cfg,
-           "space": space, "index": app.extensions["hansa.gateway"]["index"]}
+           "space": space, "index": app.extensions["hansa.gateway"]["index"], "auth": f"Bearer {key}"}
     store.close()
 
 
@@ -137,7 +144,7 @@ def envelope(env, identity: SiteIdentity, site: str, sequence: int, recs, now: d
 
 def post(env, path: str, body: Any) -> Any:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return env["client"].post(path, data=data, content_type="application/json")
+    return env["client"].post(path, data=data, content_type="application/json", headers={"Authorization": env["auth"]})
 
 
 def publish(env, site: str, env_obj: Any) -> Any:
@@ -264,6 +271,7 @@ def federation(env, records, sites_http: LoopbackSites, suffix: str) -> tuple[st
     names = (f"rivers-{suffix}", f"kitchen-{suffix}")
     for site in names:
         me = enroll(env, site, sites_http.url(site))
+        sites_http.identities[site] = me
         resp = publish(env, site, envelope(env, me, site, 1, records[site.split("-")[0]]))
         assert resp.status_code == 200, resp.get_json()
     return names
@@ -336,7 +344,8 @@ def test_no_routable_site_gives_an_explained_empty_answer(tmp_path: Path, embedd
     store = MilvusVectorStore(str(tmp_path / "x.db"))
     try:
         app = create_gateway_app(Config(home=tmp_path), embedder, store, SiteRegistry(tmp_path / "r.json"))  # whole Config
-        body = app.test_client().post("/v1/query", json={"question": "anything?"}).get_json()
+        auth = {"Authorization": "Bearer " + app.extensions["hansa.gateway"]["api_keys"].create("test-empty")}
+        body = app.test_client().post("/v1/query", json={"question": "anything?"}, headers=auth).get_json()
         assert body["answer"].startswith("No answer") and body["citations"] == []
         assert body["trace"]["sites_called"] == [] and "no site was asked" in body["trace"]["note"]
         health = app.test_client().get("/v1/health").get_json()

@@ -1,4 +1,8 @@
-"""call_sites() against real HTTP servers on loopback that misbehave in every way a site can."""
+"""call_sites() against real HTTP servers on loopback that misbehave in every way a site can.
+
+The fake sites sign their answers (bound to the gateway's request) like real ones, so what each
+test breaks is the one thing it names; signature refusals have their own tests (test_signed_calls).
+"""
 from __future__ import annotations
 
 import json
@@ -11,9 +15,13 @@ from flask import Flask, Response, redirect, request
 from werkzeug.serving import make_server
 
 from hansa.gateway.client import ERROR, INVALID, OK, TIMEOUT, call_sites
+from hansa.sync.httpsig import HttpMessage, sign_response
+from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import PartialAnswer, RetrieveRequest
 
 REQUEST = RetrieveRequest(question="Which river flows through Lyon?", top_k=5)
+GATEWAY = SiteIdentity.generate()
+SITE = SiteIdentity.generate()  # every fake site answers with this key
 
 
 def answer_json(site_id: str, cite_site: str | None = None) -> dict:
@@ -77,6 +85,14 @@ class FakeSites:
                 return Response(b'{"error": "boom"}', status=500, mimetype="application/json")
             return Response(b"{}", status=404)
 
+        @app.after_request
+        def sign(response: Response) -> Response:
+            if response.is_streamed:  # the trickling and flooding sites never finish a body to sign
+                return response
+            req = HttpMessage.request(request.method, request.url, request.headers)
+            response.headers.update(sign_response(SITE, response.status_code, response.headers, response.get_data(), req))
+            return response
+
         self.server = make_server("127.0.0.1", 0, app, threaded=True)
         self.base = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -99,7 +115,8 @@ def sites() -> Iterator[FakeSites]:
 
 
 def call(sites: FakeSites, *behaviours: str, timeout_s: float = 5.0, **kw):
-    return call_sites([(b, sites.url(b)) for b in behaviours], REQUEST, timeout_s, allow_private_addresses=True, **kw)
+    return call_sites([(b, sites.url(b), [SITE.public_key_b64]) for b in behaviours], REQUEST, timeout_s,
+                      identity=GATEWAY, allow_private_addresses=True, **kw)
 
 
 def test_a_good_site_answers_and_bytes_are_counted(sites: FakeSites) -> None:
@@ -162,9 +179,10 @@ def test_redirects_are_refused(sites: FakeSites) -> None:
 
 def test_http_errors_and_unreachable_sites(sites: FakeSites) -> None:
     broken, gone = call_sites(
-        [("broken", sites.url("broken")), ("gone", "http://127.0.0.1:9/nothing")],
+        [("broken", sites.url("broken"), [SITE.public_key_b64]), ("gone", "http://127.0.0.1:9/nothing", [SITE.public_key_b64])],
         REQUEST,
         5.0,
+        identity=GATEWAY,
         allow_private_addresses=True,
     )
     assert broken.status == ERROR and "HTTP 500" in broken.error
@@ -174,12 +192,12 @@ def test_http_errors_and_unreachable_sites(sites: FakeSites) -> None:
 @pytest.mark.parametrize("url", ["http://127.0.0.1:1", "http://localhost:1", "http://169.254.169.254", "http://[::1]:1", "http://10.0.0.1"])
 def test_private_and_metadata_addresses_are_refused_unless_allowed(sites: FakeSites, url: str) -> None:
     n = len(sites.bodies)
-    (res,) = call_sites([("x", url)], REQUEST, 2.0)
+    (res,) = call_sites([("x", url, [SITE.public_key_b64])], REQUEST, 2.0, identity=GATEWAY)
     assert res.status == ERROR and "refused" in res.error
-    (res,) = call_sites([("good", sites.url("good"))], REQUEST, 2.0)
+    (res,) = call_sites([("good", sites.url("good"), [SITE.public_key_b64])], REQUEST, 2.0, identity=GATEWAY)
     assert res.status == ERROR and "loopback" in res.error
     assert len(sites.bodies) == n  # nothing was sent
 
 
 def test_no_sites_means_no_calls() -> None:
-    assert call_sites([], REQUEST, 1.0) == []
+    assert call_sites([], REQUEST, 1.0, identity=GATEWAY) == []

@@ -1,4 +1,6 @@
-"""SiteRegistry: validation, persistence across restarts, the replay floor, atomic writes."""
+"""SiteRegistry as a store: validation, persistence across restarts, the replay floor, atomic
+writes, tampering with what is stored. Federation governance (thresholds, rotation, revocation,
+authority) is tested in test_federation*.py."""
 from __future__ import annotations
 
 import json
@@ -8,14 +10,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from freezegun import freeze_time
 
 from hansa.core.errors import ConflictError, InputError, NotFoundError, VerificationError
 from hansa.gateway.registry import ACTIVE, REVOKED, SiteRegistry, validate_site_url
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import format_utc
 
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
-LATER = format_utc(NOW + timedelta(hours=1))
+LATER = format_utc(datetime.now(timezone.utc) + timedelta(days=1))
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +30,27 @@ def reg(tmp_path: Path) -> SiteRegistry:
     return SiteRegistry(tmp_path / "gateway" / "registry.json")
 
 
+def stored(reg: SiteRegistry) -> dict[str, bytes]:
+    """Every byte the registry keeps (federation keys aside): what a refusal must leave alone."""
+    files = [reg.state_path, reg.path, *sorted(reg.history_dir.glob("*"))]
+    return {p.name: p.read_bytes() for p in files if p.exists()}
+
+
 def test_enroll_persists_and_survives_a_restart(reg: SiteRegistry, key: str) -> None:
-    rec = reg.enroll("site-a", "https://a.example.org/api/", [key], now=NOW)
-    assert rec.url == "https://a.example.org/api"
+    with freeze_time("2026-01-01T12:00:00Z"):
+        rec = reg.enroll("site-a", "https://a.example.org/api/", [key])
+    assert rec.url == "https://a.example.org/api" and rec.keys_version == 1
     assert rec.status == ACTIVE and rec.last_sequence is None and rec.enrolled_at == "2026-01-01T12:00:00Z"
     reopened = SiteRegistry(reg.path)
     assert reopened.get("site-a") == rec
     assert [r.site_id for r in reopened.list()] == ["site-a"]
-    assert len(reopened.keys_for("site-a")) == 1
+    assert reopened.registry.version == 2  # version 1 is the empty registry the federation began with
+    with freeze_time("2026-01-02T00:00:00Z"):
+        assert len(reopened.keys_for("site-a")) == 1
+    # the file operators read is the signed envelope in force
+    envelope = json.loads(reg.path.read_text())
+    assert set(envelope) == {"payloadType", "payload", "signatures"}
+    assert envelope["payloadType"] == "application/vnd.hansa.registry+json; v=1"
 
 
 @pytest.mark.parametrize(
@@ -49,37 +64,44 @@ def test_enroll_persists_and_survives_a_restart(reg: SiteRegistry, key: str) -> 
         ("https://a.example.org:99999", "port"),
         ("https:///nohost", "no host"),
         ("https://a.example.org/\nx", "control"),
+        ("https://a.example.org/../admin", "'..'"),
+        ("https://exаmple.org", "ASCII"),  # Cyrillic 'а'
         ("", "non-empty"),
     ],
 )
 def test_bad_urls_are_refused_and_nothing_is_written(reg: SiteRegistry, key: str, url: str, message: str) -> None:
+    reg.enroll("site-z", "https://z.example.org", [key])
+    before = stored(reg)
     with pytest.raises(InputError, match=message):
         reg.enroll("site-a", url, [key])
-    assert not reg.path.exists()
+    assert stored(reg) == before
 
 
-@pytest.mark.parametrize("site_id", ["../etc", "Site-A", "a_b", "", "-a", "a" * 65])
+@pytest.mark.parametrize("site_id", ["../etc", "Site-A", "a_b", "", "-a", "a" * 65, "site-a\n", "sïte"])
 def test_bad_site_ids_are_refused(reg: SiteRegistry, key: str, site_id: str) -> None:
     with pytest.raises(InputError, match="site id"):
         reg.enroll(site_id, "https://a.example.org", [key])
-    assert not reg.path.exists()
+    assert not reg.state_path.exists()  # not even the local federation was created
 
 
 @pytest.mark.parametrize("bad_key", ["not base64!", "AAAA", "-----BEGIN PUBLIC KEY-----"])
-def test_bad_keys_are_refused_as_input_errors(reg: SiteRegistry, bad_key: str) -> None:
+def test_bad_keys_are_refused_as_input_errors(reg: SiteRegistry, key: str, bad_key: str) -> None:
+    reg.enroll("site-z", "https://z.example.org", [key])
+    before = stored(reg)
     with pytest.raises(InputError):
         reg.enroll("site-a", "https://a.example.org", [bad_key])
     with pytest.raises(InputError, match="at least one"):
         reg.enroll("site-a", "https://a.example.org", [])
-    assert not reg.path.exists()
+    assert stored(reg) == before
 
 
 def test_enrolling_twice_conflicts_and_revocation_untrusts(reg: SiteRegistry, key: str) -> None:
     reg.enroll("site-a", "https://a.example.org", [key])
-    with pytest.raises(ConflictError, match="already enrolled"):
+    before = stored(reg)
+    with pytest.raises(ConflictError, match="already a member"):
         reg.enroll("site-a", "https://other.example.org", [key])
-    assert reg.get("site-a").url == "https://a.example.org"
-    reg.record_publication("site-a", 5, LATER, 3, now=NOW)
+    assert stored(reg) == before
+    reg.record_publication("site-a", 5, LATER, 3)
     rec = reg.revoke("site-a")
     assert rec.status == REVOKED and rec.summary_count == 0 and rec.expires is None
     with pytest.raises(VerificationError, match="revoked"):
@@ -87,57 +109,78 @@ def test_enrolling_twice_conflicts_and_revocation_untrusts(reg: SiteRegistry, ke
     with pytest.raises(VerificationError, match="revoked"):
         reg.record_publication("site-a", 6, LATER, 1)
     assert SiteRegistry(reg.path).get("site-a").last_sequence == 5
+    with pytest.raises(ConflictError, match="already revoked"):
+        reg.revoke("site-a")
 
 
-def test_reenrolment_keeps_the_sequence_floor(reg: SiteRegistry, key: str) -> None:
+def test_readmission_keeps_the_floor_unless_every_key_is_new(reg: SiteRegistry, key: str) -> None:
     reg.enroll("site-a", "https://a.example.org", [key])
     reg.record_publication("site-a", 9, LATER, 2)
     reg.revoke("site-a")
-    new_key = SiteIdentity.generate().public_key_b64
-    rec = reg.enroll("site-a", "https://a2.example.org", [new_key])
-    assert rec.status == ACTIVE and rec.last_sequence == 9 and rec.public_keys == (new_key,)
+    rec = reg.enroll("site-a", "https://a2.example.org", [key])  # same key: old publications still verify
+    assert rec.status == ACTIVE and rec.last_sequence == 9 and rec.keys_version == 2
     with pytest.raises(ConflictError):
         reg.record_publication("site-a", 9, LATER, 2)
+    reg.revoke("site-a")
+    new_key = SiteIdentity.generate().public_key_b64
+    rec = reg.enroll("site-a", "https://a2.example.org", [new_key])  # nothing signed before verifies now
+    assert rec.last_sequence is None and rec.keys_version == 3 and rec.public_keys == (new_key,)
 
 
-def test_unknown_sites(reg: SiteRegistry) -> None:
+def test_unknown_sites(reg: SiteRegistry, key: str) -> None:
+    with pytest.raises(VerificationError, match="not enrolled"):
+        reg.keys_for("nobody")  # no federation at all yet
+    reg.enroll("site-a", "https://a.example.org", [key])
     with pytest.raises(NotFoundError):
         reg.get("nobody")
     with pytest.raises(NotFoundError):
         reg.revoke("nobody")
     with pytest.raises(VerificationError, match="not enrolled"):
         reg.keys_for("nobody")
+    assert reg.last_sequence("nobody") is None
 
 
 def test_replay_and_rollback_are_refused_after_a_restart(reg: SiteRegistry, key: str) -> None:
     reg.enroll("site-a", "https://a.example.org", [key])
     reg.check_sequence("site-a", 0)  # never published: any sequence is acceptable
-    reg.record_publication("site-a", 3, LATER, 4, now=NOW)
+    reg.record_publication("site-a", 3, LATER, 4)
     restarted = SiteRegistry(reg.path)
+    assert restarted.last_sequence("site-a") == 3
+    before = stored(reg)
     for seq in (3, 2, 0):
         with pytest.raises(ConflictError, match="replay or rollback"):
             restarted.check_sequence("site-a", seq)
         with pytest.raises(ConflictError):
             restarted.record_publication("site-a", seq, LATER, 1)
+    assert stored(reg) == before
     rec = restarted.get("site-a")
     assert (rec.last_sequence, rec.summary_count, rec.expires) == (3, 4, LATER)
     rec = restarted.record_publication("site-a", 4, LATER, 7)
     assert (rec.last_sequence, rec.summary_count) == (4, 7)
 
 
+def test_site_policy_caps_a_publication(reg: SiteRegistry, key: str) -> None:
+    reg.enroll("site-a", "https://a.example.org", [key])
+    cap = reg.get("site-a").policy.max_summaries
+    reg.check_sequence("site-a", 1, cap)
+    with pytest.raises(InputError, match="max_summaries"):
+        reg.check_sequence("site-a", 1, cap + 1)
+
+
 def test_expiry_and_routability(reg: SiteRegistry, key: str) -> None:
+    now = datetime.now(timezone.utc)
     rec = reg.enroll("site-a", "https://a.example.org", [key])
-    assert rec.is_expired(NOW) and not rec.is_routable(NOW)  # nothing published yet
-    rec = reg.record_publication("site-a", 1, LATER, 1)
-    assert rec.is_routable(NOW)
-    assert not rec.is_routable(NOW + timedelta(hours=2))
-    view = rec.view(NOW + timedelta(hours=2))
+    assert rec.is_expired(now) and not rec.is_routable(now)  # nothing published yet
+    rec = reg.record_publication("site-a", 1, format_utc(now + timedelta(hours=1)), 1)
+    assert rec.is_routable(now)
+    assert not rec.is_routable(now + timedelta(hours=2))
+    view = rec.view(now + timedelta(hours=2))
     assert view["expired"] is True and view["routable"] is False and view["site_id"] == "site-a"
 
 
-def test_a_failed_write_leaves_the_old_file_intact(reg: SiteRegistry, key: str, monkeypatch) -> None:
+def test_a_failed_write_leaves_the_old_state_intact(reg: SiteRegistry, key: str, monkeypatch) -> None:
     reg.enroll("site-a", "https://a.example.org", [key])
-    before = reg.path.read_bytes()
+    before = stored(reg)
 
     def broken_replace(src, dst):
         raise OSError("disk full")
@@ -145,18 +188,33 @@ def test_a_failed_write_leaves_the_old_file_intact(reg: SiteRegistry, key: str, 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
         reg.record_publication("site-a", 1, LATER, 2)
+    with pytest.raises(OSError):
+        reg.revoke("site-a")
     monkeypatch.undo()
-    assert reg.path.read_bytes() == before
-    assert [p.name for p in reg.path.parent.iterdir() if p.suffix == ".tmp"] == []
+    assert stored(reg) == before
+    assert [p.name for p in reg.path.parent.rglob("*.tmp")] == []
+    assert SiteRegistry(reg.path).get("site-a").status == ACTIVE
 
 
-def test_a_tampered_registry_file_is_refused(reg: SiteRegistry, key: str) -> None:
+def test_a_tampered_history_file_is_refused(reg: SiteRegistry, key: str) -> None:
+    """The state file pins the sha256 of the registry in force: changed bytes are refused. A
+    running registry keeps the version it had; a starting one refuses to start on it."""
     reg.enroll("site-a", "https://a.example.org", [key])
-    data = json.loads(reg.path.read_text())
-    data["sites"][0]["url"] = "gopher://evil"
-    reg.path.write_text(json.dumps(data))
-    with pytest.raises(InputError, match="only http"):
-        reg.list()
+    assert reg.get("site-a").status == ACTIVE
+    pinned = reg.history_dir / "registry-00000002.json"
+    data = json.loads(pinned.read_text())
+    data["signatures"] = data["signatures"] * 2  # different bytes, same signature
+    pinned.write_text(json.dumps(data))
+    os.utime(reg.state_path)  # make the running registry look again
+    assert reg.get("site-a").status == ACTIVE  # the previous one stays in force
+    with pytest.raises(VerificationError, match="bytes changed"):
+        SiteRegistry(reg.path).list()
+
+
+def test_an_edited_operator_copy_is_not_trusted(reg: SiteRegistry, key: str) -> None:
+    reg.enroll("site-a", "https://a.example.org", [key])
+    reg.path.write_text(json.dumps({"payloadType": "x", "payload": "", "signatures": []}))
+    assert SiteRegistry(reg.path).get("site-a").url == "https://a.example.org"
 
 
 def test_concurrent_publications_never_lose_the_floor(reg: SiteRegistry, key: str) -> None:

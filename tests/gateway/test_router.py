@@ -5,7 +5,7 @@ import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index import SummaryHit
-from hansa.gateway.router import SECOND_HIT_BONUS, route, score_sites
+from hansa.gateway.router import MIN_RELATIVE_SCORE, SECOND_HIT_BONUS, route, score_sites, select_sites
 
 
 def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
@@ -59,3 +59,13 @@ def test_bad_top_k_is_refused(top_k) -> None:
 def test_to_json_carries_the_evidence() -> None:
     (site,) = route([hit("a", "a1", 0.5), hit("a", "a2", 0.4)], 1, {"a"})
     assert site.to_json() == {"site_id": "a", "score": pytest.approx(0.54), "summaries": ["a1", "a2"]}
+
+
+def test_clearly_weaker_sites_are_not_called_even_within_top_k() -> None:
+    hits = [hit("gold", "g1", 0.60), hit("near", "n1", 0.50), hit("far", "f1", 0.30)]
+    assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"})] == ["gold", "near"]
+    assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"}, min_relative=0.0)] == ["gold", "near", "far"]
+    floor = MIN_RELATIVE_SCORE * 0.60
+    edge = [hit("gold", "g1", 0.60), hit("edge", "e1", floor)]
+    assert [s.site_id for s in route(edge, 3, {"gold", "edge"})] == ["gold", "edge"]
+    assert select_sites([], 3) == []

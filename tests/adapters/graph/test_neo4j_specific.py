@@ -193,6 +193,21 @@ def test_a_chunk_id_owned_by_another_document_fails_the_whole_batch(store: Neo4j
     assert [h.doc_id for h in store.chunks(["shared"])] == ["first"]
 
 
+def test_batches_larger_than_one_unwind_are_written_whole(store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hansa.adapters.graph.neo4j_gds as module
+
+    monkeypatch.setattr(module, "BATCH_ROWS", 3)  # every row list below spans several UNWIND batches
+    store.install()
+    docs = ring_of_cliques(cliques=3)
+    store.write_documents(docs)
+    assert store.stats() == GraphStats(documents=3, chunks=3, entities=12, relations=21, communities=0)
+    communities = [Community(id=f"k{i}", level=0, entity_ids=tuple(e.id for e in g.entities)) for i, g in enumerate(docs)]
+    store.replace_communities(communities)
+    assert store.communities() == communities
+    store.delete_documents([g.document.id for g in docs])
+    assert store.stats() == GraphStats(0, 0, 0, 0, 3)
+
+
 def test_leiden_is_reproducible_with_a_seed_and_levels_nest(store: Neo4jGraphStore, driver: Driver) -> None:
     store.install()
     store.write_documents(ring_of_cliques())

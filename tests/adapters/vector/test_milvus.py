@@ -1,6 +1,7 @@
 """MilvusVectorStore against a real Milvus Lite in a per-test data directory."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -258,3 +259,13 @@ def test_locked_data_dir_names_the_problem_and_the_fix(db_path: str) -> None:
         proc.communicate(input="", timeout=60)
     with MilvusVectorStore(db_path) as s:  # once the other process is gone the directory opens
         s.ensure_collection(SPEC)
+
+
+def test_an_unreachable_server_is_a_backend_error_naming_it() -> None:
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    with pytest.raises(BackendError) as err:
+        MilvusVectorStore(uri, timeout_s=3)
+    assert uri in str(err.value)

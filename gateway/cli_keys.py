@@ -1,0 +1,64 @@
+"""`hansa gateway api-key ...`: the credentials of query clients.
+
+The key file (`<home>/gateway/api-keys.json`) is read by a running gateway on every query, so
+creating or revoking a key takes effect without a restart. A new key goes to stdout alone (so
+`KEY=$(hansa gateway api-key create alice)` works) and is never shown again: only its salted hash
+is stored.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
+from hansa.gateway.cli import _config, _friendly, gateway, gateway_home
+
+
+def _store(ctx: click.Context) -> ApiKeyStore:
+    return open_api_keys(gateway_home(_config(ctx)))
+
+
+@gateway.group("api-key")
+def api_key() -> None:
+    """Create, list and revoke the API keys query clients authenticate with."""
+
+
+@api_key.command()
+@click.argument("name")
+@click.pass_context
+@_friendly
+def create(ctx: click.Context, name: str) -> None:
+    """Create a key for NAME (also its rate-limit identity) and print it once."""
+    key = _store(ctx).create(name)
+    click.echo(f"created API key {name!r}; store it now, it is not shown again. Send it as "
+               "'Authorization: Bearer <key>'.", err=True)
+    click.echo(key)
+
+
+@api_key.command()
+@click.argument("name")
+@click.pass_context
+@_friendly
+def revoke(ctx: click.Context, name: str) -> None:
+    """Revoke NAME's key: the gateway refuses it (403) from its next request on."""
+    rec = _store(ctx).revoke(name)
+    click.echo(f"revoked API key {rec.name!r} (at {rec.revoked_at})")
+
+
+@api_key.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+@_friendly
+def list_keys(ctx: click.Context, as_json: bool) -> None:
+    """List key names and states (never the keys themselves)."""
+    views = [r.view() for r in _store(ctx).list()]
+    if as_json:
+        click.echo(json.dumps({"api_keys": views}, indent=2))
+        return
+    if not views:
+        click.echo("no API keys (hansa gateway api-key create NAME)")
+        return
+    for v in views:
+        state = f"revoked {v['revoked_at']}" if v["revoked"] else "active"
+        click.echo(f"{v['name']:<24} {v['key_id']}  created {v['created_at']}  {state}")

@@ -1,0 +1,238 @@
+"""`build_communities` on a real site (embedded graph, Milvus Lite, packaged embedder), and the
+pure merge step."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import pytest
+
+from hansa.adapters.graph.base import LeidenParams
+from hansa.adapters.llm.base import LLM
+from hansa.core.config import load_config
+from hansa.core.errors import BackendError, InputError
+from hansa.plugin.communities import build_communities, community_id, merge_small
+from hansa.plugin.ingest import ingest_paths
+from hansa.plugin.site import SUMMARIES, SiteContext, summary_collection
+
+PASSAGES = 24
+MIN_SIZE = 20  # above the smallest Leiden communities of this corpus, so merging really happens
+
+
+@pytest.fixture(scope="module")
+def site(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteContext]:
+    """One ingested site for the module: MTRAG passages from all four domains."""
+    reference = shared_dir / "datasets" / "mtrag" / "mtragun-human" / "generation_tasks" / "reference.jsonl"
+    by_domain: dict[str, list[dict[str, str]]] = {}
+    seen: set[str] = set()
+    for line in reference.read_text(encoding="utf-8").splitlines():
+        task = json.loads(line)
+        for context in task["contexts"]:
+            if context["document_id"] not in seen:
+                seen.add(context["document_id"])
+                by_domain.setdefault(task["Collection"], []).append(
+                    {"id": context["document_id"], "title": task["Collection"], "text": context["text"]}
+                )
+    rows = [row for domain in sorted(by_domain) for row in by_domain[domain][: PASSAGES // len(by_domain)]]
+    data = tmp_path_factory.mktemp("corpus") / "passages.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    home = tmp_path_factory.mktemp("site")
+    cfg = load_config(env={"HANSA_HOME": str(home), "HANSA_SITE_MIN_COMMUNITY_SIZE": str(MIN_SIZE)})
+    with SiteContext.open(cfg) as ctx:
+        ctx.graph.install()
+        ingest_paths(ctx, [data])
+        yield ctx
+
+
+def _assigned(site: SiteContext) -> dict[int, set[str]]:
+    groups: dict[int, set[str]] = {}
+    for a in site.graph.detect_communities(LeidenParams(gamma=site.cfg.site.leiden_gamma, seed=site.cfg.site.leiden_seed)):
+        groups.setdefault(a.communities[0], set()).add(a.entity_id)
+    return groups
+
+
+def test_build_stores_merged_communities_with_summaries_and_vectors(site: SiteContext) -> None:
+    detected = _assigned(site)
+    assert any(len(g) < MIN_SIZE for g in detected.values()), "the corpus must exercise merging"
+    report = build_communities(site, progress=False)
+    stored = site.graph.communities()
+
+    assert report.communities == len(stored) > 0
+    assert report.detected == len(detected)
+    assert report.merged + report.dropped >= 1
+    assert report.communities == report.detected - report.merged - report.dropped  # each merge/drop removes one
+    assert report.entities + report.dropped_entities == sum(len(g) for g in detected.values())
+    assert report.summaries_extractive == len(stored) and report.summaries_llm == 0
+    sizes = sorted(len(c.entity_ids) for c in stored)
+    assert (report.size_min, report.size_max) == (sizes[0], sizes[-1])
+    assert sum(report.sizes.values()) == len(stored)
+
+    members_seen: set[str] = set()
+    for c in stored:
+        assert len(c.entity_ids) >= MIN_SIZE
+        assert c.id == community_id(c.entity_ids) and c.level == 0
+        assert members_seen.isdisjoint(c.entity_ids)
+        members_seen |= set(c.entity_ids)
+        assert c.rank == len(c.chunk_ids) > 0
+        assert c.doc_ids and set(site.graph.document_hashes(c.doc_ids)) == set(c.doc_ids)
+        assert {h.doc_id for h in site.graph.chunks(c.chunk_ids)} == set(c.doc_ids)
+        top = site.graph.community_context(c.entity_ids, max_entities=1, max_relations=0, max_chunks=0).entities[0]
+        assert c.summary.startswith("Topics: ") and top[1] in c.summary
+        assert len(c.summary) <= 1200
+
+    assert site.vectors.count(SUMMARIES) == len(stored)
+    vectors = site.vectors.get(SUMMARIES, [c.id for c in stored])
+    assert set(vectors) == {c.id for c in stored}
+    first = stored[0]
+    assert float(np.dot(vectors[first.id], site.embedder.embed([first.summary])[0])) > 0.999
+    [hit] = site.vectors.search(SUMMARIES, vectors[first.id][None, :], limit=1, output_fields=["level"])[0]
+    assert hit.id == first.id and hit.fields["level"] == 0
+
+
+def test_ids_are_stable_across_runs(site: SiteContext) -> None:
+    build_communities(site)
+    first = site.graph.communities()
+    vectors = site.vectors.get(SUMMARIES, [c.id for c in first])
+    report = build_communities(site)
+    second = site.graph.communities()
+    assert report.summaries_embedded == 0  # unchanged summaries keep their vectors
+    again = site.vectors.get(SUMMARIES, [c.id for c in second])
+    assert all(np.array_equal(vectors[k], again[k]) for k in vectors)
+    assert [(c.id, c.entity_ids, c.summary, c.chunk_ids) for c in first] == [
+        (c.id, c.entity_ids, c.summary, c.chunk_ids) for c in second
+    ]
+    assert site.vectors.count(SUMMARIES) == len(second)
+
+
+def test_a_new_partition_replaces_the_whole_summary_set(site: SiteContext) -> None:
+    build_communities(site)
+    before = {c.id for c in site.graph.communities()}
+    site.cfg.site.leiden_gamma = 4.0
+    try:
+        build_communities(site)
+        after = {c.id for c in site.graph.communities()}
+    finally:
+        site.cfg.site.leiden_gamma = 1.0
+    assert after != before
+    assert site.vectors.count(SUMMARIES) == len(after)
+    assert set(site.vectors.get(SUMMARIES, sorted(before | after))) == after  # stale ids deleted
+
+
+def test_stray_summary_vectors_from_a_crashed_run_are_cleaned(site: SiteContext) -> None:
+    site.vectors.ensure_collection(summary_collection(site.embedder.dim))
+    site.vectors.upsert(SUMMARIES, ["cstray"], site.embedder.embed(["left behind"]), [{"level": 0}])
+    build_communities(site)
+    stored = {c.id for c in site.graph.communities()}
+    assert site.vectors.get(SUMMARIES, ["cstray"]) == {}
+    assert site.vectors.count(SUMMARIES) == len(stored)
+
+
+class _FailingLLM(LLM):
+    model_id = "failing"
+
+    def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
+        raise BackendError("LLM endpoint unreachable")
+
+
+class _CannedLLM(LLM):
+    """Answers from the prompt itself (first entity listed), so each community gets its own text."""
+
+    model_id = "canned"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
+        prompt = messages[-1]["content"]
+        self.prompts.append(prompt)
+        first_entity = prompt.split("\n", 1)[0].removeprefix("Entities: ").split(", ")[0]
+        return f"  This community is about {first_entity}.\n"
+
+
+def test_llm_summaries_and_fallback_to_extractive(site: SiteContext) -> None:
+    build_communities(site)
+    extractive = {c.id: c.summary for c in site.graph.communities()}
+    try:
+        site.llm = _FailingLLM()
+        report = build_communities(site)
+        assert report.summaries_extractive == report.communities and report.summaries_llm == 0
+        assert {c.id: c.summary for c in site.graph.communities()} == extractive
+
+        canned = _CannedLLM()
+        site.llm = canned
+        report = build_communities(site)
+        assert report.summaries_llm == report.communities == len(canned.prompts)
+        for c in site.graph.communities():
+            assert c.summary.startswith("This community is about ") and c.summary == c.summary.strip()
+        assert all("Excerpts:\n- " in p for p in canned.prompts)
+    finally:
+        site.llm = None
+
+
+def test_an_empty_site_is_refused(tmp_path: Path) -> None:
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path)})
+    with SiteContext.open(cfg) as ctx:
+        ctx.graph.install()
+        with pytest.raises(InputError, match="run `hansa site ingest"):
+            build_communities(ctx)
+
+
+# -- the merge step, on hand-made graphs ------------------------------------------------------
+
+def _links(*edges: tuple[int, int, float]) -> dict[int, dict[int, float]]:
+    out: dict[int, dict[int, float]] = {}
+    for a, b, w in edges:
+        out.setdefault(a, {})[b] = out.setdefault(a, {}).get(b, 0.0) + w
+        out.setdefault(b, {})[a] = out.setdefault(b, {}).get(a, 0.0) + w
+    return out
+
+
+def test_small_community_joins_its_most_connected_neighbour() -> None:
+    groups = {0: {"a1", "a2", "a3"}, 1: {"b1", "b2", "b3"}, 2: {"s"}}
+    result = merge_small(groups, _links((2, 0, 1.0), (2, 1, 5.0)), min_size=3)
+    assert result.groups == {0: {"a1", "a2", "a3"}, 1: {"b1", "b2", "b3", "s"}}
+    assert (result.merged, result.dropped) == (1, 0)
+    assert groups[1] == {"b1", "b2", "b3"}  # the input is not modified
+
+
+def test_isolated_small_community_is_dropped() -> None:
+    result = merge_small({0: {"a", "b", "c"}, 1: {"x", "y"}}, _links(), min_size=3)
+    assert result.groups == {0: {"a", "b", "c"}}
+    assert (result.merged, result.dropped, result.dropped_entities) == (0, 1, 2)
+
+
+def test_merges_cascade_and_links_are_carried_over() -> None:
+    # 1 (size 1) joins 2 (size 1): still small, so the pair joins 0 through 2's link to 0.
+    groups = {0: {"a", "b", "c"}, 1: {"x"}, 2: {"y"}}
+    result = merge_small(groups, _links((1, 2, 3.0), (2, 0, 1.0)), min_size=3)
+    assert result.groups == {0: {"a", "b", "c", "x", "y"}}
+    assert result.merged == 2
+
+
+def test_ties_go_to_the_larger_then_the_first_sorted_neighbour() -> None:
+    groups = {0: {"m", "n", "o"}, 1: {"p", "q", "r", "s"}, 2: {"z"}}
+    assert merge_small(groups, _links((2, 0, 1.0), (2, 1, 1.0)), 3).groups[1] >= {"z"}
+    groups = {0: {"d", "e", "f"}, 1: {"a", "b", "c"}, 2: {"z"}}
+    assert "z" in merge_small(groups, _links((2, 0, 1.0), (2, 1, 1.0)), 3).groups[1]  # "a" < "d"
+
+
+def test_nothing_to_merge_when_all_are_big_enough() -> None:
+    groups = {0: {"a"}, 1: {"b"}}
+    assert merge_small(groups, _links((0, 1, 1.0)), 1).groups == groups
+
+
+def test_stored_vectors_from_another_model_are_not_reused(site: SiteContext) -> None:
+    build_communities(site)
+    stored = site.graph.communities()
+    # same dimension, different space: what a swapped embedding model would have left behind
+    rng = np.random.default_rng(0)
+    foreign = rng.normal(size=(len(stored), site.embedder.dim)).astype(np.float32)
+    foreign /= np.linalg.norm(foreign, axis=1, keepdims=True)
+    site.vectors.upsert(SUMMARIES, [c.id for c in stored], foreign, [{"level": 0}] * len(stored))
+    report = build_communities(site)
+    assert report.summaries_embedded == report.communities == len(stored)
+    fresh = site.embedder.embed([c.summary for c in stored])
+    kept = site.vectors.get(SUMMARIES, [c.id for c in stored])
+    assert all(float(np.dot(kept[c.id], fresh[i])) > 0.999 for i, c in enumerate(stored))

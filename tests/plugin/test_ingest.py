@@ -1,0 +1,206 @@
+"""`ingest_paths` on the real embedded graph store, Milvus Lite and the packaged embedder."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import pytest
+
+from hansa.adapters.graph.embedded import EmbeddedGraphStore
+from hansa.adapters.records import DocumentGraph
+from hansa.core.config import load_config
+from hansa.core.errors import ConfigError, InputError
+from hansa.plugin.chunking import chunk_text
+from hansa.plugin.ingest import fingerprint, ingest_paths
+from hansa.plugin.readers import read_path
+from hansa.plugin.site import CHUNKS, SiteContext, chunk_collection
+
+PASSAGES = 6
+
+
+@pytest.fixture(scope="module")
+def passages(shared_dir: Path) -> list[dict[str, str]]:
+    """The first few distinct MTRAG gold passages (real text from four domains), deterministic."""
+    seen: dict[str, dict[str, str]] = {}
+    path = shared_dir / "datasets" / "mtrag" / "mtragun-human" / "generation_tasks" / "reference.jsonl"
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            for context in json.loads(line)["contexts"]:
+                seen.setdefault(context["document_id"], {"id": context["document_id"], "title": "mtrag", "text": context["text"]})
+            if len(seen) >= PASSAGES:
+                return list(seen.values())[:PASSAGES]
+    raise AssertionError("the MTRAG reference file has too few passages")
+
+
+@pytest.fixture()
+def site(tmp_path: Path) -> Iterator[SiteContext]:
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path / "home")})
+    with SiteContext.open(cfg) as ctx:
+        ctx.graph.install()
+        ctx.vectors.ensure_collection(chunk_collection(ctx.embedder.dim))  # what `site install` does
+        yield ctx
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict[str, str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _corpus(root: Path, passages: list[dict[str, str]]) -> Path:
+    _write_jsonl(root / "passages.jsonl", passages)
+    (root / "guides").mkdir(parents=True)
+    (root / "guides" / "keys.md").write_text(
+        "# Key Protect\nIBM Key Protect stores root keys. Rotate a root key in Key Protect every year.\n",
+        encoding="utf-8",
+    )
+    (root / "notes.txt").write_text("The Federal Reserve sets interest rates. Banks follow the Federal Reserve.", encoding="utf-8")
+    return root
+
+
+def test_ingest_writes_graph_and_vectors_with_provenance_then_reingest_is_noop(
+    site: SiteContext, tmp_path: Path, passages: list[dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _corpus(tmp_path / "docs", passages)
+    report = ingest_paths(site, [root], progress=True)
+    assert "ingest" in capsys.readouterr().err  # the tqdm bar went to stderr
+    docs = read_path(root)
+    assert (report.documents_seen, report.documents_new, report.documents_changed, report.documents_unchanged) == (
+        len(docs), len(docs), 0, 0,
+    )
+    stats = site.graph.stats()
+    assert stats.documents == len(docs)
+    assert report.chunks == stats.chunks == site.vectors.count(CHUNKS) > 0
+    assert report.entities == stats.entities > 0
+    assert report.relations == stats.relations > 0
+    assert report.chunks_per_s > 0
+
+    cfg = site.cfg.site
+    for doc in docs:
+        expected = chunk_text(doc.id, doc.text, cfg.chunk_size, cfg.chunk_overlap)
+        stored = site.graph.chunks([c.id for c in expected])
+        assert [h.text for h in stored] == [doc.text[c.start:c.end] for c in expected]  # provenance
+        assert {h.doc_id for h in stored} == {doc.id} and {h.title for h in stored} == {doc.title}
+        assert site.graph.document_hashes([doc.id]) == {doc.id: fingerprint(doc, site)}
+        vectors = site.vectors.get(CHUNKS, [c.id for c in expected])
+        assert set(vectors) == {c.id for c in expected}
+        fresh = site.embedder.embed([expected[0].text])[0]
+        assert float(np.dot(vectors[expected[0].id], fresh)) > 0.999
+        hits = site.vectors.search(CHUNKS, fresh[None, :], limit=3, where={"doc_id": doc.id}, output_fields=["doc_id"])[0]
+        assert hits[0].id == expected[0].id and {h.fields["doc_id"] for h in hits} == {doc.id}
+
+    again = ingest_paths(site, [root])
+    assert (again.documents_seen, again.documents_new, again.documents_changed, again.documents_unchanged) == (
+        len(docs), 0, 0, len(docs),
+    )
+    assert again.chunks == again.entities == again.relations == 0
+    assert site.graph.stats() == stats and site.vectors.count(CHUNKS) == stats.chunks
+
+
+def test_a_changed_document_replaces_its_chunks(site: SiteContext, tmp_path: Path, passages: list[dict[str, str]]) -> None:
+    path = _write_jsonl(tmp_path / "docs" / "p.jsonl", passages)
+    ingest_paths(site, [path])
+    target = passages[0]
+    cfg = site.cfg.site
+    old_ids = [c.id for c in chunk_text(target["id"], target["text"], cfg.chunk_size, cfg.chunk_overlap)]
+    edited = [dict(target, text="Completely new text about Leiden communities and the Milvus vector database.")] + passages[1:]
+    _write_jsonl(path, edited)
+
+    report = ingest_paths(site, [path])
+    assert (report.documents_new, report.documents_changed, report.documents_unchanged) == (0, 1, len(passages) - 1)
+    new_ids = [c.id for c in chunk_text(target["id"], edited[0]["text"], cfg.chunk_size, cfg.chunk_overlap)]
+    assert report.chunks == len(new_ids)
+    assert site.vectors.get(CHUNKS, old_ids) == {}
+    assert site.graph.chunks(old_ids) == []
+    assert set(site.vectors.get(CHUNKS, new_ids)) == set(new_ids)
+    assert [h.text for h in site.graph.chunks(new_ids)] == [edited[0]["text"]]
+    assert site.vectors.count(CHUNKS) == site.graph.stats().chunks
+    mentioning = site.graph.community_context(["leiden", "vector database"], max_chunks=5).chunks
+    assert [c.chunk_id for c in mentioning] == new_ids  # the new text's entities are in the graph
+
+
+def test_changed_settings_reindex_everything(site: SiteContext, tmp_path: Path, passages: list[dict[str, str]]) -> None:
+    path = _write_jsonl(tmp_path / "p.jsonl", passages[:3])
+    first = ingest_paths(site, [path])
+    site.cfg.site.chunk_size = 400
+    second = ingest_paths(site, [path])
+    assert second.documents_changed == 3 and second.chunks > first.chunks
+    assert site.vectors.count(CHUNKS) == site.graph.stats().chunks == second.chunks
+
+
+def test_a_bad_file_among_good_ones_writes_nothing(site: SiteContext, tmp_path: Path, passages: list[dict[str, str]]) -> None:
+    root = _corpus(tmp_path / "docs", passages[:2])
+    (root / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    other = _write_jsonl(tmp_path / "more" / "extra.jsonl", [{"id": "ok", "text": "fine"}])
+    other.write_text(other.read_text(encoding="utf-8") + '{"id": "ok2"}\n', encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        ingest_paths(site, [root, other])
+    message = str(err.value)
+    assert "2 bad inputs; nothing was ingested" in message
+    assert "binary.txt" in message and "extra.jsonl, line 2" in message
+    assert site.graph.stats().documents == 0
+    assert site.vectors.count(CHUNKS) == 0
+
+
+def test_hostile_ids_and_text_are_stored_as_data(site: SiteContext, tmp_path: Path) -> None:
+    hostile_id = "x\"}) MATCH (n) DETACH DELETE n //' or 1=1; --"
+    text = (
+        "Robert'); DROP TABLE hansa_documents;-- met Mallory at Acme Corp. doc_id == \"a\" or id in [\"b\"]. "
+        "<script>alert(1)</script> ${jndi:ldap://x} \u202eRTL\u202c Ünïcödé Straße."
+    )
+    path = _write_jsonl(tmp_path / "h.jsonl", [{"id": hostile_id, "title": "'); --", "text": text}, {"id": "plain", "text": "Acme Corp hired Mallory."}])
+    report = ingest_paths(site, [path])
+    assert report.documents_new == 2
+    [chunk] = chunk_text(hostile_id, text, site.cfg.site.chunk_size, site.cfg.site.chunk_overlap)
+    [hit] = site.graph.chunks([chunk.id])
+    assert (hit.doc_id, hit.title, hit.text) == (hostile_id, "'); --", text)
+    query = site.embedder.embed([text])
+    hits = site.vectors.search(CHUNKS, query, limit=5, where={"doc_id": hostile_id}, output_fields=["doc_id"])[0]
+    assert [h.id for h in hits] == [chunk.id] and hits[0].fields["doc_id"] == hostile_id
+    assert site.graph.stats().documents == 2
+    assert ingest_paths(site, [path]).documents_unchanged == 2
+
+
+class _CrashingGraph(EmbeddedGraphStore):
+    """The real embedded store, failing its first document write: a crash at the commit point."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.crashed = False
+
+    def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
+        if not self.crashed:
+            self.crashed = True
+            raise RuntimeError("simulated crash before the graph commit")
+        super().write_documents(graphs)
+
+
+def test_a_crash_before_the_graph_commit_is_repaired_by_rerunning(
+    site: SiteContext, tmp_path: Path, passages: list[dict[str, str]]
+) -> None:
+    path = _write_jsonl(tmp_path / "p.jsonl", passages[:3])
+    real_graph = site.graph
+    site.graph = _CrashingGraph(site.cfg.graph_path)
+    try:
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            ingest_paths(site, [path])
+        assert site.graph.stats().documents == 0  # not committed: not ingested
+        assert site.vectors.count(CHUNKS) > 0  # vectors were written before the crash
+        report = ingest_paths(site, [path])
+    finally:
+        site.graph.close()
+        site.graph = real_graph
+    assert report.documents_new == 3
+    assert site.vectors.count(CHUNKS) == site.graph.stats().chunks == report.chunks  # no duplicates left
+
+
+def test_bad_arguments(site: SiteContext, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Some text.", encoding="utf-8")
+    with pytest.raises(InputError, match="batch_docs"):
+        ingest_paths(site, [tmp_path / "a.txt"], batch_docs=0)
+    site.cfg.site.chunk_overlap = site.cfg.site.chunk_size
+    with pytest.raises(ConfigError, match="chunk_overlap"):
+        ingest_paths(site, [tmp_path / "a.txt"])
+    assert site.graph.stats().documents == 0

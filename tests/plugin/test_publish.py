@@ -1,0 +1,215 @@
+"""Publishing on a real small site: the envelope verifies under the site's key with hansa.sync,
+versions go up only when content changes, the sequence only on delivery, and delivery to a real
+HTTP endpoint follows no redirects and maps refusals to actionable errors."""
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request, Response
+
+from hansa.core.errors import BackendError, ConfigError, ConflictError, NotFoundError, VerificationError
+from hansa.plugin.install import load_identity
+from hansa.plugin.publish import PublishResult, publish_summaries, read_state, state_file
+from hansa.plugin.site import SUMMARIES, SiteContext
+from hansa.sync.publication import open_publication
+from hansa.sync.vectors import decode_vector
+from hansa.sync.wire import EmbeddingSpace, PublicationPayload
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
+
+
+def _space(ctx: SiteContext) -> EmbeddingSpace:
+    return EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+
+
+def _open(ctx: SiteContext, path: Path) -> PublicationPayload:
+    """Verify as the gateway does: the site's enrolled public key, the claimed site id, the space."""
+    return open_publication(path.read_bytes(), "acme", [load_identity(ctx).public_key], _space(ctx), now=NOW)
+
+
+def _publish_to_file(ctx: SiteContext, tmp_path: Path, name: str) -> tuple[PublishResult, PublicationPayload]:
+    out = tmp_path / name
+    result = publish_summaries(ctx, out=out, now=NOW)
+    assert result.destination == str(out) and result.bytes == out.stat().st_size
+    return result, _open(ctx, out)
+
+
+@pytest.fixture
+def publish_text(built_site: SiteContext) -> Iterator[Callable[[bool], None]]:
+    """Switch the site's text policy for one test, restoring it afterwards."""
+    before = built_site.cfg.site.publish_text
+
+    def set_policy(value: bool) -> None:
+        built_site.cfg.site.publish_text = value
+
+    yield set_policy
+    built_site.cfg.site.publish_text = before
+
+
+def test_publication_verifies_and_carries_every_community(built_site: SiteContext, tmp_path: Path) -> None:
+    result, payload = _publish_to_file(built_site, tmp_path, "pub.json")
+    communities = built_site.graph.communities()
+    assert payload.site_id == "acme" and payload.sequence == result.sequence
+    assert payload.embedding == _space(built_site)
+    assert result.summaries == len(payload.summaries) == len(communities) > 0
+    assert set(payload.manifest) == {c.id for c in communities}
+    assert payload.expires == "2026-11-28T12:00:00Z"  # issued + publication_ttl_hours (168)
+    stored = built_site.vectors.get(SUMMARIES, [c.id for c in communities])
+    by_id = {c.id: c for c in communities}
+    for record in payload.summaries:
+        community = by_id[record.summary_id]
+        assert record.text is None  # default policy: embeddings only
+        assert (record.richness.entities, record.richness.chunks, record.richness.documents) == (
+            len(community.entity_ids), len(community.chunk_ids), len(community.doc_ids)
+        )
+        assert record.level == community.level
+        np.testing.assert_array_equal(decode_vector(record.vector_b64, 384), stored[record.summary_id])
+
+
+def test_another_key_does_not_verify(built_site: SiteContext, tmp_path: Path) -> None:
+    from hansa.sync.keys import SiteIdentity
+
+    out = tmp_path / "pub.json"
+    publish_summaries(built_site, out=out, now=NOW)
+    with pytest.raises(VerificationError):
+        open_publication(out.read_bytes(), "acme", [SiteIdentity.generate().public_key], _space(built_site), now=NOW)
+
+
+def test_sequence_increases_and_versions_bump_only_on_change(
+    built_site: SiteContext, tmp_path: Path, publish_text: Callable[[bool], None]
+) -> None:
+    publish_text(False)
+    first, p1 = _publish_to_file(built_site, tmp_path, "1.json")
+    second, p2 = _publish_to_file(built_site, tmp_path, "2.json")
+    assert second.sequence == first.sequence + 1 == p2.sequence
+    assert second.changed == 0 and second.retired == 0
+    assert p2.manifest == p1.manifest  # same content, same versions and hashes
+
+    publish_text(True)  # the text now travels: every record's content changes
+    third, p3 = _publish_to_file(built_site, tmp_path, "3.json")
+    assert third.sequence == second.sequence + 1
+    assert third.changed == len(p3.summaries)
+    summaries = {c.id: c.summary for c in built_site.graph.communities()}
+    for record in p3.summaries:
+        assert record.version == p2.manifest[record.summary_id][0] + 1
+        assert record.text == summaries[record.summary_id]
+
+    fourth, p4 = _publish_to_file(built_site, tmp_path, "4.json")
+    assert fourth.changed == 0
+    assert {k: v[0] for k, v in p4.manifest.items()} == {k: v[0] for k, v in p3.manifest.items()}
+
+    state = json.loads(state_file(built_site).read_text())
+    assert state["sequence"] == fourth.sequence
+    assert sorted(state["current"]) == sorted(p4.manifest)
+
+
+class _Gateway:
+    """A real HTTP endpoint that records what it got and answers with a programmed status."""
+
+    def __init__(self) -> None:
+        self.status = 202
+        self.headers: dict[str, str] = {}
+        self.answer: dict[str, Any] = {"accepted": True}
+        self.requests: list[tuple[str, str, bytes, str]] = []
+        self.server = make_server("127.0.0.1", 0, self._app)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @Request.application
+    def _app(self, request: Request) -> Response:
+        self.requests.append((request.method, request.path, request.get_data(), request.mimetype))
+        return Response(json.dumps(self.answer), status=self.status, headers=self.headers, mimetype="application/json")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def gateway() -> Iterator[_Gateway]:
+    gw = _Gateway()
+    yield gw
+    gw.close()
+
+
+def test_delivery_posts_the_envelope_and_saves_state_on_acceptance(built_site: SiteContext, gateway: _Gateway) -> None:
+    before = read_state(built_site).sequence
+    result = publish_summaries(built_site, gateway_url=gateway.url + "/", now=NOW)
+    method, path, body, mimetype = gateway.requests[-1]
+    assert (method, path, mimetype) == ("POST", "/v1/sites/acme/publications", "application/json")
+    assert result.destination == gateway.url + "/v1/sites/acme/publications"
+    assert result.gateway_response == {"accepted": True}
+    assert result.sequence == before + 1 == read_state(built_site).sequence
+    assert result.bytes == len(body)
+    payload = open_publication(body, "acme", [load_identity(built_site).public_key], _space(built_site), now=NOW)
+    assert payload.sequence == result.sequence
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "message"),
+    [
+        (409, ConflictError, "sequence 3 is not above 7"),
+        (403, VerificationError, "no enrolled key verifies"),
+        (404, NotFoundError, "unknown site"),
+        (500, BackendError, "index unavailable"),
+    ],
+)
+def test_a_refusal_raises_and_leaves_the_state_alone(
+    built_site: SiteContext, gateway: _Gateway, status: int, error: type[Exception], message: str
+) -> None:
+    before = state_file(built_site).read_bytes() if state_file(built_site).exists() else None
+    gateway.status, gateway.answer = status, {"error": message}
+    with pytest.raises(error, match=message):
+        publish_summaries(built_site, gateway_url=gateway.url, now=NOW)
+    after = state_file(built_site).read_bytes() if state_file(built_site).exists() else None
+    assert after == before
+
+
+def test_redirects_are_not_followed(built_site: SiteContext, gateway: _Gateway) -> None:
+    gateway.status, gateway.headers = 307, {"Location": "http://169.254.169.254/latest"}
+    before = read_state(built_site).sequence
+    with pytest.raises(BackendError, match="redirect"):
+        publish_summaries(built_site, gateway_url=gateway.url, now=NOW)
+    assert len(gateway.requests) == 1 and read_state(built_site).sequence == before
+
+
+def test_an_unreachable_gateway_is_a_backend_error(built_site: SiteContext, gateway: _Gateway) -> None:
+    url = gateway.url
+    gateway.close()  # nothing listens on that port any more
+    before = read_state(built_site).sequence
+    with pytest.raises(BackendError, match="could not reach"):
+        publish_summaries(built_site, gateway_url=url, now=NOW)
+    assert read_state(built_site).sequence == before
+
+
+def test_nowhere_to_publish_and_bad_urls_are_config_errors(built_site: SiteContext) -> None:
+    assert built_site.cfg.site.gateway_url == ""
+    with pytest.raises(ConfigError, match="--gateway"):
+        publish_summaries(built_site, now=NOW)
+    with pytest.raises(ConfigError, match="http"):
+        publish_summaries(built_site, gateway_url="file:///etc/passwd", now=NOW)
+
+
+def test_a_site_without_communities_has_nothing_to_publish(empty_site: SiteContext, tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="hansa site communities"):
+        publish_summaries(empty_site, out=tmp_path / "pub.json", now=NOW)
+    assert not (tmp_path / "pub.json").exists()
+    assert not state_file(empty_site).exists()
+
+
+def test_expiry_follows_the_configured_ttl(built_site: SiteContext, tmp_path: Path) -> None:
+    before = built_site.cfg.site.publication_ttl_hours
+    built_site.cfg.site.publication_ttl_hours = 2.0
+    try:
+        _, payload = _publish_to_file(built_site, tmp_path, "short.json")
+    finally:
+        built_site.cfg.site.publication_ttl_hours = before
+    assert payload.expires == (NOW + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")

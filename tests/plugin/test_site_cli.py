@@ -1,0 +1,110 @@
+"""`hansa site ...` through the real root command, on a fresh home: the whole admin workflow."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from hansa.cli import main
+from hansa.core.config import load_config
+from hansa.plugin.install import load_identity
+from hansa.plugin.site import SiteContext
+from hansa.sync.publication import open_publication
+from hansa.sync.wire import EmbeddingSpace
+
+
+def _run(home: Path, *args: str, site_id: str = "acme") -> Result:
+    env: dict[str, str | None] = {"HANSA_SITE_SITE_ID": site_id, "HANSA_CONFIG": None}
+    return CliRunner().invoke(main, ["--home", str(home), "site", *args], env=env, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]) -> Path:
+    folder = tmp_path_factory.mktemp("docs")
+    for name, text in corpus.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_install_ingest_communities_publish_status(tmp_path: Path, docs: Path) -> None:
+    home = tmp_path / "home"
+
+    result = _run(home, "install")
+    assert result.exit_code == 0, result.output
+    assert "site acme installed" in result.output and "(created)" in result.output
+    public_key = re.search(r"public key \(enroll this at the gateway\): (\S+)", result.output).group(1)
+    again = _run(home, "install")
+    assert again.exit_code == 0 and "already installed: graph schema" in again.output
+
+    result = _run(home, "ingest", "--no-progress", str(docs))
+    assert result.exit_code == 0, result.output
+    assert "documents_new: 4" in result.output
+    assert "documents_unchanged: 4" in _run(home, "ingest", "--no-progress", str(docs)).output
+
+    result = _run(home, "communities", "--no-progress")
+    assert result.exit_code == 0, result.output
+    communities = int(re.search(r"^  communities: (\d+)$", result.output, re.M).group(1))
+    assert communities > 0
+
+    out = tmp_path / "publication.json"
+    result = _run(home, "publish", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "sequence: 1" in result.output and f"summaries: {communities}" in result.output
+    with SiteContext.open(load_config(env={"HANSA_HOME": str(home), "HANSA_SITE_SITE_ID": "acme"})) as ctx:
+        identity = load_identity(ctx)
+        space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+    assert identity.public_key_b64 == public_key
+    payload = open_publication(out.read_bytes(), "acme", [identity.public_key], space, now=datetime.now(timezone.utc))
+    assert payload.sequence == 1 and len(payload.summaries) == communities
+
+    result = _run(home, "status")
+    assert result.exit_code == 0, result.output
+    assert "site: acme" in result.output
+    assert f"public key: {public_key}" in result.output
+    assert "4 documents" in result.output and f"{communities} communities" in result.output
+    assert f"{communities} summaries" in result.output
+    assert "last publication: sequence 1" in result.output
+    assert "config: " in result.output
+
+
+def test_bad_input_exits_1_with_the_message_and_ingests_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert _run(home, "install").exit_code == 0
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "binary.txt").write_bytes(b"\x00\x01\x02 not text \xff\xfe")
+    (bad / "fine.md").write_text("# Fine\n\nA perfectly good document about the Brightwater Lighthouse.\n")
+    result = _run(home, "ingest", "--no-progress", str(bad))
+    assert result.exit_code == 1
+    assert "Error:" in result.output and "binary.txt" in result.output
+    assert "0 documents" in _run(home, "status").output
+
+
+def test_a_missing_site_id_is_a_one_line_error(tmp_path: Path) -> None:
+    result = _run(tmp_path / "home", "install", site_id="")
+    assert result.exit_code == 1
+    assert "no site id" in result.output and "Traceback" not in result.output
+
+
+def test_publish_and_serve_before_install_say_what_to_do(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for args in (["publish", "--out", str(tmp_path / "x.json")], ["serve", "--port", "8799"]):
+        result = _run(home, *args)
+        assert result.exit_code == 1
+        assert "run `hansa site install` first" in result.output
+
+
+def test_status_of_a_fresh_home(tmp_path: Path) -> None:
+    result = _run(tmp_path / "home", "status")
+    assert result.exit_code == 0, result.output
+    assert "installed: no" in result.output and "last publication: none" in result.output
+
+
+def test_help_teaches_the_order() -> None:
+    result = CliRunner().invoke(main, ["site", "--help"])
+    assert result.exit_code == 0
+    steps = [result.output.index(f"hansa site {cmd}") for cmd in ("install", "ingest", "communities", "publish", "serve")]
+    assert steps == sorted(steps)

@@ -1,0 +1,123 @@
+"""Every benchmark's --smoke run, as CI runs it, so the scripts cannot rot.
+
+Each script runs in its own process (as a person runs it) against the real components, and its
+JSON document is checked for shape and sane values. No timing is asserted: speed targets are
+judged by the full runs on a quiet machine, never by the test suite.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+TOP_KEYS = {"benchmark", "schema_version", "smoke", "started_at", "wall_seconds", "machine", "params",
+            "results", "ratios", "targets", "notes"}
+MACHINE_KEYS = {"cpu_count", "cpu_model", "python", "libraries", "load_average_at_start", "mem_total_mib"}
+
+
+def run_bench(name: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / f"bench_{name}.py"), "--smoke", "--out", str(out), *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=1200,
+    )
+    assert proc.returncode == 0, f"bench_{name}.py --smoke failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert json.loads(proc.stdout) == doc, "stdout must carry exactly the document written to --out"
+    assert TOP_KEYS <= set(doc), f"missing keys: {TOP_KEYS - set(doc)}"
+    assert doc["benchmark"] == name and doc["smoke"] is True
+    assert MACHINE_KEYS <= set(doc["machine"]), f"missing machine facts: {MACHINE_KEYS - set(doc['machine'])}"
+    assert doc["machine"]["cpu_count"] >= 1 and doc["machine"]["libraries"]["hansa"]
+    for key, value in doc["ratios"].items():
+        assert value is None or value > 0, f"ratio {key} = {value}"
+    for key, target in doc["targets"].items():
+        assert set(target) == {"goal", "observed", "met"}, key
+    return doc
+
+
+def is_rate(value: Any) -> bool:
+    return isinstance(value, (int, float)) and value > 0
+
+
+ROUTING_VARIANTS = {
+    "numpy_exact_f32", "numpy_exact_f16", "numpy_ivf", "faiss_flat", "faiss_flat_fp16", "faiss_ivf_flat",
+    "faiss_ivf_fp16", "faiss_hnsw", "milvus_lite_flat", "milvus_lite_ivf_flat", "milvus_lite_hnsw",
+}
+
+
+def test_routing_smoke(tmp_path: Path) -> None:
+    doc = run_bench("routing", tmp_path)
+    sizes = doc["results"]["sizes"]
+    assert list(sizes) == ["2000"]
+    rows = sizes["2000"]["variants"]
+    assert {r["variant"] for r in rows} == ROUTING_VARIANTS, "every variant runs (or says why it was skipped)"
+    assert not [r for r in rows if "skipped" in r], "nothing is too slow to build at the smoke size"
+    for r in rows:
+        assert 0.0 <= r["recall_at_10"] <= 1.0, r
+        assert r["latency"]["n"] >= 10 and 0 < r["latency"]["p50_ms"] <= r["latency"]["p99_ms"], r
+        assert r["build_seconds"] >= 0, r
+    exact = {r["variant"]: r["recall_at_10"] for r in rows if r["variant"] in ("numpy_exact_f32", "faiss_flat", "milvus_lite_flat")}
+    assert all(v >= 0.99 for v in exact.values()), f"exact searches must agree with the ground truth: {exact}"
+    data = sizes["2000"]["data"]
+    assert 0 < data["cos_to_nearest_centre_mean"] < 1
+    assert data["rank10_minus_rank100_mean"] > 0, "the top-10 must stand out from the rest"
+
+
+def test_publication_smoke(tmp_path: Path) -> None:
+    doc = run_bench("publication", tmp_path)
+    expected = doc["params"]["sites"] * doc["params"]["summaries_per_site"]
+    passes = doc["results"]["passes"]
+    assert {"signature_only", "verify_parse", "verify_index_milvus_lite", "verify_index_milvus_lite_republish",
+            "gateway_http_milvus_lite"} <= set(passes)
+    for name, res in passes.items():
+        assert res["summaries"] == expected, name
+        assert is_rate(res["summaries_per_s"]), name
+    assert is_rate(doc["targets"]["verify_and_index"]["observed"])
+
+
+@pytest.mark.neo4j
+def test_ingest_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    doc = run_bench("ingest", tmp_path, "--neo4j-uri", neo4j_uri)
+    ingest = doc["results"]["ingest"]
+    assert set(ingest) == {"embedded", "neo4j"}
+    for backend, res in ingest.items():
+        e2e = res["end_to_end"]
+        assert e2e["documents"] == doc["params"]["passages"], backend
+        assert e2e["chunks"] >= e2e["documents"] and e2e["entities"] > 0, backend
+        assert is_rate(e2e["chunks_per_s"]) and is_rate(e2e["entities_per_s"]), backend
+        stages = res["stages"]
+        assert stages["chunks"] == e2e["chunks"], f"{backend}: the staged run must see the same corpus"
+        assert set(stages["seconds"]) == {"read", "chunk", "extract", "embed", "vector_write", "graph_write"}
+        assert all(v > 0 for v in stages["seconds"].values()), stages
+        assert abs(sum(stages["share"].values()) - 1.0) < 0.01
+        assert stages["bottleneck"] in stages["seconds"]
+        assert res["leiden_on_ingested_graph"]["communities_finest_level"] >= 1
+    readers = doc["results"]["pdf"]["readers"]
+    assert set(readers) == {"hansa_read_path_pypdfium2", "pypdfium2", "pypdf"}
+    for name, r in readers.items():
+        assert is_rate(r["pages_per_s"]) and r["chars"] > 1000, name
+
+
+@pytest.mark.neo4j
+def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    doc = run_bench("leiden", tmp_path, "--neo4j-uri", neo4j_uri)
+    size = doc["results"]["sizes"]["2000"]
+    assert size["gds"]["projected"]["nodes"] == 2000
+    assert size["gds"]["projected"]["relationships"] == 2 * size["graph"]["edges"], "UNDIRECTED: each edge both ways"
+    methods = size["methods"]
+    assert set(methods) == {"gds_concurrency_1", "gds_concurrency_2", "leidenalg", "igraph_community_leiden"}
+    reference = methods["leidenalg"]["modularity"]
+    for name, m in methods.items():
+        assert is_rate(m["leiden_seconds"]), name
+        assert 1 <= m["communities"] <= 2000, name
+        assert 0.0 <= m["nmi_vs_planted"] <= 1.0, name
+        # A membership read back in the wrong node order would score near 0: results must agree.
+        assert m["modularity"] >= 0.9 * reference, (name, m["modularity"], reference)
+    gds = methods["gds_concurrency_1"]
+    assert abs(gds["gds_reported_modularity"] - gds["modularity"]) < 1e-3, "igraph and GDS must score alike"
