@@ -99,15 +99,16 @@ class FullInformationRouter:
     Chunk ids are deterministic (plugin.chunking), so the vectors are read back from each site's
     Milvus rather than recomputed: exactly what the sites index."""
 
-    def __init__(self, fed: LocalFederation, documents: dict[str, list[dict[str, str]]]) -> None:
+    def __init__(self, fed: LocalFederation) -> None:
         from hansa.plugin.chunking import chunk_text
+        from hansa.plugin.readers import read_path
         from hansa.plugin.site import CHUNKS
 
         vecs, owners = [], []
         for site_id, handle in fed.sites.items():
             site_cfg = handle.ctx.cfg.site
-            ids = [c.id for d in documents[site_id]
-                   for c in chunk_text(d["id"], d["text"], site_cfg.chunk_size, site_cfg.chunk_overlap)]
+            docs = read_path(handle.ctx.cfg.home / "docs")  # what the site ingested, read as ingest reads it
+            ids = [c.id for d in docs for c in chunk_text(d.id, d.text, site_cfg.chunk_size, site_cfg.chunk_overlap)]
             got = handle.ctx.vectors.get(CHUNKS, ids)
             if len(got) != len(ids):
                 raise RuntimeError(f"site {site_id}: {len(ids) - len(got)} chunk vectors missing")
@@ -194,8 +195,9 @@ def evaluate_federation(
     docs = {s: [{"id": p.id, "title": p.title, "text": p.text} for p in ps] for s, ps in sites.items()}
     outcomes: list[Outcome] = []
     with LocalFederation(workdir / f"fed{n_sites}", docs, progress=progress,
-                         gateway_env={"HANSA_GATEWAY_TOP_K_SITES": str(top_k_sites)}) as fed:
-        full = FullInformationRouter(fed, docs)
+                         gateway_env={"HANSA_GATEWAY_TOP_K_SITES": str(top_k_sites)} if top_k_sites else None) as fed:
+        gw = fed.gateway_config.gateway
+        full = FullInformationRouter(fed)
         curves = RoutingCurves(fed, full)
         top_m = fed.gateway_config.gateway.top_m_summaries
         embedder = next(iter(fed.sites.values())).ctx.embedder
@@ -213,7 +215,10 @@ def evaluate_federation(
             qvec = embedder.embed_one(text)
             curves.add(qvec, gold_sites, top_m)
             ranked = full.rank(qvec)
-            plans["full_information"] = {"question": text, "sites": [s for s, _ in ranked[:top_k_sites]]}
+            # the same selection rule as hansa's router (at most k, within the margin of the best)
+            floor = ranked[0][1] - gw.site_margin
+            plans["full_information"] = {"question": text,
+                                         "sites": [s for s, score in ranked[:gw.top_k_sites] if score >= floor]}
             for strategy in strategies:
                 if strategy in plans:
                     answer, e2e = _ask(fed, plans[strategy])
@@ -274,7 +279,8 @@ def _table(records: Sequence[dict[str, Any]]) -> str:
               show_default=True, help="MTRAG-UN last turns (332), MTRAG standalone rewrites (179), or both.")
 @click.option("--conversation", is_flag=True, help="Ask MTRAG-UN questions with the whole conversation, not the last turn.")
 @click.option("--limit", type=int, default=0, help="Ask only the first N questions (0: all). CI uses a small N.")
-@click.option("--top-k-sites", type=int, default=4, show_default=True, help="Sites hansa and full-information routing may ask.")
+@click.option("--top-k-sites", type=int, default=0,
+              help="At most this many sites for hansa and full-information routing (0: the gateway's default, [gateway] top_k_sites).")
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("benchmarks/eval.json"), show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("benchmarks/eval.png"), show_default=True)

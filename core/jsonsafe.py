@@ -19,6 +19,37 @@ def _no_constants(name: str) -> Any:
     raise InputError(f"invalid JSON: {name} is not allowed")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise InputError(f"invalid JSON: number {text[:40]} is out of range")
+    return value
+
+
+def _check_text(value: str) -> str:
+    """Lone surrogates (\\ud800) decode in Python but are not Unicode: refuse them at the edge."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError("invalid JSON: a string holds a lone surrogate escape") from exc
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    """Every key and string in the parsed value (depth is already bounded, so a loop suffices)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                _check_text(key)
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -54,11 +85,15 @@ def loads_strict(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
             raise InputError("invalid JSON: body is not UTF-8") from exc
     _check_depth(data, max_depth)
     try:
-        return json.loads(data, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+        result = json.loads(
+            data, parse_constant=_no_constants, parse_float=_finite_float, object_pairs_hook=_no_duplicates
+        )
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         raise InputError(f"invalid JSON: {exc}") from exc
+    _check_strings(result)
+    return result
 
 
 def dumps(obj: Any) -> bytes:

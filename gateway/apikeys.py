@@ -25,7 +25,7 @@ from typing import Any, Iterator
 from hansa.core.errors import BackendError, ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.plugin.install import write_bytes_atomic
+from hansa.core.files import write_bytes_atomic
 from hansa.sync.wire import format_utc
 
 log = get_logger(__name__)

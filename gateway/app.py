@@ -25,12 +25,12 @@ from importlib import resources
 from typing import Any
 
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.vector.base import VectorStore
 from hansa.core.config import Config, GatewayConfig
-from hansa.core.errors import HansaError, InputError, NotFoundError, VerificationError
+from hansa.core.errors import ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
@@ -42,12 +42,13 @@ from hansa.gateway.registry import REVOKED, SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.router import score_sites, select_sites
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import open_publication
-from hansa.sync.wire import MAX_QUESTION_CHARS, EmbeddingSpace, RetrieveRequest, validate_site_id
+from hansa.sync.wire import MAX_QUESTION_CHARS, EmbeddingSpace, RetrieveRequest, validate_site_id, json_int
 
 log = get_logger(__name__)
 
 MAX_TOP_K_SITES = 32
 MAX_EXPLICIT_SITES = 64
+MAX_TOP_K = 100  # evidence items per site, as RetrieveRequest allows
 _QUERY_KEYS = {"question", "top_k_sites", "top_k", "sites"}
 # A question must hold a character that is whitespace neither to Python's str.strip nor to JSON
 # Schema's (ECMA-262) \s, so the OpenAPI spec's pattern and this check accept exactly the same set.
@@ -59,12 +60,19 @@ def _json(obj: Any, status: int = 200) -> Response:
 
 
 def _body() -> Any:
-    """The request body through the strict loader (413 first if it is over the size cap)."""
-    return loads_strict(request.get_data(cache=False))
+    """The request body through the strict loader (413 first if it is over the size cap).
+
+    A body without Content-Length (chunked) is read only up to the cap, and werkzeug returns
+    those bytes without complaint: one that fills the cap is refused rather than parsed cut short."""
+    data = request.get_data(cache=False)
+    cap = request.max_content_length
+    if request.content_length is None and cap is not None and len(data) >= cap:
+        raise RequestEntityTooLarge()
+    return loads_strict(data)
 
 
 def _int_option(obj: dict[str, Any], key: str, default: int, high: int) -> int:
-    value = obj.get(key, default)
+    value = json_int(obj.get(key, default))
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
         raise InputError(f"query: {key!r} must be an integer in 1..{high}")
     return value
@@ -91,9 +99,16 @@ def _parse_query(obj: Any, default_sites: int) -> tuple[RetrieveRequest, int, li
         raise InputError("query: 'question' must be a string")
     if len(question) > MAX_QUESTION_CHARS or not _NOT_BLANK.search(question):
         raise InputError(f"query: 'question' must have 1-{MAX_QUESTION_CHARS} characters, not all whitespace")
+    try:
+        question.encode("utf-8")  # a lone surrogate escape ("\ud800") parses, then breaks the tokenizer
+    except UnicodeEncodeError as exc:
+        raise InputError("query: 'question' is not valid Unicode (it holds a lone surrogate escape)") from exc
     top_k_sites = _int_option(obj, "top_k_sites", default_sites, MAX_TOP_K_SITES)
     explicit = _explicit_sites(obj["sites"]) if "sites" in obj else None
-    req = RetrieveRequest.from_json({k: v for k, v in obj.items() if k in ("question", "top_k")})
+    wire: dict[str, Any] = {"question": question}
+    if "top_k" in obj:
+        wire["top_k"] = _int_option(obj, "top_k", 10, MAX_TOP_K)
+    req = RetrieveRequest.from_json(wire)
     return req, top_k_sites, explicit
 
 
@@ -141,10 +156,11 @@ def create_gateway_app(
     publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
     openapi = resources.files("hansa.gateway").joinpath("openapi.json").read_bytes()
     space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
-    index = SummaryIndex(vector_store, space)
-    for rec in registry.list():  # revocations made while the gateway was down (e.g. by the CLI)
-        if rec.status == REVOKED:
-            index.remove_site(rec.site_id)
+    # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head files);
+    # sets of sites revoked or removed while the gateway was down (e.g. by the CLI) are purged.
+    index = SummaryIndex(vector_store, space, registry.path.parent / "publications")
+    active = {rec.site_id for rec in registry.list() if rec.status != REVOKED}
+    index.restore(lambda site_id: site_id in active)
     registry.on_untrusted(index.remove_site)  # revoked (or all keys replaced) from now on: rows go at once
     publish_lock = threading.Lock()  # sequence check -> index swap -> record, one site at a time
 
@@ -162,7 +178,9 @@ def create_gateway_app(
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
-        resp = _json({"error": exc.description or exc.name, "kind": exc.name}, exc.code or 500)
+        message = (f"request body too large: at most {cfg.max_request_bytes} bytes" if exc.code == 413
+                   else exc.description or exc.name)
+        resp = _json({"error": message, "kind": exc.name}, exc.code or 500)
         resp.headers.update({k: v for k, v in exc.get_headers() if k.lower() == "allow"})  # 405 says what is
         return resp
 
@@ -173,21 +191,34 @@ def create_gateway_app(
 
     @app.post("/v1/sites/<site_id>/publications")
     def publish(site_id: str) -> Response:
+        """Verify, check against the floor and the held set, record the floor, swap the set in.
+
+        A resend of the publication in force is answered as accepted (`replay`); a 409 carries the
+        floor and the held set's manifest digest, so a site can resend its whole set above it."""
         validate_site_id(site_id)
         envelope = _body()
         keys = registry.keys_for(site_id)
-        payload = open_publication(envelope, site_id, keys, space)
-        publish_limits.charge(payload.site_id, 1)  # keyed by the verified signer, never by the URL alone
+        pub = open_publication(envelope, site_id, keys, space)
+        publish_limits.charge(pub.site_id, 1)  # keyed by the verified signer, never by the URL alone
         with publish_lock:
-            registry.check_sequence(site_id, payload.sequence, len(payload.summaries))  # + site policy
-            count = index.replace_site(site_id, payload)
             try:
-                rec = registry.record_publication(site_id, payload.sequence, payload.expires, count)
-            except VerificationError:  # revoked while we swapped: its data must not stay
-                index.remove_site(site_id)
-                raise
-        log.info("publication.accepted", site_id=site_id, sequence=payload.sequence, summaries=count)
-        return _json({"site_id": site_id, "sequence": rec.last_sequence, "accepted": count, "expires": rec.expires})
+                if index.is_replay(pub):
+                    held = index.current(site_id)
+                    return _json({"site_id": site_id, "sequence": pub.sequence, "accepted": len(held.rows) if held else 0,
+                                  "expires": pub.expires, "changed": 0, "withdrawn": 0, "replay": True})
+                registry.check_sequence(site_id, pub.sequence, len(pub.manifest))  # + site policy
+                plan = index.plan(pub, registry.last_sequence(site_id))
+                rec = registry.record_publication(site_id, pub.sequence, pub.expires, len(plan.new.rows))
+                index.commit(plan)  # if this fails the old set stays, above a raised floor: resend in full
+            except ConflictError as exc:
+                held = index.current(site_id)
+                return _json({"error": str(exc), "kind": type(exc).__name__,
+                              "current_sequence": registry.last_sequence(site_id),
+                              "current_manifest_sha256": held.manifest_sha256 if held else None}, 409)
+        log.info("publication.accepted", site_id=site_id, sequence=pub.sequence, summaries=len(plan.new.rows),
+                 changed=plan.changed, withdrawn=plan.withdrawn)
+        return _json({"site_id": site_id, "sequence": rec.last_sequence, "accepted": len(plan.new.rows),
+                      "expires": rec.expires, "changed": plan.changed, "withdrawn": plan.withdrawn, "replay": False})
 
     @app.post("/v1/query")
     def query() -> Response:
@@ -202,7 +233,7 @@ def create_gateway_app(
         routable = {sid for sid, r in records.items() if r.is_routable(now)}
         considered = score_sites(hits, routable)
         if explicit is None:
-            called = [s.site_id for s in select_sites(considered, top_k_sites)]
+            called = [s.site_id for s in select_sites(considered, top_k_sites, cfg.site_margin)]
         else:
             _check_explicit(explicit, records)
             called = explicit

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from hansa.core.errors import ConflictError, HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.gateway.registry import validate_site_url
+from hansa.sync.membership import validate_site_url
 from hansa.sync.httpsig import (
     RETRIEVE_COMPONENTS,
     SITE_HEADER,

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -38,6 +37,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from hansa.core.files import write_bytes_atomic
 from hansa.core.errors import ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
@@ -263,28 +263,6 @@ class SiteRegistry:
                 finally:
                     fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
 
-    @staticmethod
-    def _write_atomic(path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
     def _history_file(self, kind: str, version: int) -> Path:
         return self.history_dir / f"{kind}-{version:08d}.json"
 
@@ -314,6 +292,12 @@ class SiteRegistry:
     def _load(self) -> TrustedState:
         """Read and verify everything the state file pins (raises if any of it does not verify)."""
         if not self.state_path.exists():
+            if self.path.exists():  # the copy is written after the state, so this is no crash
+                raise InputError(
+                    f"{self.path} exists without {self.state_path.name}: an unsigned registry from an earlier "
+                    "hansa, or lost state. Move it away, create the federation (`hansa gateway federation "
+                    "init`) and admit each site again"
+                )
             return TrustedState()
         obj = loads_strict(self.state_path.read_bytes())
         if not isinstance(obj, Mapping) or obj.get("format") != FORMAT_VERSION or set(obj) != {
@@ -358,7 +342,7 @@ class SiteRegistry:
         ):
             if env is not None and meta is not None:
                 data = dumps(dict(env))
-                self._write_atomic(self._history_file(kind, meta.version), data)
+                write_bytes_atomic(self._history_file(kind, meta.version), data)
                 pins[kind] = {"version": meta.version, "sha256": sha256_hex(data)}
             elif old is not None:
                 pins[kind] = self._pin_of(kind)
@@ -370,9 +354,9 @@ class SiteRegistry:
             "registry": pins["registry"],
             "publications": {sid: p.to_json() for sid, p in sorted(new.publications.items())},
         }
-        self._write_atomic(self.state_path, dumps(state))
+        write_bytes_atomic(self.state_path, dumps(state))
         if registry_envelope is not None:
-            self._write_atomic(self.path, dumps(dict(registry_envelope)))
+            write_bytes_atomic(self.path, dumps(dict(registry_envelope)))
 
     def _pin_of(self, kind: str) -> Any:
         return loads_strict(self.state_path.read_bytes())[kind]
@@ -600,15 +584,10 @@ class SiteRegistry:
         return identities
 
     def _signers(self, keys: Sequence[SiteIdentity] | None, need_threshold: bool = True) -> list[SiteIdentity]:
-        """`keys`, or every local federation key; a gateway without any federation gets a local
-        1-of-1 federation first (the demo flow), and says so in its log."""
+        """`keys`, or every federation key kept on this machine, if they carry the authority."""
         state = self.refresh()
         if state.root is None:
-            if keys is not None:
-                raise NotFoundError("this gateway has no federation yet: run `hansa gateway federation init`")
-            log.warning("registry.local_federation", keys_dir=str(self.keys_dir),
-                        note="created a 1-of-1 federation key on this machine: fine for a trial, not for production")
-            return self.init_federation(1, 1)
+            raise NotFoundError("this gateway has no federation yet: run `hansa gateway federation init`")
         given = list(keys) if keys is not None else admin.local_keys(self.keys_dir)
         return admin.authorized(state.root, given, need_threshold)
 
@@ -637,9 +616,14 @@ class SiteRegistry:
         keys: Sequence[SiteIdentity] | None = None,
     ) -> SiteRecord:
         """Admit a site in one step (create + approve with local federation keys): trials and demos.
+        A gateway without any federation first gets a local 1-of-1 one, and says so in its log.
         A real site sends a join request instead (`hansa site join-request`)."""
         validate_site_id(site_id)
         url = validate_site_url(url)
+        if keys is None and self.refresh().root is None:
+            log.warning("registry.local_federation", keys_dir=str(self.keys_dir),
+                        note="created a 1-of-1 federation key on this machine: fine for a trial, not for production")
+            self.init_federation(1, 1)
         self.change(admin.enrolment(site_id, url, public_keys), keys, now)
         log.info("registry.enrolled", site_id=site_id, url=url)
         return self.get(site_id)

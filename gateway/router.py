@@ -14,12 +14,14 @@ is deterministic.
 Sites not in `active_sites` (revoked, expired, unknown) are ignored, as are sites whose best
 similarity is not above `min_score` (orthogonal or opposed to the question).
 
-Which sites are called: at most `top_k`, and only those scoring at least MIN_RELATIVE_SCORE times
-the leader's score. Every call costs latency and bytes, and RAGRoute found most source queries
-unnecessary; a site whose best summary is far less similar than the leader's rarely holds the
-answer. (On the bundled MTRAG demo, the domain holding the gold passage leads with 0.45-0.68 and
-the others trail at 0.09-0.31, i.e. below 0.7 x the leader.) Sites scoring within the margin are
-all kept, so a question that spans sites still reaches each of them.
+Which sites are called: at most `top_k`, and only those scoring within `margin` of the leader
+(score >= best - margin). Every call costs latency and bytes, and RAGRoute found most source
+queries unnecessary; a site whose best summary is far less similar than the leader's rarely holds
+the answer, while sites close to the leader are all kept, so a question that spans sites still
+reaches each of them. The number of sites asked therefore adapts to how clear the routing is.
+Measured on MTRAG split into 16 random shards (511 questions, routing only): top-4 reaches gold-site
+recall 0.941 at 4 sites per question; margin 0.24 with at most 5 sites reaches 0.947 at 3.98 —
+the same rule on a router that sees every chunk reaches 0.953 at 3.96 (benchmarks/README.md).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from hansa.core.errors import InputError
 from hansa.gateway.index import SummaryHit
 
 SECOND_HIT_BONUS = 0.1
-MIN_RELATIVE_SCORE = 0.75
+DEFAULT_MARGIN = 0.24
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,13 @@ def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_s
     return ranked
 
 
-def select_sites(ranked: Sequence[SiteScore], top_k: int, min_relative: float = MIN_RELATIVE_SCORE) -> list[SiteScore]:
-    """From ranked sites, the ones to call: the first `top_k` within `min_relative` of the leader."""
+def select_sites(ranked: Sequence[SiteScore], top_k: int, margin: float = DEFAULT_MARGIN) -> list[SiteScore]:
+    """From ranked sites, the ones to call: the first `top_k` within `margin` of the leader."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"top_k sites must be a positive integer, got {top_k!r}")
     if not ranked:
         return []
-    floor = min_relative * ranked[0].score
+    floor = ranked[0].score - margin
     return [s for s in ranked[:top_k] if s.score >= floor]
 
 
@@ -84,7 +86,7 @@ def route(
     top_k: int,
     active_sites: Collection[str],
     min_score: float = 0.0,
-    min_relative: float = MIN_RELATIVE_SCORE,
+    margin: float = DEFAULT_MARGIN,
 ) -> list[SiteScore]:
     """The sites to ask, best first: DGRAG's top-k, pruned of clearly weaker sites."""
-    return select_sites(score_sites(hits, active_sites, min_score), top_k, min_relative)
+    return select_sites(score_sites(hits, active_sites, min_score), top_k, margin)

@@ -346,7 +346,8 @@ def verify_registry(envelope: Any, root: Root) -> tuple[Registry, bytes]:
 
 
 def expiry_error(what: str, expires: str) -> VerificationError:
+    command = "federation rotate-root" if what == "root" else "federation renew"
     return VerificationError(
         f"the federation {what} expired at {expires}: federation admins must sign a new version "
-        "(`hansa gateway federation renew --key ...`)"
+        f"(`hansa gateway {command} --key ...`)"
     )

@@ -135,12 +135,28 @@ def communities(progress: bool) -> None:
               help="Gateway base URL (default: [site] gateway_url).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the signed envelope to FILE instead of sending it.")
-def publish(gateway_url: str | None, out: Path | None) -> None:
-    """Sign this site's community summaries and deliver them to the gateway (or to --out FILE)."""
-    from hansa.plugin.publish import publish_summaries
+@click.option("--retry", "retry_only", is_flag=True,
+              help="Only resend what the outbox holds (<home>/outbox/: publications not yet answered).")
+@click.option("--attempts", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Delivery attempts per publication in this run (exponential backoff with jitter).")
+def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempts: int) -> None:
+    """Sign this site's community summaries and deliver them to the gateway (or to --out FILE).
 
+    Only summaries that changed since the gateway's last accepted publication are sent. A
+    publication that could not be delivered stays in the outbox and is resent first next time."""
+    from hansa.plugin.outbox import RetryPolicy
+    from hansa.plugin.publish import publish_summaries, resend_pending
+
+    policy = RetryPolicy(attempts=attempts)
     with _site() as ctx:
-        result = publish_summaries(ctx, gateway_url=gateway_url, out=out)
+        if retry_only:
+            results = resend_pending(ctx, gateway_url=gateway_url, retry=policy)
+            if not results:
+                click.echo("outbox: nothing pending")
+            for result in results:
+                _echo_fields("resent", result)
+            return
+        result = publish_summaries(ctx, gateway_url=gateway_url, out=out, retry=policy)
     _echo_fields("published", result)
 
 

@@ -19,16 +19,17 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from hansa.adapters.graph.base import LeidenParams
 from hansa.adapters.records import Community, CommunityAssignment
-from hansa.core.errors import InputError
+from hansa.core.errors import ConfigError, InputError
 from hansa.core.logs import get_logger
 from hansa.plugin.extraction import normalize
-from hansa.plugin.site import SUMMARIES, SiteContext, summary_collection
+from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, summary_collection
 from hansa.plugin.summarize import EXTRACTIVE, summarize
 
 log = get_logger(__name__)
@@ -39,6 +40,7 @@ SUMMARY_ENTITIES = 40  # candidates the summarizer re-ranks by salience (degree 
 SUMMARY_RELATIONS = 40
 ALL_RELATIONS = 2**62  # "no limit" for the one call that reads the whole entity graph
 REUSE_MIN_COSINE = 0.999  # a stored summary vector is reused only if it still matches the embedder
+SUMMARY_VECTOR_MODES = ("blend", "text", "centroid")
 SIZE_BUCKETS = ((1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
 
 
@@ -157,25 +159,61 @@ def _size_buckets(sizes: list[int]) -> dict[str, int]:
     return out
 
 
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+def _centroids(ctx: SiteContext, communities: Sequence[Community]) -> np.ndarray:
+    """Mean chunk embedding per community: what its chunks are about, not just what its summary says."""
+    wanted = sorted({cid for c in communities for cid in c.chunk_ids})
+    stored = ctx.vectors.get(CHUNKS, wanted) if wanted else {}
+    out = np.zeros((len(communities), ctx.embedder.dim), dtype=np.float32)
+    for i, community in enumerate(communities):
+        rows = [stored[cid] for cid in community.chunk_ids if cid in stored]
+        if rows:
+            out[i] = np.mean(rows, axis=0)
+    return out
+
+
+def summary_vectors(ctx: SiteContext, communities: Sequence[Community]) -> np.ndarray:
+    """The vector each community is published and searched by (`[site] summary_vector`).
+
+    "blend" won in routing-only experiments on MTRAG (16 random shards, 511 questions): gold-site
+    recall@4 0.941 against 0.929 for the summary text alone, 0.897 for the chunk centroid alone and
+    0.931 for a router that sees every chunk. Each vector still aggregates a whole community."""
+    mode = ctx.cfg.site.summary_vector
+    if mode not in SUMMARY_VECTOR_MODES:
+        raise ConfigError(f"[site] summary_vector must be one of {', '.join(SUMMARY_VECTOR_MODES)}, not {mode!r}")
+    if not communities:
+        return np.zeros((0, ctx.embedder.dim), dtype=np.float32)
+    parts = []
+    if mode in ("text", "blend"):
+        parts.append(ctx.embedder.embed([c.summary for c in communities]))
+    if mode in ("centroid", "blend"):
+        parts.append(_unit_rows(_centroids(ctx, communities)))
+    return _unit_rows(np.sum(parts, axis=0))
+
+
 def _summary_vectors(ctx: SiteContext, communities: list[Community], previous: dict[str, str]) -> tuple[np.ndarray, list[int]]:
-    """All summary vectors, embedding only summaries that changed; returns them with the indexes
-    that were (re)embedded. Stored vectors of unchanged summaries are reused after one of them is
-    checked against a fresh embedding, so a model swapped for another of the same dimension
-    cannot leave old-space vectors behind."""
+    """All summary vectors, computing only those of changed summaries; returns them with the
+    indexes that were (re)computed. Stored vectors of unchanged summaries are reused after one of
+    them is checked against a fresh computation, so a model (or `summary_vector` mode) swapped
+    for another of the same dimension cannot leave old-space vectors behind."""
     out = np.zeros((len(communities), ctx.embedder.dim), dtype=np.float32)
     same = [i for i, c in enumerate(communities) if previous.get(c.id) == c.summary]
     stored = ctx.vectors.get(SUMMARIES, [communities[i].id for i in same]) if same else {}
     reuse = [i for i in same if communities[i].id in stored]
     if reuse:
         probe = communities[reuse[0]]
-        if float(np.dot(ctx.embedder.embed([probe.summary])[0], stored[probe.id])) < REUSE_MIN_COSINE:
+        if float(np.dot(summary_vectors(ctx, [probe])[0], stored[probe.id])) < REUSE_MIN_COSINE:
             reuse = []
     for i in reuse:
         out[i] = stored[communities[i].id]
     reused = set(reuse)
     todo = [i for i in range(len(communities)) if i not in reused]
     if todo:
-        out[todo] = ctx.embedder.embed([communities[i].summary for i in todo])
+        out[todo] = summary_vectors(ctx, [communities[i] for i in todo])
     return out, todo
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from hansa.adapters.graph.base import InstallReport
+from hansa.core.files import write_bytes_atomic, write_json_atomic
 from hansa.core.errors import ConfigError, NotFoundError
 from hansa.core.logs import get_logger
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, chunk_collection, summary_collection
@@ -55,25 +55,6 @@ class InstallResult:
 
 def site_file(ctx: SiteContext) -> Path:
     return ctx.cfg.home / SITE_FILENAME
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half a state file behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def read_site_file(ctx: SiteContext) -> dict[str, Any] | None:

@@ -3,29 +3,39 @@
 What leaves the site: per community an embedding, its richness (entity/chunk/document counts), its
 level, and the summary text only if the site's policy (`[site] publish_text`) allows it.
 
+Incremental: every publication signs the manifest of the whole current set, but carries only the
+summaries that changed since the last publication the gateway accepted (its *base*), plus
+tombstones for withdrawn ones (sync.publication). When the gateway holds another set than that
+base (its durable copy lagged a crash, another gateway, a lost answer) it refuses with 409 and its
+current sequence, and the site resends its whole set once, above that sequence.
+
 Why local state (<home>/publish_state.json): the gateway refuses rollback and replay, so each
 summary's `version` must only ever go up, and only when its content changed (an unchanged summary
-keeps its version, so re-publishing is cheap to verify), and the publication `sequence` must
-strictly increase. Versions of summaries that disappear are remembered, so a community that comes
-back later continues above its old version. The new state is saved only once the publication is
-delivered (the gateway accepted it, or it was written to a file): a refused attempt changes nothing.
+keeps its version and is not resent), and the publication `sequence` must strictly increase.
+Versions of summaries that disappear are remembered, so a community that comes back later
+continues above its old version. The state also keeps the manifest the gateway last accepted: the
+base of the next delta. It changes only once a publication was accepted (or written to a file):
+a refused attempt changes nothing.
+
+Delivery goes through the durable outbox (plugin.outbox): the envelope is on disk before the first
+attempt, transient failures are retried with backoff, and whatever is still pending (a crash, a
+gateway that stayed down) is resent — the same bytes — before anything new is published.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import numpy as np
-import requests
 
 from hansa.adapters.records import Community
 from hansa.core.errors import (
-    BackendError,
     ConfigError,
     ConflictError,
     HansaError,
@@ -33,42 +43,52 @@ from hansa.core.errors import (
     NotFoundError,
     VerificationError,
 )
-from hansa.core.jsonsafe import dumps, loads_strict
+from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
-from hansa.plugin.install import check_site_file, load_identity, write_bytes_atomic, write_json_atomic
+from hansa.core.files import write_bytes_atomic, write_json_atomic
+from hansa.plugin.install import check_site_file, load_identity
+from hansa.plugin.outbox import Answer, Outbox, OutboxEntry, RetryPolicy, deliver
 from hansa.plugin.site import SUMMARIES, SiteContext
-from hansa.sync.publication import build_publication, summary_sha256
+from hansa.sync.publication import PublicationHead, build_publication, manifest_sha256, summary_sha256
 from hansa.sync.vectors import encode_vector
-from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord
+from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord, parse_utc
 
 log = get_logger(__name__)
 
 STATE_FILENAME = "publish_state.json"
-CONNECT_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 60.0  # the gateway verifies and indexes the whole set before it answers
-MAX_RESPONSE_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class PublishResult:
     site_id: str
     sequence: int
-    summaries: int  # records in this publication (the site's whole current set)
+    summaries: int  # summaries the site publishes after this publication (its whole current set)
     changed: int  # new records or records whose content changed (their version went up)
     retired: int  # records of the previous publication that are no longer published
     bytes: int  # size of the signed envelope
     destination: str  # the gateway endpoint or the file written
     gateway_response: dict[str, Any] | None = None
+    sent: int = 0  # records the envelope carries (all of them for a full set)
+    full: bool = True  # a full set (no base) or a delta
 
 
 @dataclass
 class _State:
-    sequence: int  # of the last delivered publication (0: never published)
+    sequence: int  # highest sequence delivered or written to a file (0: never published)
     versions: dict[str, dict[str, Any]]  # summary id -> {"version", "content_sha256"}, never forgotten
     current: list[str]  # ids in the last delivered publication
+    accepted: dict[str, Any] | None = None  # {"sequence", "manifest"} the gateway last accepted
 
     def to_json(self) -> dict[str, Any]:
-        return {"sequence": self.sequence, "summaries": self.versions, "current": self.current}
+        return {"sequence": self.sequence, "summaries": self.versions, "current": self.current,
+                "accepted": self.accepted}
+
+    def head(self) -> PublicationHead | None:
+        """The base of the next delta: the set the gateway last accepted from this site."""
+        if self.accepted is None:
+            return None
+        manifest = {k: (int(v[0]), str(v[1])) for k, v in self.accepted["manifest"].items()}
+        return PublicationHead(int(self.accepted["sequence"]), manifest)
 
 
 def state_file(ctx: SiteContext) -> Path:
@@ -81,10 +101,12 @@ def read_state(ctx: SiteContext) -> _State:
         return _State(sequence=0, versions={}, current=[])
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        state = _State(sequence=int(data["sequence"]), versions=dict(data["summaries"]), current=list(data["current"]))
+        state = _State(sequence=int(data["sequence"]), versions=dict(data["summaries"]), current=list(data["current"]),
+                       accepted=data.get("accepted"))
         for entry in state.versions.values():
             int(entry["version"]), str(entry["content_sha256"])
-    except (ValueError, KeyError, TypeError) as exc:
+        state.head()
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(
             f"{path} is damaged ({exc}): restore it from a backup; without it the gateway will refuse "
             "lower sequence numbers and versions"
@@ -97,7 +119,7 @@ def _content_sha(record: SummaryRecord) -> str:
     return summary_sha256(dataclasses.replace(record, version=0))
 
 
-def _records(ctx: SiteContext, communities: list[Community], state: _State) -> tuple[list[SummaryRecord], _State, int]:
+def _records(ctx: SiteContext, communities: list[Community], state: _State) -> tuple[list[SummaryRecord], dict[str, dict[str, Any]], int]:
     vectors = ctx.vectors.get(SUMMARIES, [c.id for c in communities])
     missing = [c.id for c in communities if c.id not in vectors]
     if missing:
@@ -129,8 +151,7 @@ def _records(ctx: SiteContext, communities: list[Community], state: _State) -> t
             versions[community.id] = {"version": version, "content_sha256": sha}
             changed += 1
         records.append(dataclasses.replace(draft, version=int(versions[community.id]["version"])))
-    new_state = _State(sequence=state.sequence + 1, versions=versions, current=sorted(c.id for c in communities))
-    return records, new_state, changed
+    return records, versions, changed
 
 
 def publication_url(gateway_url: str, site_id: str) -> str:
@@ -140,50 +161,95 @@ def publication_url(gateway_url: str, site_id: str) -> str:
     return f"{gateway_url.strip().rstrip('/')}/v1/sites/{quote(site_id)}/publications"
 
 
-def _deliver(url: str, body: bytes) -> dict[str, Any]:
-    """POST the envelope; no redirects (a publication goes to the configured gateway or nowhere)."""
-    try:
-        with requests.post(
-            url,
-            data=body,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-            allow_redirects=False,
-            stream=True,
-        ) as resp:
-            raw = resp.raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
-            status = resp.status_code
-            location = resp.headers.get("Location", "")
-    except requests.RequestException as exc:
-        raise BackendError(f"could not reach the gateway at {url}: {exc}") from exc
-    answer = _parse_answer(raw)
-    if 200 <= status < 300:
-        return answer
-    if 300 <= status < 400:
-        raise BackendError(
-            f"the gateway answered {status} with a redirect to {location!r}; publications are never sent "
-            "on to another address: configure the gateway's final URL"
-        )
-    message = answer.get("error") or f"HTTP {status}"
-    error: type[HansaError] = {403: VerificationError, 404: NotFoundError, 409: ConflictError}.get(
-        status, InputError if status < 500 else BackendError
-    )
+def _refusal(answer: Answer) -> HansaError:
+    """The error a final refusal becomes, with what the operator can do about it."""
+    status = answer.status
+    message = answer.body.get("error") or f"HTTP {status}"
+    error: type[HansaError] = {403: VerificationError, 404: NotFoundError, 409: ConflictError}.get(status, InputError)
     hint = {
         403: " (is this site's public key enrolled at the gateway for this site id? `hansa site status` shows it)",
         404: " (is this site enrolled at the gateway?)",
         409: " (the gateway holds a newer publication; if this site's publish_state.json was lost, restore it)",
     }.get(status, "")
-    raise error(f"the gateway refused the publication: {message}{hint}")
+    return error(f"the gateway refused the publication: {message}{hint}")
 
 
-def _parse_answer(raw: bytes) -> dict[str, Any]:
-    if len(raw) > MAX_RESPONSE_BYTES:
-        return {"error": f"gateway response larger than {MAX_RESPONSE_BYTES} bytes (ignored)"}
-    try:
-        value = loads_strict(raw) if raw else {}
-    except InputError:
-        return {"error": raw[:200].decode("utf-8", "replace")}
-    return value if isinstance(value, dict) else {"response": value}
+def _holds(answer: Answer, entry: OutboxEntry) -> bool:
+    """A 409 that names this very publication as the one in force: it was accepted before
+    (its answer was lost) — same sequence, same manifest."""
+    body = answer.body
+    return (answer.status == 409 and body.get("current_sequence") == entry.sequence
+            and body.get("current_manifest_sha256") == entry.manifest_sha256)
+
+
+def _gateway_sequence(answer: Answer) -> int:
+    value = answer.body.get("current_sequence")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _commit(ctx: SiteContext, entry: OutboxEntry, outbox: Outbox) -> None:
+    """The gateway accepted `entry`: its state becomes the site's, then the entry goes."""
+    state = read_state(ctx)
+    new = dict(entry.commit["state"])
+    new["sequence"] = max(int(new["sequence"]), state.sequence)
+    write_json_atomic(state_file(ctx), new)
+    outbox.remove(entry)
+
+
+def _reserve(ctx: SiteContext, entry: OutboxEntry) -> None:
+    """An entry whose fate is unknown is dropped: keep its sequence and versions reserved (the
+    gateway may hold it), but not its manifest as a base."""
+    state = read_state(ctx)
+    versions = {k: dict(v) for k, v in state.versions.items()}
+    for sid, v in dict(entry.commit["state"]["summaries"]).items():
+        if sid not in versions or int(v["version"]) >= int(versions[sid]["version"]):
+            versions[sid] = dict(v)
+    write_json_atomic(state_file(ctx), _State(max(state.sequence, entry.sequence), versions, state.current,
+                                              None).to_json())
+
+
+@dataclass
+class _Drain:
+    """What resending the outbox taught: results, and what the next publication must respect."""
+
+    results: list[PublishResult] = dataclasses.field(default_factory=list)
+    floor: int = 0  # a new publication's sequence must be above this
+    full: bool = False  # the gateway's set is unknown or differs from our base: send a full set
+
+
+def _drain(ctx: SiteContext, outbox: Outbox, url: str | None, policy: RetryPolicy, now: datetime) -> _Drain:
+    """Resend every pending publication, oldest first (its exact bytes, never re-signed)."""
+    out = _Drain()
+    for entry in outbox.pending():
+        target = url or entry.url
+        if parse_utc(entry.expires, "outbox entry") <= now:
+            log.info("outbox.expired", sequence=entry.sequence, path=str(entry.path))
+            _reserve(ctx, entry)
+            outbox.remove(entry)
+            out.floor, out.full = max(out.floor, entry.sequence), True
+            continue
+        answer = deliver(target, entry.body(), policy)  # BackendError: it stays for the next run
+        if answer.accepted or _holds(answer, entry):
+            _commit(ctx, entry, outbox)
+            out.results.append(_result(ctx, entry.commit, len(entry.body()), target, answer.body))
+            log.info("outbox.delivered", sequence=entry.sequence, status=answer.status)
+            continue
+        outbox.remove(entry)  # refused for good: resending the same bytes cannot help
+        if answer.status == 409:  # the gateway holds another set: the next one goes in full, above it
+            out.floor, out.full = max(out.floor, entry.sequence, _gateway_sequence(answer)), True
+            log.info("outbox.superseded", sequence=entry.sequence, gateway_sequence=_gateway_sequence(answer))
+            continue
+        raise _refusal(answer)
+    return out
+
+
+def resend_pending(
+    ctx: SiteContext, gateway_url: str | None = None, now: datetime | None = None, retry: RetryPolicy | None = None,
+) -> list[PublishResult]:
+    """`hansa site publish --retry`: deliver what the outbox holds; build nothing new."""
+    configured = gateway_url or ctx.cfg.site.gateway_url
+    url = publication_url(configured, ctx.site_id) if configured else None
+    return _drain(ctx, Outbox(ctx.cfg.home), url, retry or RetryPolicy(), now or datetime.now(timezone.utc)).results
 
 
 def publish_summaries(
@@ -191,8 +257,10 @@ def publish_summaries(
     gateway_url: str | None = None,
     now: datetime | None = None,
     out: Path | None = None,
+    retry: RetryPolicy | None = None,
 ) -> PublishResult:
-    """Sign the whole current summary set and deliver it to the gateway, or write it to `out`."""
+    """Sign the current summary set and deliver it to the gateway (as a delta on what it last
+    accepted), or write it to `out` (a full set). Pending outbox entries are delivered first."""
     site_id = ctx.site_id
     check_site_file(ctx)
     identity = load_identity(ctx)
@@ -200,46 +268,85 @@ def publish_summaries(
     if gateway_url is None and out is None:
         raise ConfigError("nowhere to publish: pass --gateway URL or --out FILE, or set [site] gateway_url")
     url = publication_url(gateway_url, site_id) if gateway_url else None
+    moment = now or datetime.now(timezone.utc)
+    policy = retry or RetryPolicy()
 
     communities = ctx.graph.communities()
     if not communities:
         raise NotFoundError("this site has no communities to publish: run `hansa site communities` first")
+    outbox = Outbox(ctx.cfg.home)
+    drained = _drain(ctx, outbox, url, policy, moment) if url is not None else _Drain()
     state = read_state(ctx)
-    records, new_state, changed = _records(ctx, communities, state)
-    envelope = build_publication(
-        identity,
-        site_id,
-        new_state.sequence,
-        EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim),
-        records,
-        ttl=timedelta(hours=ctx.cfg.site.publication_ttl_hours),
-        now=now,
-    )
-    body = dumps(envelope)
+    records, versions, changed = _records(ctx, communities, state)
+    space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+    ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
+    ids = sorted(c.id for c in communities)
+    retired = len(set(state.current) - set(ids))
 
-    answer: dict[str, Any] | None = None
-    if url is not None:
-        answer = _deliver(url, body)
-    if out is not None:
+    def sign(sequence: int, base: PublicationHead | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        envelope = build_publication(identity, site_id, sequence, space, records, ttl, now=now, base=base)
+        manifest = {r.summary_id: [r.version, summary_sha256(r)] for r in records}
+        sent = len(records) if base is None else sum(
+            1 for r in records if base.manifest.get(r.summary_id) != (manifest[r.summary_id][0], manifest[r.summary_id][1]))
+        commit = {"state": _State(sequence, versions, ids, {"sequence": sequence, "manifest": manifest}).to_json(),
+                  "result": {"changed": changed, "retired": retired, "sent": sent, "full": base is None}}
+        return envelope, commit
+
+    if url is None:  # to a file: a full set, which any gateway can take
+        assert out is not None
+        envelope, commit = sign(state.sequence + 1, None)
+        body = dumps(envelope)
         write_bytes_atomic(Path(out), body)
-    write_json_atomic(state_file(ctx), new_state.to_json())
+        write_json_atomic(state_file(ctx), _State(state.sequence + 1, versions, ids, state.accepted).to_json())
+        return _result(ctx, commit, len(body), str(out), None)
+
+    base = None if drained.full else state.head()
+    sequence = max(state.sequence, drained.floor) + 1
+    for attempt in range(2):  # as planned; once more in full if the gateway holds another set
+        envelope, commit = sign(sequence, base)
+        manifest = {k: tuple(v) for k, v in commit["state"]["accepted"]["manifest"].items()}
+        entry = outbox.put(sequence, url, envelope, _expiry(envelope), manifest_sha256(manifest), commit)
+        try:
+            answer = deliver(url, entry.body(), policy)
+        except HansaError as exc:
+            raise type(exc)(f"{exc}; the publication stays in {entry.path} and is resent by the next "
+                            "`hansa site publish` (or `hansa site publish --retry`)") from exc
+        if answer.accepted or _holds(answer, entry):
+            _commit(ctx, entry, outbox)
+            if out is not None:
+                write_bytes_atomic(Path(out), entry.body())
+            return _result(ctx, commit, len(entry.body()), url, answer.body)
+        outbox.remove(entry)
+        gateway_sequence = _gateway_sequence(answer)
+        # A delta on a set the gateway does not hold, or a sequence not above its floor (a lost
+        # publish state): the whole set, above what the gateway holds. Anything else is final.
+        if attempt or answer.status != 409 or (base is None and gateway_sequence < sequence):
+            raise _refusal(answer)
+        log.info("publish.resend_full", site_id=site_id, refused_sequence=sequence, gateway_sequence=gateway_sequence)
+        base, sequence = None, max(sequence, gateway_sequence) + 1
+    raise AssertionError("unreachable: the second attempt returns or raises")
+
+
+def _expiry(envelope: dict[str, Any]) -> str:
+    """The `expires` of a publication this site just signed (read back from its own payload)."""
+    return str(json.loads(base64.b64decode(envelope["payload"]))["expires"])
+
+
+def _result(ctx: SiteContext, commit: dict[str, Any], size: int, destination: str, answer: dict[str, Any] | None) -> PublishResult:
+    state, info = commit["state"], commit["result"]
     result = PublishResult(
-        site_id=site_id,
-        sequence=new_state.sequence,
-        summaries=len(records),
-        changed=changed,
-        retired=len(set(state.current) - set(new_state.current)),
-        bytes=len(body),
-        destination=url if url is not None else str(out),
+        site_id=ctx.site_id,
+        sequence=int(state["sequence"]),
+        summaries=len(state["current"]),
+        changed=int(info["changed"]),
+        retired=int(info["retired"]),
+        bytes=size,
+        destination=destination,
         gateway_response=answer,
+        sent=int(info["sent"]),
+        full=bool(info["full"]),
     )
-    log.info(
-        "publish.done",
-        site_id=site_id,
-        sequence=result.sequence,
-        summaries=result.summaries,
-        changed=changed,
-        bytes=result.bytes,
-        destination=result.destination,
-    )
+    log.info("publish.done", site_id=result.site_id, sequence=result.sequence, summaries=result.summaries,
+             changed=result.changed, sent=result.sent, full=result.full, bytes=result.bytes,
+             destination=result.destination)
     return result

@@ -112,7 +112,7 @@ def _leans_back(sentence: str) -> bool:
 
 def content_words(text: str) -> frozenset[str]:
     """Folded words that carry meaning, with a plural "s" dropped ("items" matches "item")."""
-    words = set()
+    words: set[str] = set()
     for word in fold(text).split():
         if len(word) < 3 or word in STOPWORDS or word.isdigit():
             continue

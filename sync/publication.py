@@ -37,7 +37,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -314,15 +314,33 @@ def _int_column(values: list[Any], name: str, high: int) -> tuple[int, ...]:
     return tuple(values)
 
 
+_ID = SUMMARY_ID_RE.pattern.strip("^$")  # the id alphabet and length, from the one definition
+_ID_LINES_RE = re.compile(f"{_ID}(?:\n{_ID})*")
+_HEX_RE = re.compile(r"[0-9a-f]*")
+
+
+def _all_ids(values: list[Any]) -> bool:
+    """Whether every value is a valid summary id, in one regex pass over them joined by newlines
+    (a newline is outside the id alphabet, so none can hide inside an id: the counts must agree)."""
+    if not values:
+        return True
+    if not all(type(v) is str for v in values):
+        return False
+    joined = "\n".join(values)
+    return joined.count("\n") == len(values) - 1 and _ID_LINES_RE.fullmatch(joined) is not None
+
+
 def _check_ids(ids: list[Any], where: str) -> tuple[str, ...]:
     """Valid summary ids in strictly ascending order: one spelling of a set, no duplicates."""
-    for i, sid in enumerate(ids):
+    if _all_ids(ids) and all(a < b for a, b in zip(ids, ids[1:])):
+        return tuple(ids)
+    for i, sid in enumerate(ids):  # say which one is wrong
         if type(sid) is not str or not SUMMARY_ID_RE.fullmatch(sid):
             raise _fail(f"{where}: invalid summary id {sid!r}: use 1-128 of A-Z a-z 0-9 _ . : -")
         if i and ids[i - 1] >= sid:
             what = "appears twice" if ids[i - 1] == sid else "is out of order (ids must be sorted)"
             raise _fail(f"{where}: summary id {sid!r} {what}")
-    return tuple(ids)
+    raise AssertionError("unreachable: the fast check and the loop disagree")
 
 
 def _vector_bytes(text: object, dim: int, count: int) -> bytes:
@@ -338,13 +356,34 @@ def _vector_bytes(text: object, dim: int, count: int) -> bytes:
     return raw
 
 
+def _vector_slicer(text: str, raw: bytes, dim: int) -> Callable[[int], str]:
+    """Vector i's own canonical base64 (what its record's sha256 covers). When a vector is a whole
+    number of 3-byte groups (dim divisible by 3, e.g. 384), base64 has no padding inside the
+    concatenation, so vector i's text is a slice of the (canonical) whole; else it is re-encoded."""
+    step = dim * WIRE_DTYPE.itemsize
+    if step % 3 == 0:
+        width = step // 3 * 4
+        return lambda i: text[i * width:(i + 1) * width]
+    view = memoryview(raw)
+    return lambda i: base64.b64encode(view[i * step:(i + 1) * step]).decode("ascii")
+
+
 def _parse_manifest(obj: object) -> dict[str, tuple[int, str]]:
+    """summary id -> (version, sha256), every entry checked (column-wise first: the common case)."""
     if not isinstance(obj, dict):
         raise _fail("manifest must be an object")
     if len(obj) > MAX_SUMMARIES:
         raise _fail(f"manifest lists {len(obj)} summaries; at most {MAX_SUMMARIES} per site")
-    manifest: dict[str, tuple[int, str]] = {}
-    for sid, entry in obj.items():
+    ids, entries = list(obj), list(obj.values())
+    if all(type(e) is list and len(e) == 2 for e in entries):
+        versions, digests = [e[0] for e in entries], [e[1] for e in entries]
+        if (
+            _all_ids(ids)
+            and all(type(v) is int for v in versions) and (not versions or 0 <= min(versions) and max(versions) <= MAX_INT64)
+            and all(type(h) is str and len(h) == 64 for h in digests) and _HEX_RE.fullmatch("".join(digests))
+        ):
+            return dict(zip(ids, zip(versions, digests)))
+    for sid, entry in obj.items():  # say which entry is wrong
         if not SUMMARY_ID_RE.fullmatch(sid):
             raise _fail(f"manifest has an invalid summary id {sid!r}")
         if not (
@@ -352,8 +391,7 @@ def _parse_manifest(obj: object) -> dict[str, tuple[int, str]]:
             and type(entry[1]) is str and SHA256_HEX_RE.fullmatch(entry[1])
         ):
             raise _fail(f"manifest entry for {sid!r} must be [version, lowercase sha256 hex]")
-        manifest[sid] = (entry[0], entry[1])
-    return manifest
+    raise AssertionError("unreachable: the fast check and the loop disagree")
 
 
 def _parse_base(obj: object, sequence: int) -> PublicationBase | None:
@@ -393,8 +431,7 @@ def _parse_pieces(obj: object, manifest: Manifest, dim: int) -> SummaryPieces:
         raw = _vector_bytes(obj["vectors"], dim, n)
     except InputError as exc:
         raise _fail(f"summaries.{exc}") from exc
-    step = dim * WIRE_DTYPE.itemsize
-    view = memoryview(raw)
+    one_vector = _vector_slicer(obj["vectors"], raw, dim)
     for i, sid in enumerate(pid):
         entry = manifest.get(sid)
         if entry is None:
@@ -402,7 +439,7 @@ def _parse_pieces(obj: object, manifest: Manifest, dim: int) -> SummaryPieces:
         if entry[0] != versions[i]:
             raise _fail(f"summary {sid!r} has version {versions[i]} but the manifest says {entry[0]}")
         record = _record_bytes(sid, versions[i], levels[i], entities[i], chunks[i], documents[i], texts[i],
-                               base64.b64encode(view[i * step:(i + 1) * step]).decode("ascii"))
+                               one_vector(i))
         if hashlib.sha256(record).hexdigest() != entry[1]:
             raise _fail(f"summary {sid!r} does not match its manifest sha256")
     vectors = np.frombuffer(raw, dtype=WIRE_DTYPE).reshape(n, dim).astype(np.float32, copy=False)

@@ -69,12 +69,22 @@ def validate_site_id(site_id: object) -> str:
     return site_id
 
 
+def json_int(value: Any) -> Any:
+    """JSON has one number type: `5.0` is the integer 5 (JSON Schema, hence our OpenAPI specs,
+    says so), while `5.5`, `true` and `"5"` are not integers. Returns the int, or the value as is."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _require(obj: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: expected an object")
     if key not in obj:
         raise InputError(f"{where}: missing {key!r}")
     value = obj[key]
+    if typ is int:
+        value = json_int(value)
     if typ is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, typ) or (typ in (int, float) and isinstance(value, bool)):

@@ -182,8 +182,12 @@ class MilvusVectorStore(VectorStore):
         from pymilvus import MilvusClient
         from pymilvus.exceptions import MilvusException
 
+        # Milvus Lite serves gRPC from a thread of this process with grpc's default ping policy;
+        # pymilvus' 10 s keepalive pings on idle channels make it answer GOAWAY "too_many_pings"
+        # (noisy logs, a reconnect). Over loopback there is no idle middlebox to keep alive.
+        options = {"grpc_options": {"grpc.keepalive_permit_without_calls": 0}} if lite_dir is not None else {}
         try:
-            return MilvusClient(uri=uri, token=token, timeout=self._timeout)
+            return MilvusClient(uri=uri, token=token, timeout=self._timeout, **options)
         except MilvusException as exc:
             if lite_dir is not None and _lite_dir_locked(lite_dir):
                 raise BackendError(f"Milvus Lite data directory {lite_dir} is locked by another process. {_LITE_ADVICE}") from exc

@@ -15,6 +15,10 @@ from hansa.core.jsonsafe import dumps, loads_strict
         ("{bad", "invalid JSON"),
         (b"\xff\xfe", "not UTF-8"),
         ("[" + "9" * 5000 + "]", "invalid JSON"),
+        ("[1e400]", "out of range"),
+        ('{"q": "\\ud800"}', "lone surrogate"),
+        ('{"\\udfff": 1}', "lone surrogate"),
+        ('["ok", "\\ud800"]', "lone surrogate"),
     ],
 )
 def test_hostile_json_is_refused(raw, message) -> None:

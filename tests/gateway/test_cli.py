@@ -1,4 +1,4 @@
-"""`hansa gateway enroll | revoke | sites` on a real registry file under a temporary home."""
+"""`hansa gateway enroll | revoke | sites` (the local/demo flow) on a real registry under a temporary home."""
 from __future__ import annotations
 
 import json
@@ -22,22 +22,31 @@ def test_enroll_list_and_revoke(tmp_path: Path) -> None:
     res = run(tmp_path, "enroll", "--site-id", "site-a", "--url", "http://127.0.0.1:8701/",
               "--public-key", key, "--public-key", f"@{key_file}")
     assert res.exit_code == 0, res.output
-    assert "enrolled site-a at http://127.0.0.1:8701 with 2 key(s)" in res.output
+    assert "enrolled site-a at http://127.0.0.1:8701 with 2 key(s) (registry version 2)" in res.output
     assert (tmp_path / "gateway" / "registry.json").is_file()
+    (local_key,) = [p.name for p in (tmp_path / "gateway" / "federation-keys").iterdir()]  # a 1-of-1 demo federation
 
     res = run(tmp_path, "sites", "--json")
-    (site,) = json.loads(res.output)["sites"]
+    shown = json.loads(res.output)
+    assert shown["root"]["threshold"] == 1 and shown["registry"]["version"] == 2
+    (site,) = shown["sites"]
     assert site["site_id"] == "site-a" and site["status"] == "active" and site["routable"] is False
 
-    res = run(tmp_path, "sites")
-    assert res.output.splitlines()[0].split()[:3] == ["SITE", "STATUS", "ROUTABLE"]
-    assert res.output.splitlines()[1].split()[:3] == ["site-a", "active", "no"]
+    lines = run(tmp_path, "sites").output.splitlines()
+    assert lines[0].startswith("federation root v1: 1 of 1 keys") and lines[1].startswith("registry v2")
+    assert lines[2].split()[:4] == ["SITE", "STATUS", "KEYS", "ROUTABLE"]
+    assert lines[3].split()[:4] == ["site-a", "active", "v1", "no"]
 
-    assert run(tmp_path, "revoke", "site-a").exit_code == 0
+    res = CliRunner().invoke(gateway, ["revoke", "site-a"], obj={"config": Config(home=tmp_path)})
+    assert res.exit_code == 2 and "Missing option '--key'" in res.output  # revocation needs federation authority
+    assert open_registry(Config(home=tmp_path)).get("site-a").status == "active"
+    res = run(tmp_path, "revoke", "site-a", "--key", local_key)
+    assert res.exit_code == 0 and "registry version 3: revoked site-a" in res.output
     assert open_registry(Config(home=tmp_path)).get("site-a").status == "revoked"
 
 
 def test_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
+    assert "no federation yet" in run(tmp_path, "sites").output
     key = SiteIdentity.generate().public_key_b64
     res = run(tmp_path, "enroll", "--site-id", "../evil", "--url", "http://x.example", "--public-key", key)
     assert res.exit_code == 1 and "invalid site id" in res.output
@@ -45,6 +54,10 @@ def test_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "only http" in res.output
     res = run(tmp_path, "enroll", "--site-id", "site-a", "--url", "http://x.example", "--public-key", "@/nonexistent/key")
     assert res.exit_code == 1 and "cannot read the public key file" in res.output
-    res = run(tmp_path, "revoke", "nobody")
-    assert res.exit_code == 1 and "not enrolled" in res.output
-    assert "no sites enrolled" in run(tmp_path, "sites").output
+    assert run(tmp_path, "enroll", "--site-id", "site-b", "--url", "http://x.example", "--public-key", key).exit_code == 0
+    (local_key,) = [p.name for p in (tmp_path / "gateway" / "federation-keys").iterdir()]
+    res = run(tmp_path, "revoke", "nobody", "--key", local_key)
+    assert res.exit_code == 1 and "not in the registry" in res.output
+    res = run(tmp_path, "revoke", "site-b", "--key", "0" * 32)
+    assert res.exit_code == 1 and "no federation key" in res.output
+    assert "no sites enrolled" not in run(tmp_path, "sites").output

@@ -130,6 +130,9 @@ def test_readmission_keeps_the_floor_unless_every_key_is_new(reg: SiteRegistry, 
 def test_unknown_sites(reg: SiteRegistry, key: str) -> None:
     with pytest.raises(VerificationError, match="not enrolled"):
         reg.keys_for("nobody")  # no federation at all yet
+    with pytest.raises(NotFoundError, match="no federation yet"):
+        reg.revoke("nobody")
+    assert not reg.state_path.exists()  # only `enroll` (the demo flow) creates a local federation
     reg.enroll("site-a", "https://a.example.org", [key])
     with pytest.raises(NotFoundError):
         reg.get("nobody")
@@ -243,3 +246,14 @@ def test_concurrent_publications_never_lose_the_floor(reg: SiteRegistry, key: st
 def test_validate_site_url_normalizes() -> None:
     assert validate_site_url("http://127.0.0.1:8701/") == "http://127.0.0.1:8701"
     assert validate_site_url("https://[::1]:8443/base") == "https://[::1]:8443/base"
+
+
+def test_an_unsigned_registry_from_an_earlier_version_is_refused(reg: SiteRegistry, key: str) -> None:
+    reg.path.parent.mkdir(parents=True)
+    reg.path.write_text(json.dumps({"format": 1, "sites": [{"site_id": "site-a", "url": "https://a.example.org",
+                                                             "public_keys": [key], "status": "active"}]}))
+    with pytest.raises(VerificationError, match="unsigned registry from an earlier hansa"):
+        reg.list()
+    with pytest.raises(VerificationError, match="unsigned registry"):
+        reg.enroll("site-b", "https://b.example.org", [key])
+    assert not reg.state_path.exists()

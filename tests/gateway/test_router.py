@@ -5,7 +5,7 @@ import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index import SummaryHit
-from hansa.gateway.router import MIN_RELATIVE_SCORE, SECOND_HIT_BONUS, route, score_sites, select_sites
+from hansa.gateway.router import DEFAULT_MARGIN, SECOND_HIT_BONUS, route, score_sites, select_sites
 
 
 def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
@@ -64,8 +64,7 @@ def test_to_json_carries_the_evidence() -> None:
 def test_clearly_weaker_sites_are_not_called_even_within_top_k() -> None:
     hits = [hit("gold", "g1", 0.60), hit("near", "n1", 0.50), hit("far", "f1", 0.30)]
     assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"})] == ["gold", "near"]
-    assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"}, min_relative=0.0)] == ["gold", "near", "far"]
-    floor = MIN_RELATIVE_SCORE * 0.60
-    edge = [hit("gold", "g1", 0.60), hit("edge", "e1", floor)]
-    assert [s.site_id for s in route(edge, 3, {"gold", "edge"})] == ["gold", "edge"]
+    assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"}, margin=1.0)] == ["gold", "near", "far"]
+    edge = [hit("gold", "g1", 0.60), hit("edge", "e1", 0.60 - DEFAULT_MARGIN), hit("out", "o1", 0.60 - DEFAULT_MARGIN - 0.01)]
+    assert [s.site_id for s in route(edge, 3, {"gold", "edge", "out"})] == ["gold", "edge"]
     assert select_sites([], 3) == []

@@ -6,6 +6,7 @@ holds, so a test can ask a question and know which document must be cited.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterator
 
@@ -80,6 +81,26 @@ def site_config(home: Path, **env: str) -> Config:
 def corpus() -> dict[str, str]:
     """The documents `built_site` holds, by document id (the file name)."""
     return dict(CORPUS)
+
+
+MTRAG_REFERENCE = ("datasets", "mtrag", "mtragun-human", "generation_tasks", "reference.jsonl")
+
+
+@pytest.fixture(scope="session")
+def mtrag_passages(shared_dir: Path) -> dict[str, list[dict[str, str]]]:
+    """Every distinct passage the MTRAG reference tasks cite, by domain ("clapnq", "fiqa", "govt",
+    "ibmcloud"), in file order, as ingestable jsonl rows {id, title, text} (title: the domain)."""
+    by_domain: dict[str, list[dict[str, str]]] = {}
+    seen: set[str] = set()
+    for line in shared_dir.joinpath(*MTRAG_REFERENCE).read_text(encoding="utf-8").splitlines():
+        task = json.loads(line)
+        for context in task["contexts"]:
+            if context["document_id"] not in seen:
+                seen.add(context["document_id"])
+                by_domain.setdefault(task["Collection"], []).append(
+                    {"id": context["document_id"], "title": task["Collection"], "text": context["text"]}
+                )
+    return by_domain
 
 
 @pytest.fixture(scope="session")

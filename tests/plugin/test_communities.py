@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator
 
 import numpy as np
 import pytest
 
+from hansa.core.errors import ConfigError
+
 from hansa.adapters.graph.base import LeidenParams
-from hansa.adapters.llm.base import LLM
+from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
 from hansa.core.config import load_config
-from hansa.core.errors import BackendError, InputError
-from hansa.plugin.communities import build_communities, community_id, merge_small
+from hansa.core.errors import InputError
+from hansa.plugin.communities import build_communities, community_id, merge_small, summary_vectors
 from hansa.plugin.ingest import ingest_paths
 from hansa.plugin.site import SUMMARIES, SiteContext, summary_collection
 
@@ -22,19 +24,9 @@ MIN_SIZE = 20  # above the smallest Leiden communities of this corpus, so mergin
 
 
 @pytest.fixture(scope="module")
-def site(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteContext]:
+def site(mtrag_passages: dict[str, list[dict[str, str]]], tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteContext]:
     """One ingested site for the module: MTRAG passages from all four domains."""
-    reference = shared_dir / "datasets" / "mtrag" / "mtragun-human" / "generation_tasks" / "reference.jsonl"
-    by_domain: dict[str, list[dict[str, str]]] = {}
-    seen: set[str] = set()
-    for line in reference.read_text(encoding="utf-8").splitlines():
-        task = json.loads(line)
-        for context in task["contexts"]:
-            if context["document_id"] not in seen:
-                seen.add(context["document_id"])
-                by_domain.setdefault(task["Collection"], []).append(
-                    {"id": context["document_id"], "title": task["Collection"], "text": context["text"]}
-                )
+    by_domain = mtrag_passages
     rows = [row for domain in sorted(by_domain) for row in by_domain[domain][: PASSAGES // len(by_domain)]]
     data = tmp_path_factory.mktemp("corpus") / "passages.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -86,7 +78,10 @@ def test_build_stores_merged_communities_with_summaries_and_vectors(site: SiteCo
     vectors = site.vectors.get(SUMMARIES, [c.id for c in stored])
     assert set(vectors) == {c.id for c in stored}
     first = stored[0]
-    assert float(np.dot(vectors[first.id], site.embedder.embed([first.summary])[0])) > 0.999
+    assert float(np.dot(vectors[first.id], summary_vectors(site, [first])[0])) > 0.999
+    # "blend": the published vector leans towards both the summary text and the chunks' centroid
+    text_part = site.embedder.embed([first.summary])[0]
+    assert 0.5 < float(np.dot(vectors[first.id], text_part)) < 0.999
     [hit] = site.vectors.search(SUMMARIES, vectors[first.id][None, :], limit=1, output_fields=["level"])[0]
     assert hit.id == first.id and hit.fields["level"] == 0
 
@@ -129,44 +124,35 @@ def test_stray_summary_vectors_from_a_crashed_run_are_cleaned(site: SiteContext)
     assert site.vectors.count(SUMMARIES) == len(stored)
 
 
-class _FailingLLM(LLM):
-    model_id = "failing"
+@pytest.mark.llm
+def test_llm_summaries_and_fallback_to_extractive(
+    built_site: SiteContext, llm_base_url: str, llm_model: str, dead_llm_url: str
+) -> None:
+    """The real SmolLM2 server summarizes every community; an unreachable endpoint falls back.
 
-    def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
-        raise BackendError("LLM endpoint unreachable")
-
-
-class _CannedLLM(LLM):
-    """Answers from the prompt itself (first entity listed), so each community gets its own text."""
-
-    model_id = "canned"
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-
-    def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
-        prompt = messages[-1]["content"]
-        self.prompts.append(prompt)
-        first_entity = prompt.split("\n", 1)[0].removeprefix("Entities: ").split(", ")[0]
-        return f"  This community is about {first_entity}.\n"
-
-
-def test_llm_summaries_and_fallback_to_extractive(site: SiteContext) -> None:
+    On the small four-document site (conftest.py): a real model writes every summary, and the
+    24-passage `site` would cost minutes of generation on a 2-core machine."""
+    site = built_site
     build_communities(site)
     extractive = {c.id: c.summary for c in site.graph.communities()}
     try:
-        site.llm = _FailingLLM()
+        site.llm = OpenAICompatibleLLM(dead_llm_url, model="any", timeout_s=2, max_retries=0)
         report = build_communities(site)
         assert report.summaries_extractive == report.communities and report.summaries_llm == 0
         assert {c.id: c.summary for c in site.graph.communities()} == extractive
 
-        canned = _CannedLLM()
-        site.llm = canned
+        site.llm = OpenAICompatibleLLM(llm_base_url, model=llm_model, timeout_s=120)
         report = build_communities(site)
-        assert report.summaries_llm == report.communities == len(canned.prompts)
-        for c in site.graph.communities():
-            assert c.summary.startswith("This community is about ") and c.summary == c.summary.strip()
-        assert all("Excerpts:\n- " in p for p in canned.prompts)
+        assert report.summaries_llm == report.communities and report.summaries_extractive == 0
+        stored = site.graph.communities()
+        assert {c.id for c in stored} == set(extractive)  # same partition, new texts
+        for c in stored:
+            assert c.summary and c.summary == " ".join(c.summary.split()) and len(c.summary) <= 1200
+            assert c.summary != extractive[c.id]
+        assert len({c.summary for c in stored}) == len(stored)  # each community's own material
+        vectors = site.vectors.get(SUMMARIES, [c.id for c in stored])
+        fresh = summary_vectors(site, stored)
+        assert all(float(np.dot(vectors[c.id], fresh[i])) > 0.999 for i, c in enumerate(stored))
     finally:
         site.llm = None
 
@@ -233,6 +219,29 @@ def test_stored_vectors_from_another_model_are_not_reused(site: SiteContext) -> 
     site.vectors.upsert(SUMMARIES, [c.id for c in stored], foreign, [{"level": 0}] * len(stored))
     report = build_communities(site)
     assert report.summaries_embedded == report.communities == len(stored)
-    fresh = site.embedder.embed([c.summary for c in stored])
+    fresh = summary_vectors(site, stored)
     kept = site.vectors.get(SUMMARIES, [c.id for c in stored])
     assert all(float(np.dot(kept[c.id], fresh[i])) > 0.999 for i, c in enumerate(stored))
+
+
+def test_summary_vector_modes(site: SiteContext) -> None:
+    """`[site] summary_vector` chooses text, centroid or blend; anything else is a ConfigError."""
+    communities = site.graph.communities()[:3]
+    text = site.embedder.embed([c.summary for c in communities])
+    try:
+        site.cfg.site.summary_vector = "text"
+        assert np.allclose(summary_vectors(site, communities), text, atol=1e-5)
+        site.cfg.site.summary_vector = "centroid"
+        centroid = summary_vectors(site, communities)
+        assert np.allclose(np.linalg.norm(centroid, axis=1), 1.0, atol=1e-5)
+        assert all(float(np.dot(centroid[i], text[i])) < 0.999 for i in range(len(communities)))
+        site.cfg.site.summary_vector = "blend"
+        blend = summary_vectors(site, communities)
+        expected = text + centroid
+        expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+        assert np.allclose(blend, expected, atol=1e-5)
+        site.cfg.site.summary_vector = "chunks"
+        with pytest.raises(ConfigError, match="summary_vector"):
+            summary_vectors(site, communities)
+    finally:
+        site.cfg.site.summary_vector = "blend"

@@ -16,6 +16,7 @@ from werkzeug.wrappers import Request, Response
 
 from hansa.core.errors import BackendError, ConfigError, ConflictError, NotFoundError, VerificationError
 from hansa.plugin.install import load_identity
+from hansa.plugin.outbox import Outbox, RetryPolicy
 from hansa.plugin.publish import PublishResult, publish_summaries, read_state, state_file
 from hansa.plugin.site import SUMMARIES, SiteContext
 from hansa.sync.publication import open_publication
@@ -23,6 +24,15 @@ from hansa.sync.vectors import decode_vector
 from hansa.sync.wire import EmbeddingSpace, PublicationPayload
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
+FAST = RetryPolicy(attempts=2, base_delay_s=0.01, max_delay_s=0.05)
+
+
+@pytest.fixture(autouse=True)
+def empty_outbox(built_site: SiteContext) -> Iterator[None]:
+    """Each test starts with nothing pending (tests/plugin/test_outbox.py covers what is left)."""
+    yield
+    for entry in Outbox(built_site.cfg.home).pending():
+        Outbox(built_site.cfg.home).remove(entry)
 
 
 def _space(ctx: SiteContext) -> EmbeddingSpace:
@@ -168,9 +178,11 @@ def test_a_refusal_raises_and_leaves_the_state_alone(
     before = state_file(built_site).read_bytes() if state_file(built_site).exists() else None
     gateway.status, gateway.answer = status, {"error": message}
     with pytest.raises(error, match=message):
-        publish_summaries(built_site, gateway_url=gateway.url, now=NOW)
+        publish_summaries(built_site, gateway_url=gateway.url, now=NOW, retry=FAST)
     after = state_file(built_site).read_bytes() if state_file(built_site).exists() else None
     assert after == before
+    # a refusal drops the publication; a gateway error (5xx) keeps it in the outbox for a resend
+    assert len(Outbox(built_site.cfg.home).pending()) == (1 if status >= 500 else 0)
 
 
 def test_redirects_are_not_followed(built_site: SiteContext, gateway: _Gateway) -> None:
@@ -186,7 +198,7 @@ def test_an_unreachable_gateway_is_a_backend_error(built_site: SiteContext, gate
     gateway.close()  # nothing listens on that port any more
     before = read_state(built_site).sequence
     with pytest.raises(BackendError, match="could not reach"):
-        publish_summaries(built_site, gateway_url=url, now=NOW)
+        publish_summaries(built_site, gateway_url=url, now=NOW, retry=FAST)
     assert read_state(built_site).sequence == before
 
 

@@ -3,11 +3,21 @@ attributable, global mode answers from communities, and an empty site answers wi
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 
-from hansa.plugin.retrieval import MAX_SENTENCE_CHARS, answer_sentences, confidence_from_similarity, retrieve
+from hansa.plugin.retrieval import (
+    MAX_ANSWER_SENTENCES,
+    MAX_SENTENCE_CHARS,
+    answer_sentences,
+    confidence_from_similarity,
+    content_words,
+    retrieve,
+)
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import PartialAnswer, RetrieveRequest
 
@@ -50,7 +60,7 @@ def test_citations_are_unique_ranked_bounded_and_titled(built_site: SiteContext)
 def test_answer_is_made_only_of_sentences_from_cited_documents(built_site: SiteContext, corpus: dict[str, str]) -> None:
     answer = retrieve(built_site, RetrieveRequest(question="What does the Hallgrim Volcano Observatory do?", top_k=4))
     assert answer.answer == " ".join(text for text, _ in answer.sentences)
-    assert 1 <= len(answer.sentences) <= 6
+    assert 1 <= len(answer.sentences) <= MAX_ANSWER_SENTENCES
     cited = {c.doc_id for c in answer.citations}
     for text, doc_id in answer.sentences:
         assert doc_id in cited
@@ -125,3 +135,90 @@ def test_answer_sentences_skip_headings_and_cut_runaway_text() -> None:
     assert sentences[0] == "This sentence is long enough to count."
     assert len(sentences) == 2
     assert len(sentences[1]) <= MAX_SENTENCE_CHARS + 2 and sentences[1].endswith("…")
+
+
+def test_answer_sentences_skip_questions_lead_ins_and_titles() -> None:
+    text = (
+        "FEMA: Preparing a Safe Room\n\n"
+        "5.\nDo I need a safe room? What is a safe room?\n\n"
+        "A safe room is a room in which people can take shelter from a tornado. "
+        "Consider the following when building a safe room:\n\n"
+        "The safe room must be adequately anchored to resist overturning and uplift.\n"
+        'Is it safe to stay in a room without windows?" he asked.\n'
+        "Guidelines and instructions for building a safe room in the basement"
+    )
+    assert [s for _, s in answer_sentences(text)] == [
+        "A safe room is a room in which people can take shelter from a tornado.",
+        "The safe room must be adequately anchored to resist overturning and uplift.",
+        "Guidelines and instructions for building a safe room in the basement",  # unpunctuated, not a title
+    ]
+
+
+def test_content_words_drop_function_words_and_plural_s() -> None:
+    assert content_words("What items should I keep in the safe room?") == {"item", "safe", "room"}
+    assert content_words("Glass and gas prices climbed in 2024.") == {"glass", "gas", "price", "climbed"}
+
+
+# The MTRAG govt passages on safe rooms are FAQ pages: questions ("Do I need a safe room? What is a
+# safe room?") sit right before their answers and are closest to the user's question in embedding
+# space, so an answer made of the nearest sentences used to be those questions.
+SAFE_ROOM_DOCS = (
+    "c8db6e06ff46669e-50302-52227",
+    "06dcac21ce5f8eb1-0-2278",
+    "7d4d64e7f6aff125-3194-5132",
+    "c8db6e06ff46669e-48670-50814",
+    "7d4d64e7f6aff125-1590-3637",
+    "88aca7ee734372ad-0-1462",
+)
+DISTRACTORS = 12  # the first govt passages of the file: other public-service topics
+
+
+@pytest.fixture(scope="module")
+def faq_site(
+    mtrag_passages: dict[str, list[dict[str, str]]], make_config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SiteContext]:
+    from hansa.plugin.ingest import ingest_paths
+    from hansa.plugin.install import install_site
+
+    govt = mtrag_passages["govt"]
+    rows = govt[:DISTRACTORS] + [row for row in govt if row["id"] in SAFE_ROOM_DOCS]
+    assert {row["id"] for row in rows} >= set(SAFE_ROOM_DOCS)
+    root = tmp_path_factory.mktemp("faq")
+    data = root / "govt.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with SiteContext.open(make_config(root / "home")) as ctx:
+        install_site(ctx)
+        ingest_paths(ctx, [data])
+        yield ctx
+
+
+def _check_statements(answer: PartialAnswer, passages: dict[str, str]) -> None:
+    assert 1 <= len(answer.sentences) <= MAX_ANSWER_SENTENCES
+    folded = [" ".join(text.lower().split()) for text, _ in answer.sentences]
+    assert len(set(folded)) == len(folded)  # no sentence twice
+    for text, doc_id in answer.sentences:
+        assert not text.rstrip("\"'”)").endswith(("?", ":")), text
+        assert len(text.split()) >= 5
+        assert text in " ".join(passages[doc_id].split())
+
+
+def test_a_faq_answer_is_made_of_statements_not_of_its_questions(
+    faq_site: SiteContext, mtrag_passages: dict[str, list[dict[str, str]]]
+) -> None:
+    passages = {row["id"]: row["text"] for row in mtrag_passages["govt"]}
+    answer = retrieve(faq_site, RetrieveRequest(question="What is a safe room?", top_k=3))
+    assert answer.citations[0].doc_id in SAFE_ROOM_DOCS
+    _check_statements(answer, passages)
+    assert "A safe room, as defined by the Federal Emergency Management Agency (FEMA), is a room" in answer.answer
+
+
+def test_an_answer_covers_what_was_asked_not_only_the_topic(
+    faq_site: SiteContext, mtrag_passages: dict[str, list[dict[str, str]]]
+) -> None:
+    """Asked what to keep in a safe room, the answer must name supplies to keep, not only restate
+    what a safe room is (its first sentence is about safe rooms; the next adds something new)."""
+    passages = {row["id"]: row["text"] for row in mtrag_passages["govt"]}
+    answer = retrieve(faq_site, RetrieveRequest(question="What items should I keep in the safe room?", top_k=3))
+    assert {c.doc_id for c in answer.citations} <= set(SAFE_ROOM_DOCS)
+    _check_statements(answer, passages)
+    assert any(re.search(r"suppl(y|ies)|duct tape|plastic sheeting", text, re.I) for text, _ in answer.sentences), answer.answer

@@ -3,7 +3,6 @@ vectors, every way a signed request or response can be refused, and sign -> veri
 from __future__ import annotations
 
 import base64
-import time
 from decimal import Decimal
 from typing import Any
 

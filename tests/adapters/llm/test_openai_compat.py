@@ -1,9 +1,6 @@
 """OpenAICompatibleLLM through the real OpenAI protocol: a local SmolLM2 server, a dead port, a mute one."""
 from __future__ import annotations
 
-import socket
-from typing import Iterator
-
 import pytest
 
 from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM, api_base
@@ -13,12 +10,6 @@ ASK = [
     {"role": "system", "content": "You answer in one short sentence."},
     {"role": "user", "content": "What is the capital of France?"},
 ]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.llm
@@ -52,8 +43,8 @@ def test_http_errors_become_backend_errors(llm_base_url: str, llm_model: str) ->
     assert "/no/such/api" in str(err.value)
 
 
-def test_bad_messages_are_refused_before_any_request() -> None:
-    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{closed_port()}", model="any", max_retries=0)  # a request would fail
+def test_bad_messages_are_refused_before_any_request(dead_llm_url: str) -> None:
+    llm = OpenAICompatibleLLM(dead_llm_url, model="any", max_retries=0)  # a request would fail
     for messages in ([], [{"role": "tool", "content": "x"}], [{"role": "user"}], [{"role": "user", "content": 3}]):
         with pytest.raises(InputError):
             llm.complete(messages)  # type: ignore[arg-type]
@@ -61,17 +52,8 @@ def test_bad_messages_are_refused_before_any_request() -> None:
         llm.complete(ASK, max_tokens=0)
 
 
-@pytest.fixture
-def mute_server() -> Iterator[int]:
-    """A port that accepts TCP connections (backlog) but never answers: only a timeout ends a call."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        yield sock.getsockname()[1]
-
-
-def test_a_dead_endpoint_is_a_backend_error_naming_it() -> None:
-    url = f"http://127.0.0.1:{closed_port()}"
+def test_a_dead_endpoint_is_a_backend_error_naming_it(dead_llm_url: str) -> None:
+    url = dead_llm_url
     llm = OpenAICompatibleLLM(url, model="any", timeout_s=2, max_retries=0)
     with pytest.raises(BackendError) as err:
         llm.complete(ASK)
@@ -80,8 +62,8 @@ def test_a_dead_endpoint_is_a_backend_error_naming_it() -> None:
         OpenAICompatibleLLM(url, timeout_s=2, max_retries=0).model_id  # model discovery fails the same way
 
 
-def test_a_silent_endpoint_times_out_as_a_backend_error(mute_server: int) -> None:
-    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{mute_server}", model="any", timeout_s=0.5, max_retries=0)
+def test_a_silent_endpoint_times_out_as_a_backend_error(mute_llm_url: str) -> None:
+    llm = OpenAICompatibleLLM(mute_llm_url, model="any", timeout_s=0.5, max_retries=0)
     with pytest.raises(BackendError) as err:
         llm.complete(ASK)
     assert "timed out" in str(err.value)

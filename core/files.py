@@ -1,0 +1,41 @@
+"""Durable small files: every piece of state hansa keeps on disk goes through here.
+
+Why one place: keys, registries, publication floors, outboxes and install records must survive a
+crash as either the old file or the new one, never half of each — temp file in the same
+directory, fsync, rename, then fsync the directory so the rename itself is durable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Readable JSON (sorted, indented) for state an operator may want to inspect."""
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
