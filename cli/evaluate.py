@@ -50,6 +50,18 @@ def split_sites(passages: dict[str, list[Passage]], n_sites: int) -> dict[str, l
     return {k: v for k, v in out.items() if v}
 
 
+def cap_passages(passages: dict[str, list[Passage]], questions: Sequence[Question], per_domain: int) -> dict[str, list[Passage]]:
+    """At most `per_domain` passages per domain: the questions' gold passages first, then the rest
+    in their stable order, so every question still has its evidence somewhere."""
+    gold = {g for q in questions for g in q.gold}
+    out = {}
+    for domain, ps in passages.items():
+        keep = [p for p in ps if p.id in gold]
+        keep += [p for p in ps if p.id not in gold][: max(0, per_domain - len(keep))]
+        out[domain] = sorted(keep, key=lambda p: p.id)
+    return out
+
+
 @dataclass
 class Outcome:
     federation_sites: int
@@ -279,6 +291,9 @@ def _table(records: Sequence[dict[str, Any]]) -> str:
               show_default=True, help="MTRAG-UN last turns (332), MTRAG standalone rewrites (179), or both.")
 @click.option("--conversation", is_flag=True, help="Ask MTRAG-UN questions with the whole conversation, not the last turn.")
 @click.option("--limit", type=int, default=0, help="Ask only the first N questions (0: all). CI uses a small N.")
+@click.option("--max-passages", type=int, default=0,
+              help="Keep at most N passages per domain (0: all), always including the asked questions' gold "
+                   "passages: a seconds-long smoke run for CI.")
 @click.option("--top-k-sites", type=int, default=0,
               help="At most this many sites for hansa and full-information routing (0: the gateway's default, [gateway] top_k_sites).")
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
@@ -286,7 +301,7 @@ def _table(records: Sequence[dict[str, Any]]) -> str:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("benchmarks/eval.png"), show_default=True)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the federations' files here (default: a temporary directory).")
-def evaluate(data: Path, federations: str, question_set: str, conversation: bool, limit: int, top_k_sites: int,
+def evaluate(data: Path, federations: str, question_set: str, conversation: bool, limit: int, max_passages: int, top_k_sites: int,
              strategies: str, out: Path, plot_path: Path, workdir: Path | None) -> None:
     """Measure routing, evidence and cost on MTRAG, every strategy side by side in one run.
 
@@ -313,6 +328,8 @@ def evaluate(data: Path, federations: str, question_set: str, conversation: bool
     if limit:
         # an even spread over domains, deterministic
         questions = sorted(questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:limit]
+    if max_passages:
+        passages = cap_passages(passages, questions, max_passages)
     say = lambda m: click.echo(m, err=True)  # noqa: E731
     say(f"{sum(len(v) for v in passages.values())} passages, {len(questions)} questions, strategies {chosen}")
     sizes = [int(x) for x in federations.split(",") if x.strip()]

@@ -129,6 +129,8 @@ class LocalFederation:
             MilvusVectorStore(self.gateway_config.milvus_uri, prefix=self.gateway_config.milvus.collection_prefix)
         )
         self.gateway_app = create_gateway_app(self.gateway_config, embedder, self.gateway_vectors, self.registry)
+        # unwinds before the vector store closes: the durable write-behind finishes first
+        self._stack.callback(self.gateway_app.extensions["hansa.gateway"]["index"].close)
         app = self.gateway_tap(self.gateway_app) if self.gateway_tap else self.gateway_app
         self.gateway = self._stack.enter_context(BackgroundServer(app))
         for site_id, handle in self.sites.items():

@@ -2,15 +2,19 @@
 
 Why one place: keys, registries, publication floors, outboxes and install records must survive a
 crash as either the old file or the new one, never half of each — temp file in the same
-directory, fsync, rename, then fsync the directory so the rename itself is durable.
+directory, fsync, rename, then fsync the directory so the rename itself is durable. A
+read-modify-write of such a file runs under `locked`, so that neither another thread nor another
+process (a CLI beside a running gateway) loses an update.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager, Iterator
 
 
 def fsync_dir(folder: Path) -> None:
@@ -39,3 +43,19 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Readable JSON (sorted, indented) for state an operator may want to inspect."""
     write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+@contextmanager
+def locked(lock_path: Path, thread_lock: ContextManager[Any]) -> Iterator[None]:
+    """Hold `thread_lock`, then an exclusive advisory `flock` on `lock_path` (created if missing).
+
+    The thread lock comes first because `flock` is per open file: threads of one process would not
+    exclude each other through it."""
+    with thread_lock:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "a+b") as lock_file:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)

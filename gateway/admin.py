@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 from hansa.core.errors import InputError, VerificationError
 from hansa.gateway.trust import REGISTRY_TTL, REGISTRY_TYPE, ROOT_TTL, ROOT_TYPE, Registry, Root, SitePolicy
 from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
-from hansa.sync.membership import MAX_KEYS_PER_SITE, open_join_request, open_key_rotation, sign_all
+from hansa.sync.dsse import sign_all
+from hansa.sync.membership import MAX_KEYS_PER_SITE, open_join_request, open_key_rotation
 from hansa.sync.wire import format_utc
 
 KEYS_DIRNAME = "federation-keys"

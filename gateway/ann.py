@@ -26,6 +26,7 @@ it was.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 from contextlib import contextmanager
@@ -90,6 +91,15 @@ def _faiss() -> Any:
     import faiss  # imported lazily: only the gateway needs it
 
     return faiss
+
+
+def _release_freed_memory() -> None:
+    """Hand the replaced structure's memory back to the OS (glibc keeps freed arenas otherwise):
+    at 1M rows a re-training frees ~700 MB that would stay in the process's RSS."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 def ivf_nlist(n: int) -> int:
@@ -363,6 +373,7 @@ class AnnIndex:
                 self._replay(target, pending, faiss)
                 self._index, self._kind, self._nlist = target, ("flat" if nlist == 0 else "ivf"), nlist
                 self._trained_rows = int(target.ntotal)
+            _release_freed_memory()
             log.info("ann.trained", kind=self._kind, rows=self._trained_rows, nlist=nlist, nprobe=self.nprobe)
         except Exception:  # a failed training leaves the serving structure as it was
             with self._state_lock:

@@ -10,22 +10,20 @@ record (403, not 401: the client learns to stop retrying, and the name is never 
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import re
 import secrets
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ContextManager
 
 from hansa.core.errors import BackendError, ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.core.files import write_bytes_atomic
+from hansa.core.files import locked, write_bytes_atomic
 from hansa.sync.wire import format_utc
 
 log = get_logger(__name__)
@@ -94,18 +92,10 @@ class ApiKeyStore:
         self._lock_path = self.path.with_name(self.path.name + ".lock")
         self._thread_lock = threading.Lock()
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> ContextManager[None]:
         """Read-modify-write under a thread lock and an advisory file lock: two CLI invocations
         never lose each other's keys."""
-        with self._thread_lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self._lock_path, "a+b") as lock_file:
-                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+        return locked(self._lock_path, self._thread_lock)
 
     def _load(self) -> dict[str, ApiKeyRecord]:
         if not self.path.exists():

@@ -28,8 +28,8 @@ from hansa.core.jsonsafe import loads_strict
 from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry, utc_now
 from hansa.gateway.trust import REGISTRY_TYPE, Registry, SitePolicy
+from hansa.sync.dsse import add_signature, unverified_payload
 from hansa.sync.keys import SiteIdentity
-from hansa.sync.membership import add_signature, unverified_payload
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -153,15 +153,34 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     try:
         app = create_gateway_app(cfg, embedder, store, registry)
         server = make_server(host, port, app, threaded=True)
-        click.echo(f"hansa gateway on http://{host}:{server.server_port} (registry {registry.path})")
+        from hansa.gateway.client import gateway_identity
+
+        identity = gateway_identity(gateway_home(cfg))
+        click.echo(f"hansa gateway on http://{host}:{server.server_port} (registry {registry.path}; "
+                   f"sites set [site] gateway_public_key = {identity.public_key_b64})")
         try:
             server.serve_forever()
         except KeyboardInterrupt:
             pass
         finally:
             server.server_close()
+            app.extensions["hansa.gateway"]["index"].close()  # let the durable write-behind finish
     finally:
         store.close()
+
+
+@gateway.command()
+@click.pass_context
+@_friendly
+def identity(ctx: click.Context) -> None:
+    """Print the gateway's public signing key (created on first use).
+
+    Every call the gateway makes to a site is signed with this key (RFC 9421); each site accepts
+    calls only from it. Give it to site operators for `[site] gateway_public_key`
+    (or HANSA_SITE_GATEWAY_PUBLIC_KEY)."""
+    from hansa.gateway.client import gateway_identity
+
+    click.echo(gateway_identity(gateway_home(_config(ctx))).public_key_b64)
 
 
 # -- the federation's root of trust ---------------------------------------------------------------

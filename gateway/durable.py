@@ -18,8 +18,6 @@ At start, orphans named in a head are deleted before the set is loaded (`Durable
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -29,6 +27,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
+from hansa.core.files import write_bytes_atomic
 from hansa.core.errors import BackendError, HansaError, InputError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
@@ -109,25 +108,6 @@ class StoredHead:
                    obj["manifest_sha256"], rows, tuple(orphans))
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file + fsync + rename + directory fsync: a crash leaves the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class DurableStore:
     """Milvus rows + head files for every site's current set (see the module docstring)."""
 
@@ -141,7 +121,7 @@ class DurableStore:
         return self.state_dir / f"{validate_site_id(site_id)}.json"
 
     def write_head(self, head: StoredHead) -> None:
-        _write_atomic(self._path(head.site_id), dumps(head.to_json()))
+        write_bytes_atomic(self._path(head.site_id), dumps(head.to_json()))
 
     def heads(self) -> list[StoredHead]:
         """Every readable head; a damaged one is set aside (renamed `.damaged`) and reported."""

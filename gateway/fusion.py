@@ -13,6 +13,7 @@ Every sentence carries an [n] marker indexing the citation list, so each claim p
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -24,7 +25,7 @@ from hansa.sync.wire import Citation, PartialAnswer
 
 MAX_SENTENCES = 4
 MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
-DUPLICATE_COSINE = 0.9
+DUPLICATE_JACCARD = 0.8
 
 
 @dataclass(frozen=True)
@@ -52,19 +53,28 @@ class _Candidate:
     confidence: float
     cited: bool
     order: int
-    vector: np.ndarray
+    words: frozenset[str]
     weight: float = 0.0
 
     def attribution(self) -> tuple[bool, float, float]:
         return (self.cited, self.confidence, self.weight)
 
 
-def _support(answer: PartialAnswer) -> list[tuple[str, str]]:
-    """The (sentence, doc_id) pairs a site offers; a bare answer counts as one, under its top source."""
-    pairs = [(t.strip(), d) for t, d in answer.sentences if t.strip()]
-    if not pairs and answer.answer.strip():
-        pairs = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "")]
-    return pairs[:MAX_SENTENCES_PER_SITE]
+def _support(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
+    """The (sentence, doc_id, relevance or None) a site offers; a bare answer counts as one, under
+    its top source."""
+    out = [(s[0].strip(), s[1], s[2] if len(s) > 2 else None) for s in answer.sentences if s[0].strip()]
+    if not out and answer.answer.strip():
+        out = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "", None)]
+    return out[:MAX_SENTENCES_PER_SITE]
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2)
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _why_no_answer(calls: Sequence[SiteCall]) -> str:
@@ -81,7 +91,7 @@ def _why_no_answer(calls: Sequence[SiteCall]) -> str:
 
 def _rank_citations(ok: Sequence[SiteCall], chosen: Sequence[_Candidate]) -> tuple[Citation, ...]:
     """Union of the answering sites' citations (plus any chosen sentence's uncited document),
-    one per (site, document), best score kept, ranked by (site confidence, score)."""
+    one per (site, document), best score kept, ranked by score (then site confidence)."""
     best: dict[tuple[str, str], tuple[float, Citation]] = {}
     for call in ok:
         assert call.answer is not None
@@ -94,7 +104,7 @@ def _rank_citations(ok: Sequence[SiteCall], chosen: Sequence[_Candidate]) -> tup
         key = (cand.site_id, cand.doc_id)
         if key not in best:
             best[key] = (cand.confidence, Citation(cand.site_id, cand.doc_id, "", 0.0))
-    ranked = sorted(best.values(), key=lambda e: (-e[0], -e[1].score, e[1].site_id, e[1].doc_id))
+    ranked = sorted(best.values(), key=lambda e: (-e[1].score, -e[0], e[1].site_id, e[1].doc_id))
     return tuple(c for _, c in ranked)
 
 
@@ -103,31 +113,31 @@ def fuse(
     calls: Sequence[SiteCall],
     embedder: Embedder,
     max_sentences: int = MAX_SENTENCES,
-    duplicate_cosine: float = DUPLICATE_COSINE,
+    duplicate_jaccard: float = DUPLICATE_JACCARD,
 ) -> FusedAnswer:
     ok = [c for c in calls if c.status == OK and c.answer is not None]
-    pairs: list[tuple[SiteCall, str, str]] = []
+    pairs: list[tuple[SiteCall, str, str, float | None]] = []
     for call in ok:
         assert call.answer is not None
-        pairs.extend((call, text, doc_id) for text, doc_id in _support(call.answer))
+        pairs.extend((call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer))
     if not pairs:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, []), sentences=(), note=note)
-
-    vectors = np.asarray(embedder.embed([text for _, text, _ in pairs]), dtype=np.float32)
-    q = np.asarray(question_vector, dtype=np.float32).reshape(-1)
-    q = q / (np.linalg.norm(q) or 1.0)
-    relevance = vectors @ q
+    relevance = np.array([rel if rel is not None else 0.0 for *_, rel in pairs], dtype=np.float32)
+    missing = [i for i, (*_, rel) in enumerate(pairs) if rel is None]
+    if missing:  # only sentences a site sent without their relevance
+        q = np.asarray(question_vector, dtype=np.float32).reshape(-1)
+        q = q / (np.linalg.norm(q) or 1.0)
+        relevance[missing] = np.asarray(embedder.embed([pairs[i][1] for i in missing]), dtype=np.float32) @ q
     candidates: list[_Candidate] = []
-    for i, ((call, text, doc_id), vec) in enumerate(zip(pairs, vectors)):
+    for i, (call, text, doc_id, _) in enumerate(pairs):
         assert call.answer is not None
         cited = any(c.doc_id == doc_id for c in call.answer.citations)
         weight = call.answer.confidence * max(0.0, float(relevance[i]))
-        candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, vec, weight))
-
+        candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), weight))
     kept: list[_Candidate] = []
     for cand in sorted(candidates, key=lambda c: (-c.weight, c.order)):
-        dup = next((j for j, k in enumerate(kept) if float(k.vector @ cand.vector) > duplicate_cosine), None)
+        dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
         if dup is None:
             kept.append(cand)
         elif cand.attribution() > kept[dup].attribution():

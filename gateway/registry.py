@@ -26,18 +26,16 @@ a starting gateway refuses to start rather than trust it.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from hansa.core.files import write_bytes_atomic
+from hansa.core.files import locked, write_bytes_atomic
 from hansa.core.errors import ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
@@ -57,6 +55,7 @@ from hansa.gateway.trust import (
     verify_registry,
     verify_root,
 )
+from hansa.sync.dsse import envelope_json
 from hansa.sync.keys import SiteIdentity, load_public_key
 from hansa.sync.membership import validate_site_url
 from hansa.sync.wire import MAX_INT64, format_utc, parse_utc, validate_site_id
@@ -74,11 +73,7 @@ def utc_now() -> datetime:
 
 def _envelope(envelope: Any) -> Mapping[str, Any]:
     """An envelope given as bytes, text or an object, as an object (shape is checked on verify)."""
-    if isinstance(envelope, (bytes, bytearray, str)):
-        try:
-            envelope = loads_strict(bytes(envelope) if isinstance(envelope, bytearray) else envelope)
-        except (InputError, ValueError, RecursionError) as exc:
-            raise VerificationError(f"envelope is not valid JSON: {exc}") from exc
+    envelope = envelope_json(envelope)
     if not isinstance(envelope, Mapping):
         raise VerificationError("a signed registry or root must be a DSSE envelope (a JSON object)")
     return envelope
@@ -252,16 +247,8 @@ class SiteRegistry:
         self._listeners: list[Callable[[str], None]] = []
 
     # -- storage --------------------------------------------------------------------------------
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._write_lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self._lock_path, "a+b") as lock_file:
-                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+    def _locked(self) -> ContextManager[None]:
+        return locked(self._lock_path, self._write_lock)
 
     def _history_file(self, kind: str, version: int) -> Path:
         return self.history_dir / f"{kind}-{version:08d}.json"

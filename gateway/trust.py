@@ -20,15 +20,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hansa.core.errors import ConflictError, InputError, NotFoundError, VerificationError
-from hansa.core.jsonsafe import loads_strict
-from hansa.sync.dsse import verify_envelope
+from hansa.sync.dsse import unverified_payload, verify_envelope
 from hansa.sync.keys import load_public_key
-from hansa.sync.membership import unverified_payload, validate_public_keys, validate_site_url
+from hansa.sync.membership import exact_fields, parse_json, validate_public_keys, validate_site_url
 from hansa.sync.wire import MAX_INT64, canonical_json, format_utc, parse_utc, validate_site_id
 
 ROOT_TYPE = "application/vnd.hansa.federation-root+json; v=1"
@@ -45,21 +44,6 @@ def _positive(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_INT64:
         raise InputError(f"{what} must be a positive integer")
     return value
-
-
-def _fields(obj: Any, required: set[str], what: str) -> Mapping[str, Any]:
-    if not isinstance(obj, Mapping):
-        raise InputError(f"{what}: expected a JSON object")
-    if set(obj) != required:
-        raise InputError(f"{what}: expected exactly the keys {sorted(required)}, got {sorted(map(str, obj))}")
-    return obj
-
-
-def _json_object(data: bytes, what: str) -> Any:
-    try:
-        return loads_strict(data)
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"{what}: invalid JSON ({exc})") from exc
 
 
 def sha256_hex(data: bytes) -> str:
@@ -97,7 +81,7 @@ class Root:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Root":
-        o = _fields(_json_object(data, "root"), {"version", "expires", "keys", "threshold"}, "root")
+        o = exact_fields(parse_json(data, "root"), {"version", "expires", "keys", "threshold"}, "root")
         if not isinstance(o["keys"], list):
             raise InputError("root: keys must be a list")
         return cls(o["version"], o["expires"], tuple(o["keys"]), o["threshold"])
@@ -120,7 +104,7 @@ class SitePolicy:
 
     @classmethod
     def from_json(cls, obj: Any) -> "SitePolicy":
-        return cls(_fields(obj, {"max_summaries"}, "site policy")["max_summaries"])
+        return cls(exact_fields(obj, {"max_summaries"}, "site policy")["max_summaries"])
 
 
 @dataclass(frozen=True)
@@ -166,7 +150,7 @@ class SiteEntry:
     @classmethod
     def from_json(cls, obj: Any) -> "SiteEntry":
         keys = {"site_id", "url", "public_keys", "keys_version", "status", "admitted_at", "policy"}
-        o = _fields(obj, keys, "registry site")
+        o = exact_fields(obj, keys, "registry site")
         if not isinstance(o["public_keys"], list):
             raise InputError("registry site: public_keys must be a list")
         return cls(o["site_id"], o["url"], tuple(o["public_keys"]), o["keys_version"], o["status"],
@@ -222,7 +206,7 @@ class Registry:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Registry":
-        o = _fields(_json_object(data, "registry"), {"version", "expires", "gateway_url", "sites"}, "registry")
+        o = exact_fields(parse_json(data, "registry"), {"version", "expires", "gateway_url", "sites"}, "registry")
         if not isinstance(o["sites"], list):
             raise InputError("registry: sites must be a list")
         return cls(o["version"], o["expires"], tuple(SiteEntry.from_json(s) for s in o["sites"]), o["gateway_url"])

@@ -64,6 +64,7 @@ class _Sentence:
     chunk_rank: int  # rank of its chunk: keeps the chosen sentences in a readable order
     position: int  # character offset in its chunk
     context: "_Sentence | None" = None  # the sentence before it, when this one depends on it
+    relevance: float = 0.0  # cosine with the question of the pick it belongs to (sent to the gateway)
 
     @property
     def scored_text(self) -> str:
@@ -241,7 +242,7 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
         chosen.append(i)
         closest = np.maximum(closest, _cosine(vectors, vectors[i]))
         for part in parts:
-            picked[part.text] = part
+            picked[part.text] = replace(part, relevance=round(float(cosines[i]), 6))
     return sorted(picked.values(), key=lambda s: (s.chunk_rank, s.position)), float(cosines.max())
 
 
@@ -273,7 +274,7 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
         answer=" ".join(s.text for s in picked),
         citations=_citations(site_id, ranked, req.top_k),
         confidence=confidence,
-        sentences=tuple((s.text, s.doc_id) for s in picked),
+        sentences=tuple((s.text, s.doc_id, s.relevance) for s in picked),
     )
     log.info("retrieve.done", mode=req.mode, chunks=len(ranked), citations=len(answer.citations), confidence=answer.confidence)
     return answer

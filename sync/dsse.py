@@ -5,7 +5,9 @@ length-prefixed — so neither can be swapped or re-serialized. `verify_envelope
 envelope's shape before the signature check; the payload is handed back as bytes, untouched, for
 the caller to parse *after* it is known to come from a trusted key. `keyid` is a hint that we write
 for humans and ignore on verification: every signature is tried against every trusted key, and
-each trusted key counts at most once toward a threshold.
+each trusted key counts at most once toward a threshold. Multi-signature documents (join
+requests, key rotations, federation roots and registries) are signed with `sign_all` and
+countersigned with `add_signature`.
 """
 from __future__ import annotations
 
@@ -43,13 +45,50 @@ def sign_envelope(payload_type: str, payload: bytes, identity: SiteIdentity) -> 
     _check_type_text(payload_type)
     if not isinstance(payload, (bytes, bytearray)):
         raise TypeError("payload must be bytes: DSSE signs exact bytes, never objects")
-    payload = bytes(payload)
-    sig = identity.sign(pae(payload_type, payload))
-    return {
-        "payloadType": payload_type,
-        "payload": b64encode(payload),
-        "signatures": [{"keyid": identity.keyid, "sig": b64encode(sig)}],
-    }
+    return sign_all(payload_type, bytes(payload), [identity])
+
+
+def sign_all(payload_type: str, payload: bytes, signers: Sequence[SiteIdentity]) -> dict[str, Any]:
+    """A DSSE envelope signed by every distinct signer (multi-signature documents)."""
+    if not signers:
+        raise InputError("at least one key must sign")
+    message = pae(payload_type, payload)
+    seen: set[str] = set()
+    signatures = []
+    for identity in signers:
+        if identity.keyid not in seen:
+            seen.add(identity.keyid)
+            signatures.append({"keyid": identity.keyid, "sig": b64encode(identity.sign(message))})
+    if len(signatures) > MAX_SIGNATURES:
+        raise InputError(f"at most {MAX_SIGNATURES} keys can sign one document")
+    return {"payloadType": payload_type, "payload": b64encode(payload), "signatures": signatures}
+
+
+def add_signature(envelope: Mapping[str, Any], identity: SiteIdentity) -> dict[str, Any]:
+    """Countersign a multi-signature document (e.g. a registry draft passed from admin to admin).
+
+    Signs the exact payload already in the envelope; a second signature by the same key is not
+    added (and would count once anyway)."""
+    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("signatures"), list):
+        raise InputError("expected a DSSE envelope with a signatures list")
+    payload_type = envelope.get("payloadType")
+    if not isinstance(payload_type, str):
+        raise InputError("envelope: payloadType must be a string")
+    payload = b64decode_strict(envelope.get("payload"), "payload")
+    message = pae(payload_type, payload)
+    signatures = list(envelope["signatures"])
+    for entry in signatures:
+        sig = entry.get("sig") if isinstance(entry, Mapping) else None
+        try:
+            sig_bytes = b64decode_strict(sig, "sig")
+        except InputError:
+            continue
+        if verify_signature(identity.public_key, sig_bytes, message):  # already signed by this key
+            return {"payloadType": payload_type, "payload": envelope["payload"], "signatures": signatures}
+    if len(signatures) >= MAX_SIGNATURES:
+        raise InputError(f"at most {MAX_SIGNATURES} keys can sign one document")
+    signatures.append({"keyid": identity.keyid, "sig": b64encode(identity.sign(message))})
+    return {"payloadType": payload_type, "payload": envelope["payload"], "signatures": signatures}
 
 
 def _b64(text: object, what: str) -> bytes:
@@ -59,20 +98,39 @@ def _b64(text: object, what: str) -> bytes:
         raise VerificationError(f"envelope: {exc}") from exc
 
 
+def envelope_json(envelope: Any) -> Any:
+    """An envelope given as JSON bytes or text, parsed strictly; any other value is handed back
+    as is. Callers check the shape they need, with their own message."""
+    if isinstance(envelope, (bytes, bytearray, str)):
+        try:
+            return loads_strict(bytes(envelope) if isinstance(envelope, bytearray) else envelope)
+        except (InputError, ValueError, RecursionError) as exc:
+            raise VerificationError(f"envelope is not valid JSON: {exc}") from exc
+    return envelope
+
+
 def _envelope_object(envelope: bytes | bytearray | str | Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(envelope, Mapping):
         return envelope
     if isinstance(envelope, (bytes, bytearray, str)):
-        try:
-            obj = loads_strict(bytes(envelope) if isinstance(envelope, bytearray) else envelope)
-        except (InputError, ValueError, RecursionError) as exc:
-            raise VerificationError(f"envelope is not valid JSON: {exc}") from exc
+        obj = envelope_json(envelope)
         if not isinstance(obj, Mapping):
             raise VerificationError("envelope must be a JSON object")
         return obj
     raise VerificationError(
         f"envelope must be JSON bytes or an object, got {type(envelope).__name__}"
     )
+
+
+def unverified_payload(envelope: Any, payload_type: str) -> bytes:
+    """The payload bytes of a self-signed envelope, so the keys inside can be used to verify it.
+
+    Only for documents that carry their own keys (join requests, a federation's first root); the
+    caller must verify the envelope under those keys before trusting anything else in it."""
+    envelope = envelope_json(envelope)
+    if not isinstance(envelope, Mapping) or envelope.get("payloadType") != payload_type:
+        raise VerificationError(f"expected a DSSE envelope of type {payload_type!r}")
+    return _b64(envelope.get("payload"), "payload")
 
 
 def _parse_shape(envelope: Any) -> tuple[str, bytes, list[bytes]]:

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from hansa.core.errors import ConflictError, InputError, VerificationError
+from hansa.core.files import fsync_dir
 from hansa.sync.vectors import b64decode_strict, b64encode
 
 PRIVATE_KEY_FILE = "site-ed25519.pem"
@@ -122,7 +123,7 @@ class SiteIdentity:
         except BaseException:
             private_path.unlink(missing_ok=True)
             raise
-        _fsync_dir(folder)
+        fsync_dir(folder)
         return private_path
 
     @classmethod
@@ -193,11 +194,3 @@ def _write_new_file(path: Path, data: bytes, mode: int) -> None:
             ) from exc
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

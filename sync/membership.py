@@ -24,10 +24,9 @@ from urllib.parse import urlsplit
 
 from hansa.core.errors import InputError, VerificationError
 from hansa.core.jsonsafe import loads_strict
-from hansa.sync.dsse import MAX_SIGNATURES, pae, verify_envelope
-from hansa.sync.keys import SiteIdentity, load_public_key, public_key_raw, verify_signature
+from hansa.sync.dsse import MAX_SIGNATURES, sign_all, unverified_payload, verify_envelope
+from hansa.sync.keys import SiteIdentity, load_public_key, public_key_raw
 from hansa.sync.publication import MAX_CLOCK_SKEW
-from hansa.sync.vectors import b64decode_strict, b64encode
 from hansa.sync.wire import canonical_json, format_utc, parse_utc, validate_site_id
 
 JOIN_REQUEST_TYPE = "application/vnd.hansa.join-request+json; v=1"
@@ -116,7 +115,10 @@ def _check_fresh(issued_at: str, now: datetime, what: str) -> None:
         )
 
 
-def _fields(obj: Any, keys: set[str], what: str) -> Mapping[str, Any]:
+def exact_fields(obj: Any, keys: set[str], what: str) -> Mapping[str, Any]:
+    """`obj` as a JSON object with exactly `keys`: signed documents carry no unknown fields.
+
+    Shared with gateway.trust, whose root and registry documents are read the same way."""
     if not isinstance(obj, Mapping):
         raise InputError(f"{what}: expected a JSON object")
     if set(obj) != keys:
@@ -164,7 +166,7 @@ class JoinRequest:
 
     @classmethod
     def from_json(cls, obj: Any) -> "JoinRequest":
-        o = _fields(obj, {"site_id", "url", "public_keys", "gateway_url", "nonce", "issued_at"}, "join request")
+        o = exact_fields(obj, {"site_id", "url", "public_keys", "gateway_url", "nonce", "issued_at"}, "join request")
         if not isinstance(o["public_keys"], list):
             raise InputError("join request: public_keys must be a list")
         return cls(o["site_id"], o["url"], tuple(o["public_keys"]), o["gateway_url"], o["nonce"], o["issued_at"])
@@ -201,53 +203,10 @@ class KeyRotation:
 
     @classmethod
     def from_json(cls, obj: Any) -> "KeyRotation":
-        o = _fields(obj, {"site_id", "previous_keys", "public_keys", "nonce", "issued_at"}, "key rotation")
+        o = exact_fields(obj, {"site_id", "previous_keys", "public_keys", "nonce", "issued_at"}, "key rotation")
         if not isinstance(o["previous_keys"], list) or not isinstance(o["public_keys"], list):
             raise InputError("key rotation: previous_keys and public_keys must be lists")
         return cls(o["site_id"], tuple(o["previous_keys"]), tuple(o["public_keys"]), o["nonce"], o["issued_at"])
-
-
-def sign_all(payload_type: str, payload: bytes, signers: Sequence[SiteIdentity]) -> dict[str, Any]:
-    """A DSSE envelope signed by every distinct signer (multi-signature documents)."""
-    if not signers:
-        raise InputError("at least one key must sign")
-    message = pae(payload_type, payload)
-    seen: set[str] = set()
-    signatures = []
-    for identity in signers:
-        if identity.keyid not in seen:
-            seen.add(identity.keyid)
-            signatures.append({"keyid": identity.keyid, "sig": b64encode(identity.sign(message))})
-    if len(signatures) > MAX_SIGNATURES:
-        raise InputError(f"at most {MAX_SIGNATURES} keys can sign one document")
-    return {"payloadType": payload_type, "payload": b64encode(payload), "signatures": signatures}
-
-
-def add_signature(envelope: Mapping[str, Any], identity: SiteIdentity) -> dict[str, Any]:
-    """Countersign a multi-signature document (e.g. a registry draft passed from admin to admin).
-
-    Signs the exact payload already in the envelope; a second signature by the same key is not
-    added (and would count once anyway)."""
-    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("signatures"), list):
-        raise InputError("expected a DSSE envelope with a signatures list")
-    payload_type = envelope.get("payloadType")
-    if not isinstance(payload_type, str):
-        raise InputError("envelope: payloadType must be a string")
-    payload = b64decode_strict(envelope.get("payload"), "payload")
-    message = pae(payload_type, payload)
-    signatures = list(envelope["signatures"])
-    for entry in signatures:
-        sig = entry.get("sig") if isinstance(entry, Mapping) else None
-        try:
-            sig_bytes = b64decode_strict(sig, "sig")
-        except InputError:
-            continue
-        if verify_signature(identity.public_key, sig_bytes, message):  # already signed by this key
-            return {"payloadType": payload_type, "payload": envelope["payload"], "signatures": signatures}
-    if len(signatures) >= MAX_SIGNATURES:
-        raise InputError(f"at most {MAX_SIGNATURES} keys can sign one document")
-    signatures.append({"keyid": identity.keyid, "sig": b64encode(identity.sign(message))})
-    return {"payloadType": payload_type, "payload": envelope["payload"], "signatures": signatures}
 
 
 def build_join_request(
@@ -265,25 +224,8 @@ def build_join_request(
     return sign_all(JOIN_REQUEST_TYPE, canonical_json(request.to_json()), identities)
 
 
-def unverified_payload(envelope: Any, payload_type: str) -> bytes:
-    """The payload bytes of a self-signed envelope, so the keys inside can be used to verify it.
-
-    Only for documents that carry their own keys (join requests, a federation's first root); the
-    caller must verify the envelope under those keys before trusting anything else in it."""
-    if isinstance(envelope, (bytes, bytearray, str)):
-        try:
-            envelope = loads_strict(bytes(envelope) if isinstance(envelope, bytearray) else envelope)
-        except (InputError, ValueError, RecursionError) as exc:
-            raise VerificationError(f"envelope is not valid JSON: {exc}") from exc
-    if not isinstance(envelope, Mapping) or envelope.get("payloadType") != payload_type:
-        raise VerificationError(f"expected a DSSE envelope of type {payload_type!r}")
-    try:
-        return b64decode_strict(envelope.get("payload"), "payload")
-    except InputError as exc:
-        raise VerificationError(f"envelope: {exc}") from exc
-
-
-def _parse(data: bytes, what: str) -> Any:
+def parse_json(data: bytes, what: str) -> Any:
+    """A signed document's payload, parsed strictly; bad JSON is the sender's input error."""
     try:
         return loads_strict(data)
     except (ValueError, RecursionError) as exc:
@@ -292,7 +234,7 @@ def _parse(data: bytes, what: str) -> Any:
 
 def open_join_request(envelope: Any, now: datetime | None = None) -> JoinRequest:
     """A join request whose every listed key signed it, issued within MAX_REQUEST_AGE."""
-    request = JoinRequest.from_json(_parse(unverified_payload(envelope, JOIN_REQUEST_TYPE), "join request"))
+    request = JoinRequest.from_json(parse_json(unverified_payload(envelope, JOIN_REQUEST_TYPE), "join request"))
     keys = [load_public_key(k) for k in request.public_keys]
     _, verified = verify_envelope(envelope, keys, {JOIN_REQUEST_TYPE}, threshold=len(keys))
     if canonical_json(request.to_json()) != verified:
@@ -333,7 +275,7 @@ def open_key_rotation(
     then parsed, then checked to be signed by every new key and to replace exactly that set."""
     current = [load_public_key(k) for k in current_keys]
     _, data = verify_envelope(envelope, current, {KEY_ROTATION_TYPE}, threshold=1)
-    rotation = KeyRotation.from_json(_parse(data, "key rotation"))
+    rotation = KeyRotation.from_json(parse_json(data, "key rotation"))
     if rotation.site_id != site_id:
         raise VerificationError(
             f"key rotation names site {rotation.site_id!r}, not {site_id!r}: a site rotates only its own keys"

@@ -158,7 +158,10 @@ class PartialAnswer:
     answer: str
     citations: tuple[Citation, ...]
     confidence: float
-    sentences: tuple[tuple[str, str], ...] = ()  # (sentence, doc_id): the answer's support, for fusion
+    # The answer's support, for fusion: (sentence, doc_id) or (sentence, doc_id, relevance), where
+    # relevance is the site's cosine of the sentence with the question (same model at every site,
+    # so comparable across sites). Given, it spares the gateway re-embedding every sentence.
+    sentences: tuple[tuple[str, str] | tuple[str, str, float], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,9 +180,15 @@ class PartialAnswer:
         sentences = _require(obj, "sentences", list, w) if "sentences" in obj else []
         parsed_sentences = []
         for s in sentences:
-            if not (isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s)):
-                raise InputError(f"{w}: sentences must be [text, doc_id] pairs")
-            parsed_sentences.append((s[0], s[1]))
+            if not (isinstance(s, list) and len(s) in (2, 3) and all(isinstance(x, str) for x in s[:2])):
+                raise InputError(f"{w}: sentences must be [text, doc_id] or [text, doc_id, relevance]")
+            if len(s) == 2:
+                parsed_sentences.append((s[0], s[1]))
+                continue
+            relevance = json_int(s[2])
+            if isinstance(relevance, bool) or not isinstance(relevance, (int, float)) or not -1.0 <= relevance <= 1.0:
+                raise InputError(f"{w}: a sentence's relevance must be a number in [-1, 1]")
+            parsed_sentences.append((s[0], s[1], float(relevance)))
         conf = _require(obj, "confidence", float, w)
         if not 0.0 <= conf <= 1.0:
             raise InputError(f"{w}: confidence must be in [0, 1]")

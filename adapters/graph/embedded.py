@@ -26,6 +26,7 @@ from typing import Iterator, Sequence
 import igraph
 import leidenalg
 
+from hansa.adapters.graph import ranking
 from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import (
@@ -422,9 +423,7 @@ class EmbeddedGraphStore(GraphStore):
     def community_context(
         self, entity_ids: Sequence[str], max_entities: int = 12, max_relations: int = 12, max_chunks: int = 8
     ) -> CommunityContext:
-        """Entities by weighted degree inside the set (ties by id); relations inside the set by
-        summed weight (ties by ids); chunks by how many of the set's entities they mention (ties by
-        total mention count, then chunk id). `community_id` is left empty: the caller knows it."""
+        """Reads the set's names, inner relations and top chunks; `ranking` orders them."""
         ids = _ids(dict.fromkeys(entity_ids))
         with self._reading() as db:
             names = dict(db.execute("SELECT id, name FROM hansa_entities WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
@@ -441,19 +440,15 @@ class EmbeddedGraphStore(GraphStore):
                 (ids, max(int(max_chunks), 0)),
             ).fetchall()
             rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(r[0] for r in ranked_chunks),))}
-        degree = dict.fromkeys(names, 0.0)
-        for source, target, weight in inside:
-            degree[source] += weight
-            degree[target] += weight
-        top = sorted(degree.items(), key=lambda item: (-item[1], item[0]))[: max(int(max_entities), 0)]
-        return CommunityContext(
-            community_id="",
-            entities=tuple((eid, names[eid], float(d)) for eid, d in top),
-            relations=tuple((names[s], names[t], float(w)) for s, t, w in inside[: max(int(max_relations), 0)]),
-            chunks=tuple(
+        return ranking.community_context(
+            names,
+            inside,
+            (
                 ChunkHit(chunk_id=cid, doc_id=rows[cid][1], title=rows[cid][2], text=rows[cid][3], score=float(n), via="graph")
                 for cid, n, _count in ranked_chunks
             ),
+            max_entities,
+            max_relations,
         )
 
     def stats(self) -> GraphStats:

@@ -23,6 +23,7 @@ import neo4j
 from neo4j import GraphDatabase, ManagedTransaction, NotificationDisabledClassification
 from neo4j.exceptions import AuthError, ConstraintError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
+from hansa.adapters.graph import ranking
 from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import ChunkHit, Community, CommunityAssignment, CommunityContext, DocumentGraph, Entity
@@ -411,9 +412,7 @@ class Neo4jGraphStore(GraphStore):
     def community_context(
         self, entity_ids: Sequence[str], max_entities: int = 12, max_relations: int = 12, max_chunks: int = 8
     ) -> CommunityContext:
-        """Entities by weighted degree inside the set (ties by id); relations inside the set by
-        summed weight (ties by ids); chunks by how many of the set's entities they mention (ties by
-        total mention count, then chunk id). `community_id` is left empty: the caller knows it."""
+        """Reads the set's names, inner relations and top chunks; `ranking` orders them."""
         ids = list(dict.fromkeys(entity_ids))
 
         def work(tx: ManagedTransaction) -> tuple[dict[str, str], list[neo4j.Record], list[neo4j.Record]]:
@@ -423,18 +422,12 @@ class Neo4jGraphStore(GraphStore):
             return names, inside, chunks
 
         names, inside, chunk_rows = self._read(work, "reading community context")
-        degree = dict.fromkeys(names, 0.0)
-        for r in inside:
-            degree[r["source"]] += r["weight"]
-            degree[r["target"]] += r["weight"]
-        top = sorted(degree.items(), key=lambda item: (-item[1], item[0]))[: max(int(max_entities), 0)]
-        return CommunityContext(
-            community_id="",
-            entities=tuple((eid, names[eid], float(d)) for eid, d in top),
-            relations=tuple(
-                (names[r["source"]], names[r["target"]], float(r["weight"])) for r in inside[: max(int(max_relations), 0)]
-            ),
-            chunks=tuple(_hit(r, float(r["entities"]), "graph") for r in chunk_rows),
+        return ranking.community_context(
+            names,
+            [(r["source"], r["target"], r["weight"]) for r in inside],
+            (_hit(r, float(r["entities"]), "graph") for r in chunk_rows),
+            max_entities,
+            max_relations,
         )
 
     def stats(self) -> GraphStats:

@@ -61,3 +61,19 @@ def test_errors_are_messages_not_tracebacks(tmp_path: Path) -> None:
     res = run(tmp_path, "revoke", "site-b", "--key", "0" * 32)
     assert res.exit_code == 1 and "no federation key" in res.output
     assert "no sites enrolled" not in run(tmp_path, "sites").output
+
+
+def test_identity_prints_a_stable_gateway_key(tmp_path) -> None:
+    """Sites configure this key as `[site] gateway_public_key`: it must not change between calls."""
+    import base64
+
+    from click.testing import CliRunner
+
+    from hansa.cli import main
+
+    runner = CliRunner()
+    first = runner.invoke(main, ["--home", str(tmp_path), "gateway", "identity"])
+    second = runner.invoke(main, ["--home", str(tmp_path), "gateway", "identity"])
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    assert len(base64.b64decode(first.stdout.strip())) == 32

@@ -14,6 +14,7 @@ from hansa.core.errors import ConflictError, InputError, VerificationError
 from hansa.gateway import admin
 from hansa.gateway.registry import ACTIVE, REVOKED, SiteRegistry
 from hansa.gateway.trust import Registry, Root, SiteEntry, SitePolicy
+from hansa.sync.dsse import sign_all
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.membership import (
     JOIN_REQUEST_TYPE,
@@ -23,7 +24,6 @@ from hansa.sync.membership import (
     build_join_request,
     build_key_rotation,
     new_nonce,
-    sign_all,
 )
 from hansa.sync.wire import canonical_json, format_utc
 

@@ -5,6 +5,7 @@ import re
 from typing import Sequence
 
 import numpy as np
+import pytest
 
 from hansa.gateway.client import ERROR, OK, TIMEOUT, SiteCall
 from hansa.gateway.fusion import fuse
@@ -13,10 +14,10 @@ from hansa.sync.wire import Citation, PartialAnswer
 QUESTION = "Which river flows through Lyon?"
 
 
-def ok_call(site: str, confidence: float, sentences: Sequence[tuple[str, str]], cited: Sequence[tuple[str, str, float]]) -> SiteCall:
+def ok_call(site: str, confidence: float, sentences: Sequence[tuple], cited: Sequence[tuple[str, str, float]]) -> SiteCall:
     answer = PartialAnswer(
         site_id=site,
-        answer=" ".join(s for s, _ in sentences),
+        answer=" ".join(s[0] for s in sentences),
         citations=tuple(Citation(site, d, t, sc) for d, t, sc in cited),
         confidence=confidence,
         sentences=tuple(sentences),
@@ -62,8 +63,8 @@ def test_relevant_sentences_win_and_markers_index_the_citations(embedder) -> Non
     assert fused.sentences[0].site_id == "geo" and fused.sentences[0].doc_id == "rivers"
     weights = [s.weight for s in fused.sentences]
     assert weights == sorted(weights, reverse=True) and all(w > 0 for w in weights)
-    # citations: union of both sites', ranked by (site confidence, score), each once
-    assert [(c.site_id, c.doc_id) for c in fused.citations] == [("geo", "rivers"), ("geo", "history"), ("food", "bouchons")]
+    # citations: union of both sites', ranked by score (comparable across sites), each once
+    assert [(c.site_id, c.doc_id) for c in fused.citations] == [("geo", "rivers"), ("food", "bouchons"), ("geo", "history")]
     # every [n] points at the citation of the sentence it follows
     assert markers(fused.answer) == [s.citation for s in fused.sentences]
     for s in fused.sentences:
@@ -130,3 +131,21 @@ def test_a_bare_answer_without_sentences_is_used_under_its_top_citation(embedder
     assert fused.answer == "The Rhone flows through Lyon. [1]"
     assert fused.citations[0] == Citation("a", "top", "Top", 0.9)
     assert np.isclose(fused.sentences[0].weight, 0.7 * float(embedder.embed_one(answer.answer) @ q), atol=1e-5)
+
+
+def test_sentences_with_site_relevance_need_no_embedding_and_duplicates_collapse(embedder) -> None:
+    """Sites send each sentence's cosine with the question: the gateway trusts that ranking (same
+    model everywhere) and embeds nothing; a near-verbatim copy from another site collapses."""
+    q = embedder.embed_one(QUESTION)
+    text = "The Rhone flows through Lyon before meeting the Saone."
+    calls = [
+        ok_call("geo", 0.9, [(text, "rivers", 0.62), ("Lyon has a large silk-weaving history.", "history", 0.21)],
+                [("rivers", "Rivers of France", 0.8), ("history", "Lyon history", 0.3)]),
+        ok_call("maps", 0.5, [("the Rhone flows through Lyon, before meeting the Saone", "atlas", 0.6)],
+                [("atlas", "Atlas", 0.6)]),
+    ]
+    counting = CountingEmbedder(embedder)
+    fused = fuse(q, calls, counting)
+    assert counting.calls == 0
+    assert [s.text for s in fused.sentences] == [text, "Lyon has a large silk-weaving history."]
+    assert fused.sentences[0].weight == pytest.approx(0.9 * 0.62)

@@ -8,17 +8,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from hansa.core.errors import InputError, VerificationError
-from hansa.sync.dsse import MAX_SIGNATURES, verify_envelope
+from hansa.sync.dsse import MAX_SIGNATURES, add_signature, sign_all, verify_envelope
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.membership import (
     JOIN_REQUEST_TYPE,
     MAX_KEYS_PER_SITE,
-    add_signature,
     build_join_request,
     build_key_rotation,
     open_join_request,
     open_key_rotation,
-    sign_all,
     validate_public_keys,
 )
 
