@@ -25,6 +25,7 @@ from hansa.cli import main
 from hansa.core.config import Config, load_config
 from hansa.plugin.install import load_identity
 from hansa.plugin.retrieval import retrieve
+from hansa.plugin.communities import summary_vectors
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.publication import open_publication
 from hansa.sync.vectors import decode_vector
@@ -228,6 +229,6 @@ def test_site_workflow_on_neo4j_gds(driver: Driver, neo4j_uri: str, passages: di
             answer = retrieve(ctx, RetrieveRequest(question=question, top_k=3))
             assert answer.citations[0].doc_id in gold, (question, answer.citations)
             assert answer.sentences and answer.confidence > 0.3
-            for text, doc_id in answer.sentences:
+            for text, doc_id, *_ in answer.sentences:
                 assert text in " ".join(passages["text"][doc_id].split())
     organization_untouched("retrieval")

@@ -59,10 +59,11 @@ def test_citations_are_unique_ranked_bounded_and_titled(built_site: SiteContext)
 
 def test_answer_is_made_only_of_sentences_from_cited_documents(built_site: SiteContext, corpus: dict[str, str]) -> None:
     answer = retrieve(built_site, RetrieveRequest(question="What does the Hallgrim Volcano Observatory do?", top_k=4))
-    assert answer.answer == " ".join(text for text, _ in answer.sentences)
+    assert answer.answer == " ".join(text for text, *_ in answer.sentences)
     assert 1 <= len(answer.sentences) <= MAX_ANSWER_SENTENCES
     cited = {c.doc_id for c in answer.citations}
-    for text, doc_id in answer.sentences:
+    for text, doc_id, *relevance in answer.sentences:
+        assert len(relevance) == 1 and -1.0 <= relevance[0] <= 1.0  # what the gateway fuses on
         assert doc_id in cited
         assert text in _folded(corpus[doc_id])
     # What goes over the wire is the wire type, and it round-trips.
@@ -72,7 +73,7 @@ def test_answer_is_made_only_of_sentences_from_cited_documents(built_site: SiteC
 def test_no_chunk_text_leaves_beyond_the_answer_sentences(built_site: SiteContext, corpus: dict[str, str]) -> None:
     answer = retrieve(built_site, RetrieveRequest(question="Tell me about the Karsholm Harbour Trust", top_k=10))
     body = json.dumps(answer.to_json())
-    chosen = {text for text, _ in answer.sentences}
+    chosen = {text for text, *_ in answer.sentences}
     for doc_id, text in corpus.items():
         for _, sentence in answer_sentences(text):
             if sentence not in chosen:
@@ -194,9 +195,9 @@ def faq_site(
 
 def _check_statements(answer: PartialAnswer, passages: dict[str, str]) -> None:
     assert 1 <= len(answer.sentences) <= MAX_ANSWER_SENTENCES
-    folded = [" ".join(text.lower().split()) for text, _ in answer.sentences]
+    folded = [" ".join(text.lower().split()) for text, *_ in answer.sentences]
     assert len(set(folded)) == len(folded)  # no sentence twice
-    for text, doc_id in answer.sentences:
+    for text, doc_id, *_ in answer.sentences:
         assert not text.rstrip("\"'”)").endswith(("?", ":")), text
         assert len(text.split()) >= 5
         assert text in " ".join(passages[doc_id].split())
@@ -221,4 +222,4 @@ def test_an_answer_covers_what_was_asked_not_only_the_topic(
     answer = retrieve(faq_site, RetrieveRequest(question="What items should I keep in the safe room?", top_k=3))
     assert {c.doc_id for c in answer.citations} <= set(SAFE_ROOM_DOCS)
     _check_statements(answer, passages)
-    assert any(re.search(r"suppl(y|ies)|duct tape|plastic sheeting", text, re.I) for text, _ in answer.sentences), answer.answer
+    assert any(re.search(r"suppl(y|ies)|duct tape|plastic sheeting", text, re.I) for text, *_ in answer.sentences), answer.answer

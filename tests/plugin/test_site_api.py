@@ -78,7 +78,7 @@ def test_global_mode_over_http(client: FlaskClient) -> None:
 def test_the_body_holds_no_chunk_text_beyond_the_answer(client: FlaskClient, corpus: dict[str, str]) -> None:
     resp = _ask(client, {"question": "What happens at the Rosengarten Concert Hall?", "top_k": 10})
     raw = resp.get_data(as_text=True)
-    chosen = {text for text, _ in resp.get_json()["sentences"]}
+    chosen = {text for text, *_ in resp.get_json()["sentences"]}
     assert chosen
     leaked = [s for text in corpus.values() for _, s in answer_sentences(text) if s not in chosen and s in raw]
     assert leaked == []
