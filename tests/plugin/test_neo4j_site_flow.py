@@ -185,10 +185,11 @@ def test_site_workflow_on_neo4j_gds(driver: Driver, neo4j_uri: str, passages: di
         for group in leiden.values():
             assert len({owner.get(e) for e in group}) == 1, "a Leiden community was split across stored communities"
         assert set(owner) <= set().union(*leiden.values())
-        # The summaries are in Milvus, one vector per community, embedding its summary text.
+        # The summaries are in Milvus, one vector per community, as `[site] summary_vector` makes it.
         assert ctx.vectors.count(SUMMARIES) == communities
         vectors = ctx.vectors.get(SUMMARIES, [c["id"] for c in stored])
-        fresh = ctx.embedder.embed([c["summary"] for c in stored])
+        by_id = {c.id: c for c in ctx.graph.communities()}
+        fresh = summary_vectors(ctx, [by_id[c["id"]] for c in stored])
         assert all(float(np.dot(vectors[c["id"]], fresh[i])) > 0.999 for i, c in enumerate(stored))
         identity = load_identity(ctx)
         space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
