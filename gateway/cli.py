@@ -381,4 +381,6 @@ def sites(ctx: click.Context, as_json: bool) -> None:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
-from hansa.gateway import cli_keys  # noqa: E402,F401  (last: it adds `hansa gateway api-key` to the group above)
+from hansa.gateway.cli_keys import api_key  # noqa: E402  (it imports helpers defined above)
+
+gateway.add_command(api_key)

@@ -12,14 +12,14 @@ import json
 import click
 
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
-from hansa.gateway.cli import _config, _friendly, gateway, gateway_home
+from hansa.gateway.cli import _config, _friendly, gateway_home
 
 
 def _store(ctx: click.Context) -> ApiKeyStore:
     return open_api_keys(gateway_home(_config(ctx)))
 
 
-@gateway.group("api-key")
+@click.group("api-key")
 def api_key() -> None:
     """Create, list and revoke the API keys query clients authenticate with."""
 
