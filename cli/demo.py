@@ -19,10 +19,7 @@ from typing import Any, Callable
 import click
 
 from hansa.core.errors import HansaError
-from hansa.core.logs import get_logger
 from hansa.cli.federation import LocalFederation
-
-log = get_logger(__name__)
 
 
 @dataclass
@@ -108,7 +105,7 @@ def demo(as_json: bool, workdir: Path | None, extra: tuple[str, ...]) -> None:
     Sites clapnq (Wikipedia), fiqa (finance) and govt (US government pages) each hold 40 MTRAG
     passages (Apache-2.0, see hansa/cli/data/NOTICE). Nothing needs to be running: each site uses
     the embedded graph store and Milvus Lite; every hop between sites and gateway is real HTTP on
-    127.0.0.1. Expect about a minute, most of it embedding and first model load.
+    127.0.0.1. Expect about half a minute on two cores, most of it embedding and the first model load.
     """
     passages, questions = bundled_sample()
     questions += [{"site": None, "question": q, "gold": []} for q in extra]

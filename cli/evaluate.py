@@ -16,9 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
-import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 

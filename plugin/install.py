@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hansa.adapters.graph.base import InstallReport
-from hansa.core.files import write_bytes_atomic, write_json_atomic
+from hansa.core.files import write_json_atomic
 from hansa.core.errors import ConfigError, NotFoundError
 from hansa.core.logs import get_logger
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, chunk_collection, summary_collection

