@@ -271,7 +271,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="store and log directory (reused between runs)")
     parser.add_argument("--port", type=int, default=None, help="Bolt port (default: a free one)")
     parser.add_argument("--heap", default="2g", help="JVM heap, e.g. 2g (GDS projections live on the heap)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="resolve the jars from Maven Central and compile the launcher, then exit "
+                             "(what scripts/test does first, so a Maven failure is reported on its own)")
     args = parser.parse_args(argv)
+    if args.build_only:
+        try:
+            build(SCRIPTS_DIR)
+        except RuntimeError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+        print("neo4j-dev: launcher built", file=sys.stderr)
+        return 0
 
     stop_event = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
