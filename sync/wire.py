@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from hansa.core.errors import InputError
-from hansa.core.jsonsafe import loads_strict
 
 SITE_ID_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 SUMMARY_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -291,88 +290,12 @@ class EmbeddingSpace:
         return cls(model_id=model_id, dim=_int_in(obj, "dim", 1, MAX_DIM, w), encoding=encoding)
 
 
-@dataclass(frozen=True)
-class PublicationPayload:
-    """The signed payload of a site's publication (DSSE payloadType PUBLICATION_TYPE).
-
-    `sequence` strictly increases per site (no replay, no rollback); `manifest` maps every summary
-    id the site currently publishes to (version, sha256 of its canonical record bytes), so the
-    gateway can check it holds exactly this set and nothing else."""
-
-    site_id: str
-    sequence: int
-    issued_at: str  # RFC 3339 UTC
-    expires: str  # RFC 3339 UTC
-    embedding: EmbeddingSpace
-    summaries: tuple[SummaryRecord, ...]
-    manifest: Mapping[str, tuple[int, str]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "site_id": self.site_id,
-            "sequence": self.sequence,
-            "issued_at": self.issued_at,
-            "expires": self.expires,
-            "embedding": self.embedding.to_json(),
-            "summaries": [s.to_json() for s in self.summaries],
-            "manifest": {k: [v, h] for k, (v, h) in sorted(self.manifest.items())},
-        }
-
-    def to_bytes(self) -> bytes:
-        """The exact bytes a site signs (canonical JSON; the payload holds no floats)."""
-        return canonical_json(self.to_json())
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "PublicationPayload":
-        """Shape and types only; sync.publication checks vectors, manifest and times against now."""
-        w = "publication"
-        site_id = validate_site_id(_require(obj, "site_id", str, w))
-        _no_extra(obj, {"site_id", "sequence", "issued_at", "expires", "embedding", "summaries",
-                        "manifest"}, w)
-        issued_at = _require(obj, "issued_at", str, w)
-        expires = _require(obj, "expires", str, w)
-        if parse_utc(expires, w) <= parse_utc(issued_at, w):
-            raise InputError(f"{w}: expires must be later than issued_at")
-        records = _require(obj, "summaries", list, w)
-        manifest: dict[str, tuple[int, str]] = {}
-        for summary_id, entry in _require(obj, "manifest", Mapping, w).items():
-            if not SUMMARY_ID_RE.fullmatch(summary_id):
-                raise InputError(f"{w}: manifest has an invalid summary id {summary_id!r}")
-            if not (
-                isinstance(entry, list) and len(entry) == 2
-                and isinstance(entry[0], int) and not isinstance(entry[0], bool)
-                and 0 <= entry[0] <= MAX_INT64
-                and isinstance(entry[1], str) and SHA256_HEX_RE.fullmatch(entry[1])
-            ):
-                raise InputError(
-                    f"{w}: manifest entry for {summary_id!r} must be "
-                    "[version, lowercase sha256 hex]"
-                )
-            manifest[summary_id] = (entry[0], entry[1])
-        return cls(
-            site_id=site_id,
-            sequence=_int_in(obj, "sequence", 0, MAX_INT64, w),
-            issued_at=issued_at,
-            expires=expires,
-            embedding=EmbeddingSpace.from_json(_require(obj, "embedding", Mapping, w)),
-            summaries=tuple(SummaryRecord.from_json(_expect_object(r, w)) for r in records),
-            manifest=manifest,
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "PublicationPayload":
-        """Parse verified payload bytes strictly (no NaN, no duplicate keys, bounded depth)."""
-        try:
-            obj = loads_strict(data)
-        except (ValueError, RecursionError) as exc:  # e.g. integers beyond Python's digit limit
-            raise InputError(f"publication: invalid JSON ({exc})") from exc
-        return cls.from_json(_expect_object(obj, "publication"))
-
-
 def _expect_object(obj: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: expected an object")
     return obj
 
 
+# Retired: v=1 carried full sets only. The gateway refuses it (sync.publication defines the v=2 type);
+# kept so tests can prove a retired type is refused even when validly signed.
 PUBLICATION_TYPE = "application/vnd.hansa.publication+json; v=1"

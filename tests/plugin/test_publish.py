@@ -19,9 +19,9 @@ from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox, RetryPolicy
 from hansa.plugin.publish import PublishResult, publish_summaries, read_state, state_file
 from hansa.plugin.site import SUMMARIES, SiteContext
-from hansa.sync.publication import open_publication
+from hansa.sync.publication import Publication, open_publication
 from hansa.sync.vectors import decode_vector
-from hansa.sync.wire import EmbeddingSpace, PublicationPayload
+from hansa.sync.wire import EmbeddingSpace
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
 FAST = RetryPolicy(attempts=2, base_delay_s=0.01, max_delay_s=0.05)
@@ -39,12 +39,12 @@ def _space(ctx: SiteContext) -> EmbeddingSpace:
     return EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
 
 
-def _open(ctx: SiteContext, path: Path) -> PublicationPayload:
+def _open(ctx: SiteContext, path: Path) -> Publication:
     """Verify as the gateway does: the site's enrolled public key, the claimed site id, the space."""
     return open_publication(path.read_bytes(), "acme", [load_identity(ctx).public_key], _space(ctx), now=NOW)
 
 
-def _publish_to_file(ctx: SiteContext, tmp_path: Path, name: str) -> tuple[PublishResult, PublicationPayload]:
+def _publish_to_file(ctx: SiteContext, tmp_path: Path, name: str) -> tuple[PublishResult, Publication]:
     out = tmp_path / name
     result = publish_summaries(ctx, out=out, now=NOW)
     assert result.destination == str(out) and result.bytes == out.stat().st_size
