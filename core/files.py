@@ -25,6 +25,16 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def file_signature(path: Path) -> tuple[int, int, int] | None:
+    """(mtime, size, inode): changes whenever write_bytes_atomic replaces the file, so a reader can
+    keep its parsed copy until another process writes a new one. None when the file is absent."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

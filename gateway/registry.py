@@ -26,7 +26,6 @@ a starting gateway refuses to start rather than trust it.
 """
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -35,7 +34,7 @@ from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from hansa.core.files import locked, write_bytes_atomic
+from hansa.core.files import file_signature, locked, write_bytes_atomic
 from hansa.core.errors import ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
@@ -254,11 +253,7 @@ class SiteRegistry:
         return self.history_dir / f"{kind}-{version:08d}.json"
 
     def _token(self) -> tuple[int, ...] | None:
-        try:
-            st = os.stat(self.state_path)
-        except FileNotFoundError:
-            return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
+        return file_signature(self.state_path)
 
     def _read_pinned(self, kind: str, pin: Any) -> Mapping[str, Any]:
         where = f"{self.state_path}: {kind}"

@@ -38,8 +38,11 @@ QUESTION = "What does FEMA do after a disaster?"
 
 def _gateway_files(folder: Path) -> dict[str, str]:
     """Digest of every state file a gateway keeps (lock files and Milvus' own files aside)."""
+    # Milvus Lite's data path (`*.db`) is a directory whose files its background flush rewrites
+    # at any time: skip everything under it, not only names ending in .db.
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith((".lock", ".db"))}
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(".lock")
+            and not any(part.endswith(".db") for part in p.relative_to(folder).parts)}
 
 
 class Gateway:
