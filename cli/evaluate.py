@@ -150,7 +150,7 @@ class RoutingCurves:
         from hansa.gateway.router import score_sites
 
         self.score_sites = score_sites
-        self.state = fed.gateway_app.extensions["hansa.gateway"]
+        self.index = fed.gateway_service.index
         self.sites = sorted(fed.sites)
         self.max_k = min(max_k, len(self.sites))
         self.full = full
@@ -163,7 +163,7 @@ class RoutingCurves:
         self.n = 0
 
     def add(self, qvec: np.ndarray, gold_sites: Sequence[str], top_m: int) -> None:
-        hits = self.state["index"].search(qvec, top_m)
+        hits = self.index.search(qvec, top_m)
         ranked_summary = [s.site_id for s in self.score_sites(hits, set(self.sites))]
         ranked_full = [s for s, _ in self.full.rank(qvec)]
         ranked_centroid = [self.sites[i] for i in np.argsort(-(self.centroids @ qvec))]

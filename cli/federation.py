@@ -39,8 +39,9 @@ class SiteHandle:
 
 class LocalFederation:
     """Build with `LocalFederation(workdir, {site_id: [{"id","title","text"}, ...]})` as a context
-    manager; `.gateway_url`, `.sites`, `.gateway_app_state` are available inside, and `.query(body)`
-    asks the gateway as an authenticated client (`.api_key`)."""
+    manager; `.gateway_url`, `.sites`, `.gateway_service` (the hansa.gateway.service.Gateway, for
+    in-process queries) and `.gateway_app` (its Flask adapter) are available inside, and
+    `.query(body)` asks the gateway over HTTP as an authenticated client (`.api_key`)."""
 
     def __init__(
         self,
@@ -77,6 +78,7 @@ class LocalFederation:
         from hansa.gateway.apikeys import open_api_keys
         from hansa.gateway.app import create_gateway_app
         from hansa.gateway.client import gateway_identity
+        from hansa.gateway.service import Gateway
         from hansa.gateway.registry import SiteRegistry
         from hansa.plugin.api import create_site_app
         from hansa.plugin.communities import build_communities
@@ -128,9 +130,10 @@ class LocalFederation:
         self.gateway_vectors = self._stack.enter_context(
             MilvusVectorStore(self.gateway_config.milvus_uri, prefix=self.gateway_config.milvus.collection_prefix)
         )
-        self.gateway_app = create_gateway_app(self.gateway_config, embedder, self.gateway_vectors, self.registry)
-        # unwinds before the vector store closes: the durable write-behind finishes first
-        self._stack.callback(self.gateway_app.extensions["hansa.gateway"]["index"].close)
+        # closes before the vector store does: the durable write-behind finishes first
+        self.gateway_service = self._stack.enter_context(
+            Gateway.open(self.gateway_config, embedder=embedder, vector_store=self.gateway_vectors, registry=self.registry))
+        self.gateway_app = create_gateway_app(self.gateway_service)
         app = self.gateway_tap(self.gateway_app) if self.gateway_tap else self.gateway_app
         self.gateway = self._stack.enter_context(BackgroundServer(app))
         for site_id, handle in self.sites.items():

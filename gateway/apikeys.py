@@ -7,6 +7,10 @@ fast one keeps authentication cheap on every request. Comparison is constant-tim
 (`<home>/gateway/api-keys.json`) is read on every request, like the registry, so a key revoked with
 `hansa gateway api-key revoke` stops working on a running gateway at once; revoked keys stay on
 record (403, not 401: the client learns to stop retrying, and the name is never reused).
+
+A key may be limited to the origins it speaks for (`origins`: site ids). A query naming an
+`origin` is asked at that site first (DGRAG's gate), so an origin is a claim about who the user is:
+a key of one organization's front end must not claim another's. No `origins`: any origin.
 """
 from __future__ import annotations
 
@@ -18,13 +22,13 @@ import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Sequence
 
 from hansa.core.errors import BackendError, ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.core.files import locked, write_bytes_atomic
-from hansa.sync.wire import format_utc
+from hansa.sync.wire import format_utc, validate_site_id
 
 log = get_logger(__name__)
 
@@ -51,15 +55,20 @@ class ApiKeyRecord:
     sha256: str  # hex of sha256(salt + key)
     created_at: str
     revoked_at: str | None = None
+    origins: tuple[str, ...] | None = None  # the origins this key may speak for; None: any
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "key_id": self.key_id, "salt": self.salt, "sha256": self.sha256,
-                "created_at": self.created_at, "revoked_at": self.revoked_at}
+        out: dict[str, Any] = {"name": self.name, "key_id": self.key_id, "salt": self.salt, "sha256": self.sha256,
+                               "created_at": self.created_at, "revoked_at": self.revoked_at}
+        if self.origins is not None:  # absent, not null: files of keys without a limit stay as they were
+            out["origins"] = list(self.origins)
+        return out
 
     def view(self) -> dict[str, Any]:
         """What an operator may see: never the salt or hash."""
         return {"name": self.name, "key_id": self.key_id, "created_at": self.created_at,
-                "revoked": self.revoked_at is not None, "revoked_at": self.revoked_at}
+                "revoked": self.revoked_at is not None, "revoked_at": self.revoked_at,
+                "origins": list(self.origins) if self.origins is not None else None}
 
     def matches(self, key: str) -> bool:
         digest = hashlib.sha256(bytes.fromhex(self.salt) + key.encode("ascii")).hexdigest()
@@ -67,9 +76,12 @@ class ApiKeyRecord:
 
     @classmethod
     def from_json(cls, obj: Any, where: str) -> "ApiKeyRecord":
-        if not isinstance(obj, dict) or set(obj) != {"name", "key_id", "salt", "sha256", "created_at", "revoked_at"}:
+        required = {"name", "key_id", "salt", "sha256", "created_at", "revoked_at"}
+        if not isinstance(obj, dict) or not required <= set(obj) <= required | {"origins"}:
             raise InputError(f"{where}: not an API key record")
         fields = dict(obj)
+        if "origins" in fields:
+            fields["origins"] = _origins(fields["origins"], where)
         if not all(isinstance(fields[k], str) for k in ("name", "key_id", "salt", "sha256", "created_at")):
             raise InputError(f"{where}: fields must be strings")
         if fields["revoked_at"] is not None and not isinstance(fields["revoked_at"], str):
@@ -78,6 +90,15 @@ class ApiKeyRecord:
                 or not re.fullmatch(r"[0-9a-f]{64}", fields["sha256"]):
             raise InputError(f"{where}: malformed key id, salt or hash")
         return cls(**fields)
+
+
+def _origins(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise InputError(f"{where}: origins must be a list of site ids")
+    try:
+        return tuple(dict.fromkeys(validate_site_id(v) for v in value))
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from exc
 
 
 def validate_key_name(name: object) -> str:
@@ -118,9 +139,11 @@ class ApiKeyStore:
     def list(self) -> list[ApiKeyRecord]:
         return list(self._load().values())
 
-    def create(self, name: str) -> str:
-        """A new key for `name`; the returned key is the only copy there will ever be."""
+    def create(self, name: str, origins: Sequence[str] | None = None) -> str:
+        """A new key for `name` (limited to `origins` if given); the returned key is the only copy
+        there will ever be."""
         validate_key_name(name)
+        allowed = _origins(origins, "API key") if origins is not None else None
         key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
         key = f"{KEY_PREFIX}{key_id}_{secret}"
         salt = secrets.token_bytes(16)
@@ -130,7 +153,7 @@ class ApiKeyStore:
                 state = "revoked" if keys[name].revoked_at else "active"
                 raise ConflictError(f"an API key named {name!r} already exists ({state}); choose another name")
             keys[name] = ApiKeyRecord(name, key_id, salt.hex(), hashlib.sha256(salt + key.encode("ascii")).hexdigest(),
-                                      format_utc(datetime.now(timezone.utc)))
+                                      format_utc(datetime.now(timezone.utc)), origins=allowed)
             self._save(keys)
         return key
 
@@ -167,6 +190,13 @@ class ApiKeyStore:
         if rec.revoked_at is not None:
             raise VerificationError(f"API key {rec.name!r} was revoked at {rec.revoked_at}; ask the operator for a new one")
         return rec.name
+
+    def allowed_origins(self, name: str) -> frozenset[str] | None:
+        """The origins the key `name` may speak for (None: any). A name without a key is an
+        in-process caller (e.g. `hansa eval`, which chose its own name): HTTP clients always have
+        one, since the HTTP adapter authenticates before it asks."""
+        rec = self._load().get(name)
+        return frozenset(rec.origins) if rec is not None and rec.origins is not None else None
 
 
 def open_api_keys(gateway_dir: Path) -> ApiKeyStore:

@@ -140,33 +140,22 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     """Serve the gateway API until interrupted."""
     from werkzeug.serving import make_server
 
-    from hansa.adapters.embedder import open_embedder
-    from hansa.adapters.vector.milvus import MilvusVectorStore
     from hansa.gateway.app import create_gateway_app
+    from hansa.gateway.service import Gateway
 
     cfg = _config(ctx)
     host = host or cfg.gateway.host
     port = cfg.gateway.port if port is None else port
-    registry = open_registry(cfg)
-    embedder = open_embedder(cfg)
-    store = MilvusVectorStore(cfg.milvus_uri, token=cfg.milvus.token, prefix=cfg.milvus.collection_prefix)
-    try:
-        app = create_gateway_app(cfg, embedder, store, registry)
-        server = make_server(host, port, app, threaded=True)
-        from hansa.gateway.client import gateway_identity
-
-        identity = gateway_identity(gateway_home(cfg))
-        click.echo(f"hansa gateway on http://{host}:{server.server_port} (registry {registry.path}; "
-                   f"sites set [site] gateway_public_key = {identity.public_key_b64})")
+    with Gateway.open(cfg) as gw:  # closing it lets the durable write-behind finish
+        server = make_server(host, port, create_gateway_app(gw), threaded=True)
+        click.echo(f"hansa gateway on http://{host}:{server.server_port} (registry {gw.registry.path}; "
+                   f"sites set [site] gateway_public_key = {gw.identity.public_key_b64})")
         try:
             server.serve_forever()
         except KeyboardInterrupt:
             pass
         finally:
             server.server_close()
-            app.extensions["hansa.gateway"]["index"].close()  # let the durable write-behind finish
-    finally:
-        store.close()
 
 
 @gateway.command()

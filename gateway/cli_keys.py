@@ -26,11 +26,13 @@ def api_key() -> None:
 
 @api_key.command()
 @click.argument("name")
+@click.option("--origin", "origins", multiple=True,
+              help="A site this key may name as a query's origin (repeat; default: any site).")
 @click.pass_context
 @_friendly
-def create(ctx: click.Context, name: str) -> None:
+def create(ctx: click.Context, name: str, origins: tuple[str, ...]) -> None:
     """Create a key for NAME (also its rate-limit identity) and print it once."""
-    key = _store(ctx).create(name)
+    key = _store(ctx).create(name, origins=list(origins) if origins else None)
     click.echo(f"created API key {name!r}; store it now, it is not shown again. Send it as "
                "'Authorization: Bearer <key>'.", err=True)
     click.echo(key)

@@ -28,7 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 from urllib.parse import urlsplit
 
 from hansa.core.errors import ConflictError, HansaError
@@ -104,7 +104,9 @@ class SiteCall:
         return out
 
 
-class _CallFailed(Exception):
+class CallFailed(Exception):
+    """Why one call of one site failed: `status` (timeout, error, invalid) goes into its SiteCall."""
+
     def __init__(self, status: str, message: str, bytes_in: int = 0) -> None:
         super().__init__(message)
         self.status = status
@@ -136,17 +138,17 @@ def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple[int
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise _CallFailed(ERROR, f"cannot resolve {host!r}: {exc}") from exc
+        raise CallFailed(ERROR, f"cannot resolve {host!r}: {exc}") from exc
     targets: list[tuple[int, Any]] = []
     for family, _, _, _, sockaddr in infos:
         addr = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
         why = _refusal(addr, allow_private)
         if why:
-            raise _CallFailed(ERROR, f"{host!r} resolves to {addr}, {why}; refused")
+            raise CallFailed(ERROR, f"{host!r} resolves to {addr}, {why}; refused")
         if (family, sockaddr) not in targets:
             targets.append((family, sockaddr))
     if not targets:
-        raise _CallFailed(ERROR, f"{host!r} resolves to no address")
+        raise CallFailed(ERROR, f"{host!r} resolves to no address")
     return targets
 
 
@@ -197,33 +199,40 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
 
 
 # -- one call ------------------------------------------------------------------------------------
-def _remaining(deadline: float, what: str) -> float:
+def time_left(deadline: float, what: str) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise _CallFailed(TIMEOUT, f"deadline passed {what}")
+        raise CallFailed(TIMEOUT, f"deadline passed {what}")
     return left
 
 
 def _read_capped(resp: http.client.HTTPResponse, conn: _PinnedHTTP | _PinnedHTTPS, deadline: float, cap: int) -> bytes:
     declared = resp.getheader("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > cap:
-        raise _CallFailed(INVALID, f"response declares {declared} bytes; the cap is {cap}")
+        raise CallFailed(INVALID, f"response declares {declared} bytes; the cap is {cap}")
     body = bytearray()
     while True:
-        left = _remaining(deadline, "while reading the response")
+        left = time_left(deadline, "while reading the response")
         if conn.pinned_sock is not None:
             conn.pinned_sock.settimeout(left)  # each read waits at most until the deadline
         try:
             chunk = resp.read1(_CHUNK)
         except TimeoutError as exc:
-            raise _CallFailed(TIMEOUT, "deadline passed while reading the response", len(body)) from exc
+            raise CallFailed(TIMEOUT, "deadline passed while reading the response", len(body)) from exc
         except (OSError, http.client.HTTPException) as exc:
-            raise _CallFailed(ERROR, f"reading the response failed: {exc.__class__.__name__}", len(body)) from exc
+            raise CallFailed(ERROR, f"reading the response failed: {exc.__class__.__name__}", len(body)) from exc
         if not chunk:
             return bytes(body)
         body += chunk
         if len(body) > cap:
-            raise _CallFailed(INVALID, f"response larger than {cap} bytes; stopped reading", len(body))
+            raise CallFailed(INVALID, f"response larger than {cap} bytes; stopped reading", len(body))
+
+
+def signed_headers(identity: SiteIdentity, site_id: str, target_uri: str, body: bytes) -> dict[str, str]:
+    """The headers of a retrieve call to `site_id`, RFC 9421-signed by the gateway's `identity`."""
+    headers = {"Content-Type": JSON_TYPE, "Accept": JSON_TYPE, SITE_HEADER: site_id}
+    headers.update(sign_request(identity, "POST", target_uri, headers, body, components=RETRIEVE_COMPONENTS))
+    return headers
 
 
 def _call_one(
@@ -236,9 +245,8 @@ def _call_one(
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     targets = resolve_checked(host, port, allow_private)
-    timeout = _remaining(deadline, "before connecting")
-    headers = {"Content-Type": JSON_TYPE, "Accept": JSON_TYPE, SITE_HEADER: site_id}
-    headers.update(sign_request(identity, "POST", target, headers, body, components=RETRIEVE_COMPONENTS))
+    timeout = time_left(deadline, "before connecting")
+    headers = signed_headers(identity, site_id, target, body)
     conn: _PinnedHTTP | _PinnedHTTPS = (
         _PinnedHTTPS(host, port, targets, timeout) if parts.scheme == "https" else _PinnedHTTP(host, port, targets, timeout)
     )
@@ -247,46 +255,60 @@ def _call_one(
             conn.request("POST", parts.path, body=body, headers=headers)
             resp = conn.getresponse()
         except TimeoutError as exc:
-            raise _CallFailed(TIMEOUT, "no response within the deadline") from exc
+            raise CallFailed(TIMEOUT, "no response within the deadline") from exc
         except (OSError, http.client.HTTPException) as exc:
-            raise _CallFailed(ERROR, f"request failed: {exc.__class__.__name__}: {exc}") from exc
+            raise CallFailed(ERROR, f"request failed: {exc.__class__.__name__}: {exc}") from exc
         if 300 <= resp.status < 400:
-            raise _CallFailed(ERROR, f"site answered with a redirect ({resp.status}); redirects are refused")
+            raise CallFailed(ERROR, f"site answered with a redirect ({resp.status}); redirects are refused")
         raw = _read_capped(resp, conn, deadline, cap)
         if resp.status != 200:
-            raise _CallFailed(ERROR, f"site answered HTTP {resp.status}", len(raw))
-        try:
-            verify_response(resp.status, resp.msg, raw, keys, HttpMessage.request("POST", target, headers))
-        except SignatureRefused as exc:
-            raise _CallFailed(INVALID, f"response signature refused ({exc.reason}): {exc}", len(raw)) from exc
+            raise CallFailed(ERROR, f"site answered HTTP {resp.status}", len(raw))
+        check_signed_response(resp.status, resp.msg, raw, keys, HttpMessage.request("POST", target, headers))
     finally:
         conn.close()
+    return check_answer(site_id, raw), len(raw)
+
+
+def check_answer(site_id: str, raw: bytes) -> PartialAnswer:
+    """A verified response body as the partial answer of `site_id`, or CallFailed(INVALID): it
+    must parse strictly, come from the site that was asked and cite only that site's documents.
+    Every transport ends here, so an in-process call refuses exactly what an HTTP call refuses."""
     try:
         answer = PartialAnswer.from_json(loads_strict(raw))
     except HansaError as exc:
-        raise _CallFailed(INVALID, f"not a valid partial answer: {exc}", len(raw)) from exc
+        raise CallFailed(INVALID, f"not a valid partial answer: {exc}", len(raw)) from exc
     if answer.site_id != site_id:
-        raise _CallFailed(INVALID, f"answer claims to come from site {answer.site_id!r}", len(raw))
+        raise CallFailed(INVALID, f"answer claims to come from site {answer.site_id!r}", len(raw))
     foreign = sorted({c.site_id for c in answer.citations} - {site_id})
     if foreign:
-        raise _CallFailed(INVALID, f"answer cites documents of other site(s) {foreign}", len(raw))
-    return answer, len(raw)
+        raise CallFailed(INVALID, f"answer cites documents of other site(s) {foreign}", len(raw))
+    return answer
 
 
-def call_sites(
+def check_signed_response(status: int, headers: Any, raw: bytes, keys: Any, request: HttpMessage) -> None:
+    """Refuse (INVALID) a response whose RFC 9421 signature does not verify under `keys` or is not
+    bound to `request`; shared by the transports for the same reason as check_answer."""
+    try:
+        verify_response(status, headers, raw, keys, request)
+    except SignatureRefused as exc:
+        raise CallFailed(INVALID, f"response signature refused ({exc.reason}): {exc}", len(raw)) from exc
+
+
+# One call of one site: (target, signed body, deadline (monotonic), byte cap) -> (answer, bytes read).
+OneCall = Callable[[SiteTarget, bytes, float, int], tuple[PartialAnswer, int]]
+
+
+def run_calls(
     sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
     request: RetrieveRequest,
     timeout_s: float,
-    *,
-    identity: SiteIdentity,
-    allow_private_addresses: bool = False,
+    one: OneCall,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
 ) -> list[SiteCall]:
-    """POST `request`, signed by `identity` (the gateway), to every (site_id, base_url, keys) at
-    once; one SiteCall per site, in input order.
+    """Run `one` for every site at once under one deadline; one SiteCall per site, in input order.
 
     Returns by `timeout_s` (plus scheduling noise) whatever the sites do: a call still running then
-    is reported as a timeout and left to end on its own socket deadline."""
+    is reported as a timeout and left to end on its own deadline."""
     if timeout_s <= 0:
         raise ValueError("timeout_s must be positive")
     if not sites:
@@ -300,8 +322,8 @@ def call_sites(
         t0 = time.monotonic()
         site_id = target.site_id
         try:
-            answer, n_in = _call_one(target, body, identity, deadline, allow_private_addresses, max_response_bytes)
-        except _CallFailed as exc:
+            answer, n_in = one(target, body, deadline, max_response_bytes)
+        except CallFailed as exc:
             return SiteCall(site_id, exc.status, (time.monotonic() - t0) * 1000, len(body), exc.bytes_in, error=str(exc))
         except HansaError as exc:  # e.g. a registry URL or key that no longer validates
             return SiteCall(site_id, ERROR, (time.monotonic() - t0) * 1000, 0, 0, error=str(exc))
@@ -327,3 +349,21 @@ def call_sites(
         log.info("site.call", site_id=call.site_id, status=call.status, latency_ms=round(call.latency_ms, 1),
                  bytes_in=call.bytes_in, error=call.error)
     return calls
+
+
+def call_sites(
+    sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
+    request: RetrieveRequest,
+    timeout_s: float,
+    *,
+    identity: SiteIdentity,
+    allow_private_addresses: bool = False,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+) -> list[SiteCall]:
+    """POST `request`, signed by `identity` (the gateway), to every (site_id, base_url, keys) at
+    once over HTTP; one SiteCall per site, in input order, by `timeout_s` (see run_calls)."""
+
+    def one(target: SiteTarget, body: bytes, deadline: float, cap: int) -> tuple[PartialAnswer, int]:
+        return _call_one(target, body, identity, deadline, allow_private_addresses, cap)
+
+    return run_calls(sites, request, timeout_s, one, max_response_bytes)

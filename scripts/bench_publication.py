@@ -219,6 +219,7 @@ def http_pass(sites: Sequence[Site], open_store: Callable[[], Any], embedder: An
     from hansa.core.config import GatewayConfig
     from hansa.gateway.app import create_gateway_app
     from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.service import Gateway
 
     home.mkdir(parents=True, exist_ok=True)
     registry = SiteRegistry(home / "registry.json")
@@ -227,8 +228,8 @@ def http_pass(sites: Sequence[Site], open_store: Callable[[], Any], embedder: An
     cfg = GatewayConfig(max_request_bytes=64 * 1024 * 1024, publish_burst=1000)
     store = open_store()
     try:
-        app = create_gateway_app(cfg, embedder, store, registry)
-        client = app.test_client()
+        gateway = Gateway.open(cfg, embedder=embedder, vector_store=store, registry=registry)
+        client = create_gateway_app(gateway).test_client()
 
         def post(site: Site, body: bytes) -> int:
             response = client.post(f"/v1/sites/{site.site_id}/publications", data=body, content_type="application/json")
@@ -237,7 +238,7 @@ def http_pass(sites: Sequence[Site], open_store: Callable[[], Any], embedder: An
             return int(response.get_json()["accepted"])
 
         result = timed_pass(sites, 1, post)
-        app.extensions["hansa.gateway"]["index"].close(timeout=3600)  # let the durable copy finish
+        gateway.close(timeout=3600)  # let the durable copy finish
         return result
     finally:
         store.close()

@@ -118,7 +118,7 @@ def test_cli_prints_a_key_once_and_revokes_it(tmp_path: Path) -> None:
     listing = run(tmp_path, "list", "--json")
     (view,) = json.loads(listing.stdout)["api_keys"]
     assert view["name"] == "alice" and view["revoked"] is False and key not in listing.stdout
-    assert set(view) == {"name", "key_id", "created_at", "revoked", "revoked_at"}
+    assert set(view) == {"name", "key_id", "created_at", "revoked", "revoked_at", "origins"}
 
     assert run(tmp_path, "revoke", "alice").exit_code == 0
     with pytest.raises(VerificationError):

@@ -18,6 +18,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import BackendError, InputError
 from hansa.gateway.app import create_gateway_app
+from hansa.gateway.service import Gateway
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRegistry
 from hansa.sync.dsse import sign_envelope
@@ -110,12 +111,13 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
     registry = SiteRegistry(root / "gateway" / "registry.json")
     cfg = GatewayConfig(top_m_summaries=16, top_k_sites=2, site_timeout_s=5.0, max_request_bytes=MAX_BODY,
                         allow_private_addresses=True)
-    app = create_gateway_app(cfg, embedder, store, registry)
+    gw = Gateway.open(cfg, embedder=embedder, vector_store=store, registry=registry)
+    app = create_gateway_app(gw)
     space = EmbeddingSpace(embedder.model_id, embedder.dim)
-    key = app.extensions["hansa.gateway"]["api_keys"].create("test-app")
+    key = gw.api_keys.create("test-app")
     yield {"app": app, "client": app.test_client(), "store": store, "registry": registry, "cfg": cfg,
-           "space": space, "index": app.extensions["hansa.gateway"]["index"], "auth": f"Bearer {key}"}
-    app.extensions["hansa.gateway"]["index"].close()  # its background writer uses the store
+           "space": space, "index": gw.index, "gateway": gw, "auth": f"Bearer {key}"}
+    gw.close()  # its index's background writer uses the store
     store.close()
 
 
@@ -343,21 +345,24 @@ def test_expired_and_revoked_sites_drop_out_of_routing(env, records, sites_http:
     resp = publish(env, kitchen, {"payloadType": PUBLICATION_TYPE, "payload": "", "signatures": []})
     assert resp.status_code == 403 and "revoked" in resp.get_json()["error"]
     assert post(env, "/v1/query", {"question": FOOD_Q, "sites": [kitchen]}).status_code == 403
-    create_gateway_app(env["cfg"], embedder, env["store"], reg)  # a restart keeps it out
+    Gateway.open(env["cfg"], embedder=embedder, vector_store=env["store"], registry=reg).close()  # a restart keeps it out
     assert env["index"].sites([kitchen]) == {}
 
 
 def test_no_routable_site_gives_an_explained_empty_answer(tmp_path: Path, embedder) -> None:
     store = MilvusVectorStore(str(tmp_path / "x.db"))
     try:
-        app = create_gateway_app(Config(home=tmp_path), embedder, store, SiteRegistry(tmp_path / "r.json"))  # whole Config
-        auth = {"Authorization": "Bearer " + app.extensions["hansa.gateway"]["api_keys"].create("test-empty")}
+        gw = Gateway.open(Config(home=tmp_path), embedder=embedder, vector_store=store,
+                          registry=SiteRegistry(tmp_path / "r.json"))  # whole Config
+        app = create_gateway_app(gw)
+        auth = {"Authorization": "Bearer " + gw.api_keys.create("test-empty")}
         body = app.test_client().post("/v1/query", json={"question": "anything?"}, headers=auth).get_json()
         assert body["answer"].startswith("No answer") and body["citations"] == []
         assert body["trace"]["sites_called"] == [] and "no site was asked" in body["trace"]["note"]
         health = app.test_client().get("/v1/health").get_json()
         assert health == {"status": "ok", "sites": 0, "routable_sites": 0, "summaries": 0,
                           "embedding": {"model_id": embedder.model_id, "dim": embedder.dim, "encoding": "f32le-b64"}}
+        gw.close()
     finally:
         store.close()
 

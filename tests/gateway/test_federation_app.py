@@ -14,6 +14,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import GatewayConfig
 from hansa.gateway import admin
 from hansa.gateway.app import create_gateway_app
+from hansa.gateway.service import Gateway
 from hansa.gateway.registry import SiteRegistry
 from hansa.gateway.trust import SitePolicy
 from hansa.sync.keys import SiteIdentity
@@ -33,7 +34,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
     registry = SiteRegistry(root / "gateway" / "registry.json")
     keys = registry.init_federation(2, 3, GW)
     cfg = GatewayConfig(top_m_summaries=16, top_k_sites=2, site_timeout_s=2.0, allow_private_addresses=True)
-    app = create_gateway_app(cfg, embedder, store, registry)
+    gw = Gateway.open(cfg, embedder=embedder, vector_store=store, registry=registry)
+    app = create_gateway_app(gw)
     records = tuple(
         SummaryRecord(summary_id=f"c{i}", version=1, vector_b64=encode_vector(v),
                       richness=Richness(entities=4, chunks=2, documents=1), level=0)
@@ -41,7 +43,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
     )
     yield {"app": app, "client": app.test_client(), "store": store, "registry": registry, "keys": keys, "cfg": cfg,
            "embedder": embedder, "space": EmbeddingSpace(embedder.model_id, embedder.dim), "records": records,
-           "index": app.extensions["hansa.gateway"]["index"]}
+           "index": gw.index}
+    gw.close()
     store.close()
 
 
@@ -142,10 +145,12 @@ def test_a_restarted_gateway_keeps_floors_and_membership(env) -> None:
     site = admit(env, "restart-a")
     assert publish(env, "restart-a", site, "restart-a", 3).status_code == 200
     registry = SiteRegistry(env["registry"].path)
-    app = create_gateway_app(env["cfg"], env["embedder"], env["store"], registry)
+    restarted = Gateway.open(env["cfg"], embedder=env["embedder"], vector_store=env["store"], registry=registry)
+    app = create_gateway_app(restarted)
     envelope = build_publication(site, "restart-a", 2, env["space"], env["records"][:1], timedelta(hours=1))
     resp = app.test_client().post("/v1/sites/restart-a/publications", data=json.dumps(envelope),
                                   content_type="application/json")
     assert resp.status_code == 409 and "replay or rollback" in resp.get_json()["error"]
     assert registry.registry.version == env["registry"].registry.version
     assert {s["site_id"] for s in app.test_client().get("/v1/sites").get_json()["sites"]} >= {"restart-a", "ns-a"}
+    restarted.close()

@@ -22,6 +22,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import GatewayConfig
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
+from hansa.gateway.service import Gateway as GatewayService
 from hansa.gateway.registry import SiteRegistry
 from hansa.sync.dsse import sign_envelope
 from hansa.sync.keys import SiteIdentity
@@ -46,14 +47,14 @@ def _gateway_files(folder: Path) -> dict[str, str]:
 
 
 class Gateway:
-    """A gateway app, its test client, and a snapshot of everything it stores."""
+    """A gateway service, its HTTP app and test client, and a snapshot of everything it stores."""
 
-    def __init__(self, app: Any, state_dir: Path) -> None:
-        self.app = app
-        self.client = app.test_client()
+    def __init__(self, service: GatewayService, state_dir: Path) -> None:
+        self.service = service
+        self.app = create_gateway_app(service)
+        self.client = self.app.test_client()
         self.state_dir = state_dir
-        ext = app.extensions["hansa.gateway"]
-        self.index, self.registry, self.api_keys = ext["index"], ext["registry"], ext["api_keys"]
+        self.index, self.registry, self.api_keys = service.index, service.registry, service.api_keys
 
     def snapshot(self) -> tuple[Any, ...]:
         assert self.index.flush(30), "the index's background writer did not finish"
@@ -77,9 +78,10 @@ def gw(federation, site_embedder, tmp_path_factory: pytest.TempPathFactory) -> I
     cfg = GatewayConfig(top_k_sites=2, site_timeout_s=10.0, max_request_bytes=MAX_BODY, allow_private_addresses=True,
                         query_burst=QUERY_BURST, query_refill_per_s=SLOW)
     keys = ApiKeyStore(tmp_path_factory.mktemp("keys") / API_KEYS_FILE)
-    app = create_gateway_app(cfg, site_embedder, federation.gateway_vectors, federation.registry, api_keys=keys)
-    yield Gateway(app, federation.registry.path.parent)
-    app.extensions["hansa.gateway"]["index"].close()
+    service = GatewayService.open(cfg, embedder=site_embedder, vector_store=federation.gateway_vectors,
+                                  registry=federation.registry, api_keys=keys)
+    yield Gateway(service, federation.registry.path.parent)
+    service.close()
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +89,10 @@ def pub_gw(site_embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     root = tmp_path_factory.mktemp("publications")
     store = MilvusVectorStore(str(root / "x.db"))
     cfg = GatewayConfig(max_request_bytes=MAX_BODY, publish_burst=PUBLISH_BURST, publish_refill_per_s=SLOW)
-    app = create_gateway_app(cfg, site_embedder, store, SiteRegistry(root / "gateway" / "registry.json"))
-    yield Gateway(app, root / "gateway")
-    app.extensions["hansa.gateway"]["index"].close()  # its background writer uses the store
+    service = GatewayService.open(cfg, embedder=site_embedder, vector_store=store,
+                                  registry=SiteRegistry(root / "gateway" / "registry.json"))
+    yield Gateway(service, root / "gateway")
+    service.close()  # its index's background writer uses the store
     store.close()
 
 

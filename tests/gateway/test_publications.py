@@ -20,6 +20,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import GatewayConfig
 from hansa.gateway.ann import AnnIndex
 from hansa.gateway.app import create_gateway_app
+from hansa.gateway.service import Gateway as GatewayService
 from hansa.gateway.durable import COLLECTION, row_key
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRegistry
@@ -75,12 +76,14 @@ class Gateway:
 
     def start(self) -> None:
         cfg = GatewayConfig(top_m_summaries=16, max_request_bytes=1024 * 1024, publish_burst=1000)
-        self.app = create_gateway_app(cfg, self.embedder, self.store, SiteRegistry(self.registry.path))
+        self.service = GatewayService.open(cfg, embedder=self.embedder, vector_store=self.store,
+                                           registry=SiteRegistry(self.registry.path))
+        self.app = create_gateway_app(self.service)
         self.client = self.app.test_client()
-        self.index: SummaryIndex = self.app.extensions["hansa.gateway"]["index"]
+        self.index: SummaryIndex = self.service.index
 
     def restart(self) -> None:
-        assert self.index.close()  # the durable copy is up to date, as after a clean shutdown
+        assert self.service.close()  # the durable copy is up to date, as after a clean shutdown
         self.start()
 
     def post(self, site: str, body: Any) -> Any:
@@ -88,7 +91,7 @@ class Gateway:
         return self.client.post(f"/v1/sites/{site}/publications", data=data, content_type="application/json")
 
     def close(self) -> None:
-        self.index.close()
+        self.service.close()
         self.store.close()
 
 
@@ -330,7 +333,7 @@ def test_an_expired_site_drops_out_of_routing_and_is_reported(gw: Gateway, vecto
     own = SummaryRecord("c0", 1, encode_vector(questions["rivers"]), Richness(5, 3, 2))  # the nearest of all
     resp = gw.post("inc-expiring", site.envelope(1, [own], ttl=ttl))
     assert resp.status_code == 200
-    auth = {"Authorization": "Bearer " + gw.app.extensions["hansa.gateway"]["api_keys"].create("inc-expiry")}
+    auth = {"Authorization": "Bearer " + gw.service.api_keys.create("inc-expiry")}
 
     def query() -> dict[str, Any]:
         r = gw.client.post("/v1/query", json={"question": QUESTIONS["rivers"], "sites": []}, headers=auth)

@@ -22,6 +22,7 @@ from hansa.cli import main
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import BackendError
 from hansa.gateway.app import create_gateway_app
+from hansa.gateway.service import Gateway
 from hansa.gateway.registry import SiteRegistry
 from hansa.plugin import publish as publish_module
 from hansa.plugin.install import load_identity
@@ -37,8 +38,10 @@ class FlakyGateway:
     "drop" (close without answering), "503"/"429" (answer that), "lost" (the gateway processes
     the request, then the connection drops), anything else passes through."""
 
-    def __init__(self, app: Any) -> None:
-        self.app, self.client = app, app.test_client()
+    def __init__(self, service: Gateway) -> None:
+        self.service = service
+        self.app = create_gateway_app(service)
+        self.client = self.app.test_client()
         self.modes: list[str] = []
         self.log: list[tuple[str, bytes, int | None]] = []  # (mode, body, gateway status)
         proxy = self
@@ -99,12 +102,12 @@ def gateway(built_site: SiteContext, tmp_path_factory: pytest.TempPathFactory) -
     store = MilvusVectorStore(str(root / "gw.db"))
     registry = SiteRegistry(root / "gateway" / "registry.json")
     registry.enroll("acme", "http://127.0.0.1:9/none", [load_identity(built_site).public_key_b64])
-    app = create_gateway_app(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
-                             built_site.embedder, store, registry)
-    gw = FlakyGateway(app)
+    service = Gateway.open(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
+                           embedder=built_site.embedder, vector_store=store, registry=registry)
+    gw = FlakyGateway(service)
     yield gw
     gw.close()
-    app.extensions["hansa.gateway"]["index"].close()
+    service.close()
     store.close()
 
 
@@ -128,7 +131,7 @@ def start_from(ctx: SiteContext, gateway: FlakyGateway) -> int:
 
 
 def held(gateway: FlakyGateway) -> int | None:
-    current = gateway.app.extensions["hansa.gateway"]["index"].current("acme")
+    current = gateway.service.index.current("acme")
     return None if current is None else current.sequence
 
 
@@ -205,7 +208,7 @@ def test_a_lost_answer_is_settled_by_resending_the_same_bytes(built_site: SiteCo
 def test_when_the_gateway_lost_the_base_the_site_sends_its_whole_set(built_site: SiteContext,
                                                                       gateway: FlakyGateway) -> None:
     start = start_from(built_site, gateway)
-    index = gateway.app.extensions["hansa.gateway"]["index"]
+    index = gateway.service.index
     index.remove_site("acme")  # e.g. its durable copy was lost: the floor stays, the set is gone
     result = publish_summaries(built_site, gateway_url=gateway.url, retry=FAST)
     (delta, d_status), (full, f_status) = ((payload(b), s) for _, b, s in gateway.log)

@@ -1,0 +1,89 @@
+"""Stage: assess — how good is the evidence in hand? Cheap features, no LLM, no embedding.
+
+Contract: `assess(question, calls, best_summary=...) -> Assessment`, computed from the "ok" calls'
+partial answers (the passages sites stand behind: their answer sentences with the site-reported
+relevance, i.e. cosine with the question in the federation's one embedding space):
+
+  best_relevance  the best passage's relevance (0 with no passage)
+  margin          best minus the next passage's relevance (0 if none; a clear winner is confidence)
+  coverage        share of the question's content words found in the top passages
+  agreement       mean pairwise word overlap (Jaccard of content words) among the top passages:
+                  passages that say the same thing corroborate each other
+  best_summary    the best summary similarity of the assessed sites (from routing; 0 if none of
+                  their summaries reached the top-m)
+  sites_answered  calls that were ok and offered at least one passage
+  passages        passages seen
+
+These are the gate's and the refiner's inputs (DGRAG's gate, SCOUT-RAG's completeness); what they
+weigh and where the thresholds lie is calibrated elsewhere, not here.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from typing import Any, Sequence
+
+from hansa.gateway.client import OK, SiteCall
+from hansa.plugin.retrieval import content_words  # the sites' own notion of a content word
+
+TOP_PASSAGES = 5  # passages whose words count for coverage
+AGREEMENT_PASSAGES = 3
+
+
+@dataclass(frozen=True)
+class Passage:
+    site_id: str
+    doc_id: str
+    text: str
+    relevance: float
+
+
+@dataclass(frozen=True)
+class Assessment:
+    best_relevance: float = 0.0
+    margin: float = 0.0
+    coverage: float = 0.0
+    agreement: float = 0.0
+    best_summary: float = 0.0
+    sites_answered: int = 0
+    passages: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def passages(calls: Sequence[SiteCall]) -> list[Passage]:
+    """Every passage the ok calls offer, most relevant first. A sentence without a reported
+    relevance takes its document's citation score (0 if uncited)."""
+    out: list[Passage] = []
+    for call in calls:
+        if call.status != OK or call.answer is None:
+            continue
+        scores = {c.doc_id: c.score for c in call.answer.citations}
+        for s in call.answer.sentences:
+            text, doc_id = s[0], s[1]
+            rel = float(s[2]) if len(s) > 2 else float(scores.get(doc_id, 0.0))  # type: ignore[misc]
+            if text.strip():
+                out.append(Passage(call.site_id, doc_id, text, rel))
+    out.sort(key=lambda p: (-p.relevance, p.site_id, p.doc_id))
+    return out
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None = None) -> Assessment:
+    found = passages(calls)
+    answered = len({p.site_id for p in found})
+    if not found:
+        return Assessment(best_summary=best_summary or 0.0)
+    best = found[0].relevance
+    margin = best - found[1].relevance if len(found) > 1 else best
+    q_words = content_words(question)
+    top_words = [content_words(p.text) for p in found[:TOP_PASSAGES]]
+    covered = frozenset().union(*top_words)
+    coverage = len(q_words & covered) / len(q_words) if q_words else 0.0
+    pairs = list(combinations(top_words[:AGREEMENT_PASSAGES], 2))
+    agreement = sum(_jaccard(a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
+    return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found))

@@ -1,0 +1,225 @@
+"""The query engine: route -> gate -> call -> assess -> refine -> fuse, one traced pipeline.
+
+Why one composer with small stages: each stage has one contract (see its module) and can be
+replaced alone — a calibrated gate, a tiered or learned router, a budgeted refiner, a new fusion —
+while the engine keeps what must hold for all of them: the registry decides who may be called,
+the budget is enforced here (not by stages), every answer seen is fused (the best answer found is
+never lost), and the trace shows each stage's time and each round.
+
+Trace (beside the answer): the fields the gateway always had (sites_considered, sites_excluded,
+sites_called, selection, per_site, routing_ms, calls_ms, fusion_ms, total_ms, bytes_out,
+bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a stage that did not
+run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
+`waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
+`origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
+`policy`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Collection
+
+from hansa.adapters.embedder.base import Embedder
+from hansa.core.config import GatewayConfig
+from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
+from hansa.gateway.engine.assess import Assessment, assess
+from hansa.gateway.engine.call import Round, call_round
+from hansa.gateway.engine.fuse import fuse_answer
+from hansa.gateway.engine.gate import AlwaysEscalate, Gate, GateDecision
+from hansa.gateway.engine.policy import QueryPolicy
+from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
+from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
+from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, trace_json
+from hansa.gateway.fusion import FusedAnswer
+from hansa.gateway.index import SummaryIndex
+from hansa.gateway.registry import SiteRegistry, utc_now
+from hansa.gateway.transport import SiteTransport
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    answer: str
+    citations: list[dict[str, Any]]
+    trace: dict[str, Any]
+    fused: FusedAnswer = field(repr=False)
+    calls: tuple[SiteCall, ...] = field(default=(), repr=False)  # every call, all rounds
+    decision: GateDecision | None = None
+    assessment: Assessment | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The body of a POST /v1/query answer."""
+        return {"answer": self.answer, "citations": self.citations, "trace": self.trace}
+
+
+class _Clock:
+    """Stage timings and the time spent waiting for sites."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.stages: dict[str, float] = {}
+        self.waiting_ms = 0.0
+
+    def add(self, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        self.stages[stage] = self.stages.get(stage, 0.0) + (now - since) * 1000
+        return now
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.t0) * 1000
+
+
+class QueryEngine:
+    def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
+                 transport: SiteTransport) -> None:
+        self.cfg = cfg
+        self.embedder = embedder
+        self.index = index
+        self.registry = registry
+        self.transport = transport
+
+    def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner]:
+        return (policy.router or SummaryRouter(self.cfg.site_margin), policy.gate or AlwaysEscalate(),
+                policy.refiner or OneRound())
+
+    def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
+            allowed_origins: Collection[str] | None = None) -> QueryResult:
+        policy = policy or QueryPolicy()
+        router, gate, refiner = self.defaults(policy)
+        clock = _Clock()
+        budget = request.budget
+        deadline_ms = budget.time_ms
+        records = {r.site_id: r for r in self.registry.list()}
+        authorize_origin(request, records, allowed_origins)
+        if request.sites is not None:
+            check_sites(request.sites, records)
+        now = utc_now()
+        routable = {sid for sid, r in records.items() if r.is_routable(now)}
+
+        t = time.perf_counter()
+        routing: Routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
+                                 routable=routable, top_m=self.cfg.top_m_summaries,
+                                 k=request.top_k_sites or self.cfg.top_k_sites, router=router,
+                                 explicit=request.sites)
+        t = clock.add("route", t)
+        routing_ms = clock.elapsed_ms()
+        retrieve = request.retrieve_request(policy.mode)
+        rounds: list[Round] = []
+        calls: list[SiteCall] = []
+        stop_reason: str | None = None
+
+        def spent_bytes() -> int:
+            return sum(c.bytes_out + c.bytes_in for c in calls)
+
+        def sites_left() -> int | None:
+            return None if budget.sites is None else budget.sites - len(calls)
+
+        def run_round(kind: str, site_ids: list[str]) -> Round | None:
+            """Call `site_ids` within what the budget has left; None if nothing is left."""
+            nonlocal stop_reason
+            left = sites_left()
+            if left is not None:
+                site_ids = site_ids[:max(left, 0)]
+            timeout_s = self.cfg.site_timeout_s
+            if deadline_ms is not None:
+                timeout_s = min(timeout_s, (deadline_ms - clock.elapsed_ms()) / 1000)
+            cap = MAX_RESPONSE_BYTES
+            if budget.bytes is not None and site_ids:
+                cap = min(cap, (budget.bytes - spent_bytes()) // len(site_ids))
+            if not site_ids or timeout_s <= 0 or cap <= 0:
+                if site_ids or left == 0:
+                    stop_reason = "budget"
+                return None
+            rnd = call_round(self.transport, kind, site_ids, records, retrieve, timeout_s, cap)
+            clock.waiting_ms += rnd.wait_ms
+            rounds.append(rnd)
+            calls.extend(rnd.calls)
+            return rnd
+
+        decision: GateDecision | None = None
+        to_call = list(routing.selected)
+        if request.origin is not None:
+            t = time.perf_counter()
+            origin_round = run_round("origin", [request.origin])
+            origin_calls = list(origin_round.calls) if origin_round else []
+            origin_assessment = assess(request.question, origin_calls, routing.best_summary(request.origin))
+            decision = gate.decide(origin_assessment)
+            t = clock.add("gate", t)
+            to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
+
+        t = time.perf_counter()
+        if to_call:
+            run_round("routed", to_call)
+        t = clock.add("call", t)
+        called = [c.site_id for c in calls]
+        best_summary = max((routing.best_summary(s) or 0.0 for s in called), default=0.0)
+        assessment = assess(request.question, calls, best_summary)
+        t = clock.add("assess", t)
+
+        if decision is None or not decision.answer:
+            while stop_reason is None:
+                if len(rounds) >= MAX_ROUNDS:
+                    stop_reason = f"at most {MAX_ROUNDS} rounds"
+                    break
+                step = refiner.next_round(RefineState(request, routing.considered, frozenset(called), tuple(calls),
+                                                      assessment, len(rounds), sites_left()))
+                fresh = [s for s in dict.fromkeys(step.sites) if s not in called and s in records]
+                if step.stop is not None or not fresh:
+                    stop_reason = step.stop or "no new site to ask"
+                    break
+                if run_round("refine", fresh) is None:
+                    stop_reason = stop_reason or "budget"
+                    break
+                called = [c.site_id for c in calls]
+                best_summary = max((routing.best_summary(s) or 0.0 for s in called), default=0.0)
+                assessment = assess(request.question, calls, best_summary)
+            t = clock.add("refine", t)
+        else:
+            stop_reason = "answered by the origin"
+
+        fused = fuse_answer(routing.question_vector, calls, self.embedder)
+        clock.add("fuse", t)
+        total_ms = clock.elapsed_ms()
+        trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, rounds, calls,
+                            clock, total_ms, decision, assessment, stop_reason, fused)
+        return QueryResult(fused.answer, [c.to_json() for c in fused.citations], trace, fused, tuple(calls),
+                           decision, assessment)
+
+    @staticmethod
+    def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,
+               rounds: list[Round], calls: list[SiteCall], clock: _Clock, total_ms: float,
+               decision: GateDecision | None, assessment: Assessment, stop_reason: str | None,
+               fused: FusedAnswer) -> dict[str, Any]:
+        bytes_out = sum(c.bytes_out for c in calls)
+        bytes_in = sum(c.bytes_in for c in calls)
+        trace: dict[str, Any] = {
+            **trace_json(routing),
+            "sites_called": [c.site_id for c in calls],
+            "per_site": [c.trace_json() for c in calls],
+            "routing_ms": round(routing_ms, 1),  # includes embedding the question
+            "calls_ms": round(clock.waiting_ms, 1),
+            "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
+            "total_ms": round(total_ms, 1),
+            "bytes_out": bytes_out,
+            "bytes_in": bytes_in,
+            "embed_ms": round(routing.embed_ms, 1),
+            "stages_ms": {k: round(v, 1) for k, v in clock.stages.items()},
+            "rounds": [r.trace_json(i) for i, r in enumerate(rounds)],
+            "waiting_ms": round(clock.waiting_ms, 1),
+            "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
+            "assessment": assessment.to_json(),
+            "stop_reason": stop_reason,
+            "budget": {"given": request.budget.to_json(),
+                       "spent": {"time_ms": round(total_ms, 1), "sites": len(calls), "bytes": bytes_out + bytes_in,
+                                 "tokens": 0}},
+            "policy": policy,
+        }
+        if request.origin is not None:
+            trace["origin"] = request.origin
+            if decision is not None:
+                trace["gate"] = decision.to_json()
+        if request.conversation:
+            trace["conversation_turns"] = len(request.conversation)
+        if fused.note:
+            trace["note"] = fused.note
+        return trace

@@ -1,0 +1,105 @@
+"""Stage 1, route: which sites may hold the answer.
+
+Contract: `route(...)` embeds the question once, searches the summary index for the top-m
+summaries, scores the routable sites that own them (a `Router`), and returns a `Routing`: every
+scored site best first (`considered`), the ones to call (`selected`: the router's pick of at most
+k, or exactly the sites the request named), and the sites whose summaries matched but may not be
+routed to (`excluded`, with the reason). It calls no site.
+
+The default `SummaryRouter` is DGRAG summary matching with the margin rule of gateway.router,
+unchanged; a learned router replaces it by implementing the same two methods.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Collection, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from hansa.adapters.embedder.base import Embedder
+from hansa.gateway.index import SummaryHit, SummaryIndex
+from hansa.gateway.registry import REVOKED, SiteRecord
+from hansa.gateway.router import DEFAULT_MARGIN, SiteScore, score_sites, select_sites
+
+
+class Router(Protocol):
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str]) -> list[SiteScore]:
+        """Every routable site worth considering, best first."""
+        ...
+
+    def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
+        """Of `ranked`, the sites to call (at most k)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SummaryRouter:
+    """DGRAG's summary matching (gateway.router): best summary plus a small second-hit bonus,
+    called within `margin` of the leader."""
+
+    margin: float = DEFAULT_MARGIN
+
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str]) -> list[SiteScore]:
+        return score_sites(hits, routable)
+
+    def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
+        return select_sites(ranked, k, self.margin)
+
+
+@dataclass(frozen=True)
+class Routing:
+    question_vector: np.ndarray
+    hits: list[SummaryHit]
+    considered: list[SiteScore]
+    selected: list[str]
+    excluded: list[dict[str, str]]
+    selection: str  # "routed" or "explicit"
+    embed_ms: float
+    search_ms: float
+
+    def best_summary(self, site_id: str) -> float | None:
+        """The site's best summary similarity among the top-m hits (None: none of its summaries
+        made the top-m, itself a sign it holds little on the question)."""
+        return next((h.score for h in self.hits if h.site_id == site_id), None)
+
+
+def exclusion(rec: SiteRecord | None) -> str:
+    if rec is None:
+        return "not enrolled"
+    if rec.status == REVOKED:
+        return "revoked"
+    return "publication expired"
+
+
+def route(
+    question: str,
+    *,
+    embedder: Embedder,
+    index: SummaryIndex,
+    records: Mapping[str, SiteRecord],
+    routable: Collection[str],
+    top_m: int,
+    k: int,
+    router: Router,
+    explicit: Sequence[str] | None = None,
+) -> Routing:
+    t0 = time.perf_counter()
+    vector = embedder.embed_one(question)
+    t1 = time.perf_counter()
+    hits = index.search(vector, top_m)
+    considered = router.rank(vector, hits, routable)
+    if explicit is None:
+        selected = [s.site_id for s in router.select(considered, k)]
+    else:
+        selected = list(explicit)
+    excluded = [{"site_id": sid, "reason": exclusion(records.get(sid))}
+                for sid in sorted({h.site_id for h in hits} - set(routable))]
+    t2 = time.perf_counter()
+    return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
+                   (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+
+def trace_json(routing: Routing) -> dict[str, Any]:
+    return {"sites_considered": [s.to_json() for s in routing.considered], "sites_excluded": routing.excluded,
+            "selection": routing.selection}
