@@ -22,6 +22,7 @@ from typing import Any, Collection
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
+from hansa.core.jsonsafe import dumps
 from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
 from hansa.gateway.engine.assess import Assessment, assess
 from hansa.gateway.engine.call import Round, call_round
@@ -104,6 +105,7 @@ class QueryEngine:
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
         retrieve = request.retrieve_request(policy.mode)
+        request_bytes = len(dumps(retrieve.to_json()))  # what each call sends (bytes_out)
         rounds: list[Round] = []
         calls: list[SiteCall] = []
         stop_reason: str | None = None
@@ -124,8 +126,8 @@ class QueryEngine:
             if deadline_ms is not None:
                 timeout_s = min(timeout_s, (deadline_ms - clock.elapsed_ms()) / 1000)
             cap = MAX_RESPONSE_BYTES
-            if budget.bytes is not None and site_ids:
-                cap = min(cap, (budget.bytes - spent_bytes()) // len(site_ids))
+            if budget.bytes is not None and site_ids:  # what is left, shared by the round's answers
+                cap = min(cap, (budget.bytes - spent_bytes()) // len(site_ids) - request_bytes)
             if not site_ids or timeout_s <= 0 or cap <= 0:
                 if site_ids or left == 0:
                     stop_reason = "budget"
@@ -177,7 +179,11 @@ class QueryEngine:
         else:
             stop_reason = "answered by the origin"
 
-        fused = fuse_answer(routing.question_vector, calls, self.embedder)
+        if not calls and stop_reason == "budget":
+            note = "the query's budget ran out before any site could be asked"
+            fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
+        else:
+            fused = fuse_answer(routing.question_vector, calls, self.embedder)
         clock.add("fuse", t)
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, rounds, calls,

@@ -18,7 +18,8 @@ Fields (all but `question` optional):
                 spent without an LLM). 0, negatives or absurd values are refused (400).
   top_k_sites   at most this many routed sites (default: [gateway] top_k_sites).
   top_k         evidence items per site (default: the site's).
-  sites         call exactly these enrolled, non-revoked sites instead of routing (baselines).
+  sites         call exactly these enrolled, non-revoked sites instead of routing (baselines);
+                a budget of fewer sites calls the first of them.
 """
 from __future__ import annotations
 
@@ -125,8 +126,6 @@ class QueryRequest:
                 validate_site_id(site_id)
             if len(set(self.sites)) != len(self.sites):
                 object.__setattr__(self, "sites", tuple(dict.fromkeys(self.sites)))
-            if self.budget.sites is not None and len(self.sites) > self.budget.sites:
-                raise InputError(f"query: {len(self.sites)} sites named but budget.sites is {self.budget.sites}")
 
     @classmethod
     def from_json(cls, obj: Any) -> "QueryRequest":

@@ -1,0 +1,206 @@
+"""The query engine's fast tier: the Gateway service over the real sites of the `federation`
+fixture, reached through InProcessSiteTransport (signed and verified, no sockets). Routing,
+origins, budgets, gate/refine contracts and the trace; plus the request's validation alone."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hansa.core.config import GatewayConfig
+from hansa.core.errors import InputError, NotFoundError, VerificationError
+from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
+from hansa.gateway.app import create_gateway_app
+from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.engine import (
+    Assessment,
+    Budget,
+    GateDecision,
+    QueryPolicy,
+    QueryRequest,
+    RefineState,
+    RefineStep,
+    assess,
+)
+from hansa.gateway.engine.request import authorize_origin
+from hansa.gateway.registry import REVOKED
+from hansa.gateway.service import Gateway
+from hansa.gateway.transport import InProcessSiteTransport
+from hansa.plugin.api import create_site_app
+from hansa.sync.wire import Citation, PartialAnswer
+
+GOVT_Q = "What does FEMA do after a disaster?"
+RIVER_Q = "Where does the Penobscot River flow?"
+STAGES = {"route", "call", "assess", "refine", "fuse"}
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> ApiKeyStore:
+    return ApiKeyStore(tmp_path_factory.mktemp("engine-keys") / API_KEYS_FILE)
+
+
+@pytest.fixture(scope="module")
+def gw(federation, keys) -> Iterator[Gateway]:
+    assert federation.gateway_service.index.flush(60)  # the durable copy this gateway restores from
+    apps = {site_id: create_site_app(h.ctx) for site_id, h in federation.sites.items()}
+    embedder = next(iter(federation.sites.values())).ctx.embedder
+    service = Gateway.open(GatewayConfig(top_k_sites=1, site_timeout_s=60.0), embedder=embedder,
+                           vector_store=federation.gateway_vectors, registry=federation.registry, api_keys=keys,
+                           transport=lambda identity, cfg: InProcessSiteTransport(identity, apps))
+    yield service
+    service.close()
+
+
+def called(trace: dict[str, Any]) -> list[str]:
+    return [c["site_id"] for c in trace["per_site"]]
+
+
+# -- routing and the trace --------------------------------------------------------------------------
+
+def test_routes_each_question_to_the_site_that_holds_it_and_traces_every_stage(gw: Gateway) -> None:
+    for question, site in ((GOVT_Q, "govt"), (RIVER_Q, "clapnq")):
+        result = gw.query(QueryRequest(question=question), client="engine")
+        trace = result.trace
+        assert called(trace) == trace["sites_called"] == [site], trace["sites_considered"]
+        assert trace["per_site"][0]["status"] == OK and result.citations and result.citations[0]["site_id"] == site
+        assert set(trace["stages_ms"]) == STAGES and "gate" not in trace
+        assert [(r["round"], r["kind"], r["sites"]) for r in trace["rounds"]] == [(0, "routed", [site])]
+        assert 0 < trace["waiting_ms"] <= trace["total_ms"]
+        assert trace["gateway_overhead_ms"] == pytest.approx(trace["total_ms"] - trace["waiting_ms"], abs=0.2)
+        assert trace["bytes_in"] == trace["per_site"][0]["bytes_in"] > 0
+        assert trace["budget"]["spent"]["sites"] == 1 and trace["policy"]["name"] == "hansa"
+        assert trace["assessment"]["passages"] > 0 and trace["assessment"]["best_relevance"] > 0.3
+        assert trace["stop_reason"] == "one round (no refinement)"
+
+
+def test_explicit_sites_are_called_as_named_and_unknown_ones_are_404(gw: Gateway) -> None:
+    trace = gw.query(QueryRequest(question=GOVT_Q, sites=("clapnq", "govt")), client="engine").trace
+    assert trace["selection"] == "explicit" and sorted(called(trace)) == ["clapnq", "govt"]
+    with pytest.raises(NotFoundError):
+        gw.query(QueryRequest(question=GOVT_Q, sites=("nowhere",)), client="engine")
+
+
+# -- origins ------------------------------------------------------------------------------------------
+
+def test_the_origin_is_asked_first_then_escalation_skips_it(gw: Gateway) -> None:
+    trace = gw.query(QueryRequest(question=GOVT_Q, origin="clapnq", top_k_sites=2), client="engine").trace
+    assert trace["rounds"][0]["kind"] == "origin" and trace["rounds"][0]["sites"] == ["clapnq"]
+    assert trace["gate"]["decision"] == "escalate" and "gate" in trace["stages_ms"]
+    assert called(trace).count("clapnq") == 1 and "govt" in called(trace)  # escalated, origin not asked twice
+
+
+def test_a_gate_that_trusts_the_origin_answers_from_it_alone(gw: Gateway) -> None:
+    class TrustOrigin:
+        name = "trust-origin"
+
+        def decide(self, assessment: Assessment) -> GateDecision:
+            return GateDecision(assessment.best_relevance > 0.3, "relevant enough", assessment.best_relevance)
+
+    policy = QueryPolicy(name="gated", gate=TrustOrigin())
+    result = gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="engine", policy=policy)
+    assert called(result.trace) == ["govt"] and result.decision is not None and result.decision.answer
+    assert result.trace["stop_reason"] == "answered by the origin" and result.trace["policy"]["gate"] == "trust-origin"
+    out_of_domain = gw.query(QueryRequest(question=RIVER_Q, origin="govt"), client="engine", policy=policy)
+    assert "clapnq" in called(out_of_domain.trace)  # the origin's evidence is weak: escalate
+
+
+def test_unknown_origin_is_404_and_a_key_speaks_only_for_its_origins(gw: Gateway, keys: ApiKeyStore) -> None:
+    with pytest.raises(NotFoundError, match="origin 'atlantis'"):
+        gw.query(QueryRequest(question=GOVT_Q, origin="atlantis"), client="engine")
+    key = keys.create("govt-desk", origins=["govt"])
+    assert keys.allowed_origins("govt-desk") == {"govt"} and keys.allowed_origins("engine") is None
+    with pytest.raises(VerificationError, match="may not speak for origin 'clapnq'"):
+        gw.query(QueryRequest(question=GOVT_Q, origin="clapnq"), client="govt-desk")
+    assert gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="govt-desk").trace["origin"] == "govt"
+    client = create_gateway_app(gw).test_client()  # the same refusals over HTTP: statuses, never a 500
+    auth = {"Authorization": f"Bearer {key}"}
+    assert client.post("/v1/query", json={"question": GOVT_Q, "origin": "clapnq"}, headers=auth).status_code == 403
+    assert client.post("/v1/query", json={"question": GOVT_Q, "origin": "atlantis"}, headers=auth).status_code == 404
+    assert client.post("/v1/query", json={"question": GOVT_Q, "origin": "govt"}, headers=auth).status_code == 200
+
+
+def test_a_revoked_origin_is_refused(federation) -> None:
+    records = {r.site_id: r for r in federation.registry.list()}
+    records["govt"] = replace(records["govt"], status=REVOKED)  # the registry's own record, revoked
+    with pytest.raises(VerificationError, match="revoked"):
+        authorize_origin(QueryRequest(question=GOVT_Q, origin="govt"), records, None)
+    authorize_origin(QueryRequest(question=GOVT_Q, origin="clapnq"), records, None)
+
+
+# -- budgets ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("budget", [{"sites": 0}, {"time_ms": 0}, {"bytes": -1}, {"tokens": 10**12},
+                                    {"time_ms": 1e300}, {"sites": True}, {"sites": "2"}, {"time_ms": 1.5},
+                                    {"seconds": 3}, [], None])
+def test_bad_budgets_are_400(budget: Any, gw: Gateway, keys: ApiKeyStore) -> None:
+    with pytest.raises(InputError, match="budget"):
+        QueryRequest.from_json({"question": GOVT_Q, "budget": budget})
+    key = keys.create(f"budget-{len(keys.list())}")
+    resp = create_gateway_app(gw).test_client().post(
+        "/v1/query", json={"question": GOVT_Q, "budget": budget}, headers={"Authorization": f"Bearer {key}"})
+    assert resp.status_code == 400 and "budget" in resp.get_json()["error"]
+
+
+def test_the_budget_bounds_sites_bytes_and_time(gw: Gateway) -> None:
+    both = ("clapnq", "govt")
+    one = gw.query(QueryRequest(question=GOVT_Q, sites=both, budget=Budget(sites=1)), client="engine").trace
+    assert called(one) == ["clapnq"] and one["budget"]["given"] == {"sites": 1}
+    starved = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(bytes=10)), client="engine")
+    assert starved.trace["per_site"] == [] and starved.trace["stop_reason"] == "budget"
+    assert "budget" in starved.answer
+    late = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(time_ms=1)), client="engine").trace
+    assert late["per_site"] == [] and late["stop_reason"] == "budget"
+
+
+def test_request_validation_is_complete_for_in_process_callers() -> None:
+    for bad in (dict(question=" \t"), dict(question=GOVT_Q, top_k_sites=0), dict(question=GOVT_Q, top_k=101),
+                dict(question=GOVT_Q, origin="Not A Site"), dict(question=GOVT_Q, conversation=("",)),
+                dict(question=GOVT_Q, conversation=tuple(["earlier?"] * 17)), dict(question="\ud800")):
+        with pytest.raises(InputError):
+            QueryRequest(**bad)  # type: ignore[arg-type]
+    req = QueryRequest.from_json({"question": GOVT_Q, "conversation": ["Who runs disaster relief?"], "origin": "govt",
+                                  "budget": {"time_ms": 5000.0, "sites": 3}, "sites": ["govt", "govt"]})
+    assert req.budget == Budget(time_ms=5000, sites=3) and req.sites == ("govt",)
+    assert QueryRequest.from_json(req.to_json()) == req
+    assert req.fan_out(5) == 1 and QueryRequest(question="q", origin="govt").fan_out(5) == 6
+
+
+# -- refine contract ----------------------------------------------------------------------------------
+
+def test_a_refiner_adds_rounds_never_recalls_a_site_and_the_engine_stops_it(gw: Gateway) -> None:
+    class NextBest:
+        name = "next-best"
+
+        def next_round(self, state: RefineState) -> RefineStep:
+            rest = [s.site_id for s in state.considered if s.site_id not in state.called]
+            return RefineStep(tuple(rest[:1])) if rest else RefineStep(("govt",))  # then asks an old one
+
+    result = gw.query(QueryRequest(question=GOVT_Q), client="engine", policy=QueryPolicy(refiner=NextBest()))
+    kinds = [r["kind"] for r in result.trace["rounds"]]
+    assert kinds == ["routed", "refine"] and sorted(called(result.trace)) == ["clapnq", "govt"]
+    assert result.trace["stop_reason"] == "no new site to ask"
+    capped = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(sites=1)), client="engine",
+                      policy=QueryPolicy(refiner=NextBest()))
+    assert called(capped.trace) == ["govt"] and capped.trace["stop_reason"] == "budget"
+
+
+# -- assess, on answers built here ---------------------------------------------------------------------
+
+def _call(site: str, sentences: list[tuple[str, str, float]], status: str = OK) -> SiteCall:
+    answer = PartialAnswer(site, " ".join(s[0] for s in sentences),
+                           tuple(Citation(site, d, "", r) for _, d, r in sentences), 0.9, tuple(sentences))
+    return SiteCall(site, status, 1.0, 10, 10, answer=answer if status == OK else None)
+
+
+def test_assess_computes_relevance_margin_coverage_and_agreement() -> None:
+    calls = [_call("a", [("Flood insurance covers river damage.", "d1", 0.8)]),
+             _call("b", [("River flood insurance pays for damage.", "d2", 0.5),
+                         ("Unrelated cooking advice here.", "d3", 0.1)]),
+             _call("c", [("Ignored, the call failed.", "d4", 0.99)], status="error")]
+    a = assess("Does flood insurance cover damage from a river?", calls, best_summary=0.6)
+    assert (a.best_relevance, round(a.margin, 6), a.sites_answered, a.passages, a.best_summary) == (0.8, 0.3, 2, 3, 0.6)
+    assert a.coverage == 1.0  # flood, insurance, cover, damage, river: all in the top passages
+    assert 0 < a.agreement < 1  # the two flood passages overlap, the cooking one does not
+    assert assess("anything?", []) == Assessment()
