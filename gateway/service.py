@@ -106,7 +106,7 @@ class Gateway:
             identity = identity if identity is not None else gateway_identity(gateway_dir)
             if transport is None:
                 transport = HttpSiteTransport(identity, gcfg.allow_private_addresses)
-            elif callable(transport) and not hasattr(transport, "call"):
+            elif isinstance(transport, type) or not hasattr(transport, "call"):  # a factory
                 transport = transport(identity, gcfg)
             space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head

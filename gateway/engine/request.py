@@ -106,6 +106,9 @@ class QueryRequest:
     sites: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        for name in ("conversation", "sites"):  # lists are welcome; the request keeps tuples (frozen)
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         _text(self.question, "'question'")
         if not isinstance(self.conversation, tuple) or len(self.conversation) > MAX_CONVERSATION_TURNS:
             raise InputError(f"query: 'conversation' must be a list of at most {MAX_CONVERSATION_TURNS} earlier turns")

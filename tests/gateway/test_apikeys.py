@@ -128,3 +128,23 @@ def test_cli_prints_a_key_once_and_revokes_it(tmp_path: Path) -> None:
     again = run(tmp_path, "create", "alice")
     assert again.exit_code != 0 and "already exists" in again.output and "Traceback" not in again.output
     assert run(tmp_path, "revoke", "bob").exit_code != 0
+
+
+def test_a_key_may_be_limited_to_origins_and_files_without_limits_still_load(tmp_path: Path) -> None:
+    path = tmp_path / API_KEYS_FILE
+    store = ApiKeyStore(path)
+    store.create("anyone")
+    before = path.read_bytes()
+    assert b"origins" not in before  # a key without a limit is stored as it always was
+    store.create("govt-desk", origins=["govt", "govt", "state-1"])
+    assert store.allowed_origins("govt-desk") == {"govt", "state-1"}
+    assert store.allowed_origins("anyone") is None and store.allowed_origins("in-process-caller") is None
+    assert json.loads(path.read_bytes())["keys"][1]["origins"] == ["govt", "state-1"]
+    with pytest.raises(InputError, match="site id"):
+        store.create("bad-desk", origins=["Not A Site"])
+    with pytest.raises(InputError, match="origins"):
+        store.create("bad-desk", origins="govt")  # type: ignore[arg-type]
+    res = run(tmp_path, "create", "cli-desk", "--origin", "govt")
+    assert res.exit_code == 0, res.output
+    (view,) = [v for v in json.loads(run(tmp_path, "list", "--json").stdout)["api_keys"] if v["name"] == "cli-desk"]
+    assert view["origins"] == ["govt"]

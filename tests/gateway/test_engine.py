@@ -3,8 +3,9 @@ fixture, reached through InProcessSiteTransport (signed and verified, no sockets
 origins, budgets, gate/refine contracts and the trace; plus the request's validation alone."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
-from pathlib import Path
+from importlib import resources
 from typing import Any, Iterator
 
 import pytest
@@ -24,7 +25,15 @@ from hansa.gateway.engine import (
     RefineStep,
     assess,
 )
-from hansa.gateway.engine.request import authorize_origin
+from hansa.gateway.engine.request import (
+    BUDGET_LIMITS,
+    MAX_CONVERSATION_TURNS,
+    MAX_EXPLICIT_SITES,
+    MAX_TOP_K,
+    MAX_TOP_K_SITES,
+    QUERY_KEYS,
+    authorize_origin,
+)
 from hansa.gateway.registry import REVOKED
 from hansa.gateway.service import Gateway
 from hansa.gateway.transport import InProcessSiteTransport
@@ -204,3 +213,12 @@ def test_assess_computes_relevance_margin_coverage_and_agreement() -> None:
     assert a.coverage == 1.0  # flood, insurance, cover, damage, river: all in the top passages
     assert 0 < a.agreement < 1  # the two flood passages overlap, the cooking one does not
     assert assess("anything?", []) == Assessment()
+
+
+def test_the_openapi_spec_states_the_limits_the_code_enforces() -> None:
+    spec = json.loads(resources.files("hansa.gateway").joinpath("openapi.json").read_bytes())["components"]["schemas"]
+    assert {k: v["maximum"] for k, v in spec["Budget"]["properties"].items()} == dict(BUDGET_LIMITS)
+    props = spec["QueryRequest"]["properties"]
+    assert set(props) == QUERY_KEYS and props["conversation"]["maxItems"] == MAX_CONVERSATION_TURNS
+    assert (props["top_k_sites"]["maximum"], props["top_k"]["maximum"], props["sites"]["maxItems"]) == (
+        MAX_TOP_K_SITES, MAX_TOP_K, MAX_EXPLICIT_SITES)
