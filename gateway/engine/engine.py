@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any, Collection, Mapping, Sequence
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
@@ -34,8 +34,9 @@ from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_s
 from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, trace_json
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.index import SummaryIndex
-from hansa.gateway.registry import SiteRegistry, utc_now
+from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.transport import SiteTransport
+from hansa.sync.wire import RetrieveRequest
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,47 @@ class _Clock:
         return (time.perf_counter() - self.t0) * 1000
 
 
+class _Calls:
+    """One query's calls across rounds, each round cut to what the budget has left."""
+
+    def __init__(self, engine: "QueryEngine", request: QueryRequest, retrieve: RetrieveRequest,
+                 records: Mapping[str, SiteRecord], clock: _Clock) -> None:
+        self.engine, self.budget, self.retrieve, self.records, self.clock = engine, request.budget, retrieve, records, clock
+        self.request_bytes = len(dumps(retrieve.to_json()))  # what each call sends (bytes_out)
+        self.rounds: list[Round] = []
+        self.calls: list[SiteCall] = []
+        self.out_of_budget = False
+
+    @property
+    def called(self) -> list[str]:
+        return [c.site_id for c in self.calls]
+
+    def sites_left(self) -> int | None:
+        return None if self.budget.sites is None else self.budget.sites - len(self.calls)
+
+    def round(self, kind: str, site_ids: Sequence[str]) -> Round | None:
+        """Call `site_ids` (at most as many as the budget has left) with the time and bytes left;
+        None when nothing is left to call them with (then `out_of_budget`) or nobody to call."""
+        left = self.sites_left()
+        wanted = bool(site_ids)
+        site_ids = list(site_ids) if left is None else list(site_ids)[:max(left, 0)]
+        timeout_s = self.engine.cfg.site_timeout_s
+        if self.budget.time_ms is not None:
+            timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
+        cap = MAX_RESPONSE_BYTES
+        if self.budget.bytes is not None and site_ids:  # what is left, shared by the round's answers
+            spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
+            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - self.request_bytes)
+        if not site_ids or timeout_s <= 0 or cap <= 0:
+            self.out_of_budget = self.out_of_budget or wanted
+            return None
+        rnd = call_round(self.engine.transport, kind, site_ids, self.records, self.retrieve, timeout_s, cap)
+        self.clock.waiting_ms += rnd.wait_ms
+        self.rounds.append(rnd)
+        self.calls.extend(rnd.calls)
+        return rnd
+
+
 class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport) -> None:
@@ -85,11 +127,11 @@ class QueryEngine:
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
+        """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
+        origins the asking client may speak for (None: any)."""
         policy = policy or QueryPolicy()
         router, gate, refiner = self.defaults(policy)
         clock = _Clock()
-        budget = request.budget
-        deadline_ms = budget.time_ms
         records = {r.site_id: r for r in self.registry.list()}
         authorize_origin(request, records, allowed_origins)
         if request.sites is not None:
@@ -98,97 +140,64 @@ class QueryEngine:
         routable = {sid for sid, r in records.items() if r.is_routable(now)}
 
         t = time.perf_counter()
-        routing: Routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
-                                 routable=routable, top_m=self.cfg.top_m_summaries,
-                                 k=request.top_k_sites or self.cfg.top_k_sites, router=router,
-                                 explicit=request.sites)
+        routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
+                        routable=routable, top_m=self.cfg.top_m_summaries,
+                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites)
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
-        retrieve = request.retrieve_request(policy.mode)
-        request_bytes = len(dumps(retrieve.to_json()))  # what each call sends (bytes_out)
-        rounds: list[Round] = []
-        calls: list[SiteCall] = []
-        stop_reason: str | None = None
+        calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)
 
-        def spent_bytes() -> int:
-            return sum(c.bytes_out + c.bytes_in for c in calls)
-
-        def sites_left() -> int | None:
-            return None if budget.sites is None else budget.sites - len(calls)
-
-        def run_round(kind: str, site_ids: list[str]) -> Round | None:
-            """Call `site_ids` within what the budget has left; None if nothing is left."""
-            nonlocal stop_reason
-            left = sites_left()
-            if left is not None:
-                site_ids = site_ids[:max(left, 0)]
-            timeout_s = self.cfg.site_timeout_s
-            if deadline_ms is not None:
-                timeout_s = min(timeout_s, (deadline_ms - clock.elapsed_ms()) / 1000)
-            cap = MAX_RESPONSE_BYTES
-            if budget.bytes is not None and site_ids:  # what is left, shared by the round's answers
-                cap = min(cap, (budget.bytes - spent_bytes()) // len(site_ids) - request_bytes)
-            if not site_ids or timeout_s <= 0 or cap <= 0:
-                if site_ids or left == 0:
-                    stop_reason = "budget"
-                return None
-            rnd = call_round(self.transport, kind, site_ids, records, retrieve, timeout_s, cap)
-            clock.waiting_ms += rnd.wait_ms
-            rounds.append(rnd)
-            calls.extend(rnd.calls)
-            return rnd
+        def assessed() -> Assessment:
+            best = max((routing.best_summary(s) or 0.0 for s in calls.called), default=0.0)
+            return assess(request.question, calls.calls, best)
 
         decision: GateDecision | None = None
         to_call = list(routing.selected)
         if request.origin is not None:
-            t = time.perf_counter()
-            origin_round = run_round("origin", [request.origin])
-            origin_calls = list(origin_round.calls) if origin_round else []
-            origin_assessment = assess(request.question, origin_calls, routing.best_summary(request.origin))
-            decision = gate.decide(origin_assessment)
+            origin = calls.round("origin", [request.origin])
+            decision = gate.decide(assess(request.question, origin.calls if origin else (),
+                                          routing.best_summary(request.origin)))
             t = clock.add("gate", t)
             to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
 
-        t = time.perf_counter()
-        if to_call:
-            run_round("routed", to_call)
+        calls.round("routed", to_call)
         t = clock.add("call", t)
-        called = [c.site_id for c in calls]
-        best_summary = max((routing.best_summary(s) or 0.0 for s in called), default=0.0)
-        assessment = assess(request.question, calls, best_summary)
+        assessment = assessed()
         t = clock.add("assess", t)
 
-        if decision is None or not decision.answer:
-            while stop_reason is None:
-                if len(rounds) >= MAX_ROUNDS:
+        stop_reason: str | None = None
+        if decision is not None and decision.answer:
+            stop_reason = "answered by the origin"
+        elif calls.out_of_budget:
+            stop_reason = "budget"
+        else:
+            while True:
+                if len(calls.rounds) >= MAX_ROUNDS:
                     stop_reason = f"at most {MAX_ROUNDS} rounds"
                     break
-                step = refiner.next_round(RefineState(request, routing.considered, frozenset(called), tuple(calls),
-                                                      assessment, len(rounds), sites_left()))
-                fresh = [s for s in dict.fromkeys(step.sites) if s not in called and s in records]
+                step = refiner.next_round(RefineState(request, routing.considered, frozenset(calls.called),
+                                                      tuple(calls.calls), assessment, len(calls.rounds),
+                                                      calls.sites_left()))
+                fresh = [s for s in dict.fromkeys(step.sites) if s not in calls.called and s in records]
                 if step.stop is not None or not fresh:
                     stop_reason = step.stop or "no new site to ask"
                     break
-                if run_round("refine", fresh) is None:
-                    stop_reason = stop_reason or "budget"
+                if calls.round("refine", fresh) is None:
+                    stop_reason = "budget"
                     break
-                called = [c.site_id for c in calls]
-                best_summary = max((routing.best_summary(s) or 0.0 for s in called), default=0.0)
-                assessment = assess(request.question, calls, best_summary)
+                assessment = assessed()
             t = clock.add("refine", t)
-        else:
-            stop_reason = "answered by the origin"
 
-        if not calls and stop_reason == "budget":
+        if not calls.calls and stop_reason == "budget":
             note = "the query's budget ran out before any site could be asked"
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
         else:
-            fused = fuse_answer(routing.question_vector, calls, self.embedder)
+            fused = fuse_answer(routing.question_vector, calls.calls, self.embedder)
         clock.add("fuse", t)
         total_ms = clock.elapsed_ms()
-        trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, rounds, calls,
-                            clock, total_ms, decision, assessment, stop_reason, fused)
-        return QueryResult(fused.answer, [c.to_json() for c in fused.citations], trace, fused, tuple(calls),
+        trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, calls.rounds,
+                            calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+        return QueryResult(fused.answer, [c.to_json() for c in fused.citations], trace, fused, tuple(calls.calls),
                            decision, assessment)
 
     @staticmethod
