@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from importlib import resources
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from hansa.core.config import GatewayConfig
-from hansa.core.errors import InputError, NotFoundError, VerificationError
+from hansa.core.config import Config, GatewayConfig
+from hansa.core.errors import ConfigError, InputError, NotFoundError, VerificationError
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.client import OK, SiteCall
@@ -36,7 +37,7 @@ from hansa.gateway.engine.request import (
 )
 from hansa.gateway.registry import REVOKED
 from hansa.gateway.service import Gateway
-from hansa.gateway.transport import InProcessSiteTransport
+from hansa.gateway.transport import HttpSiteTransport, InProcessSiteTransport
 from hansa.plugin.api import create_site_app
 from hansa.sync.wire import Citation, PartialAnswer
 
@@ -222,3 +223,17 @@ def test_the_openapi_spec_states_the_limits_the_code_enforces() -> None:
     assert set(props) == QUERY_KEYS and props["conversation"]["maxItems"] == MAX_CONVERSATION_TURNS
     assert (props["top_k_sites"]["maximum"], props["top_k"]["maximum"], props["sites"]["maxItems"]) == (
         MAX_TOP_K_SITES, MAX_TOP_K, MAX_EXPLICIT_SITES)
+
+
+# -- the service's own wiring -------------------------------------------------------------------------
+
+def test_open_needs_its_parts_or_the_whole_config(tmp_path: Path, embedder) -> None:
+    with pytest.raises(ConfigError, match="registry"):
+        Gateway.open(GatewayConfig(), embedder=embedder)
+    gw = Gateway.open(Config(home=tmp_path), embedder=embedder)  # opens <home>/gateway and Milvus Lite itself
+    try:
+        assert gw.registry.path == tmp_path / "gateway" / "registry.json"
+        assert gw.health()["summaries"] == 0 and gw.sites_view() == {"sites": []}
+        assert isinstance(gw.transport, HttpSiteTransport) and gw.transport.identity is gw.identity
+    finally:
+        assert gw.close() and gw.close()  # idempotent; the store it opened is closed with it
