@@ -25,7 +25,7 @@ import numpy as np
 
 from hansa.adapters.embedder.base import Embedder, checked_texts, unit_rows
 from hansa.adapters.embedder.local_model import max_seq_length, mean_pooled_dim, resolve_model
-from hansa.adapters.embedder.onnx_export import INPUTS, VARIANTS, ensure_exported
+from hansa.adapters.embedder.onnx_export import INPUTS, VARIANTS, default_cache_dir, ensure_exported
 from hansa.core.errors import BackendError, InputError
 
 _RUNTIMES: dict[tuple[str, int], tuple[Any, Any]] = {}  # (graph, threads) -> (InferenceSession, Tokenizer)
@@ -66,7 +66,7 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 class OnnxEmbedder(Embedder):
-    def __init__(self, model: str = "all-MiniLM-L6-v2", *, cache_dir: str | os.PathLike[str], batch_size: int = 64,
+    def __init__(self, model: str = "all-MiniLM-L6-v2", *, cache_dir: str | os.PathLike[str] | None = None, batch_size: int = 64,
                  variant: str = "fp32", threads: int = 0) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"embedder batch_size must be a positive integer, got {batch_size!r}")
@@ -80,7 +80,7 @@ class OnnxEmbedder(Embedder):
                 f"set HANSA_EMBEDDER_BACKEND=sentence-transformers"
             )
         self.dim = dim
-        self._cache_dir = Path(cache_dir)
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._batch_size = batch_size
         self._variant = variant
         self._threads = threads

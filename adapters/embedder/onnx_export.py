@@ -19,6 +19,8 @@ site in the gateway's space, so no configuration selects it.
 """
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import shutil
@@ -38,8 +40,27 @@ META = "export.json"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
+def default_cache_dir() -> Path:
+    """~/.cache/hansa/onnx (XDG): one export per user and model version, whatever HANSA_HOME a process
+    uses. The digest key makes sharing safe; HANSA_EMBEDDER_CACHE_DIR moves it (under HANSA_HOME for a
+    site that must keep all its state there)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "hansa" / "onnx"
+
+
+def _digest(model_dir: str) -> str:
+    """Hashing ~90 MB costs ~0.15 s: done again only when a file's size or mtime changed."""
+    stats = tuple(sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in Path(model_dir).rglob("*") if p.is_file()))
+    return _hashed(model_dir, stats)
+
+
+@functools.lru_cache(maxsize=16)
+def _hashed(model_dir: str, stats: tuple) -> str:  # noqa: ARG001  (stats: the cache key)
+    return model_digest(Path(model_dir))
+
+
 def cache_key(model_dir: Path, variant: str) -> str:
-    return f"{model_digest(model_dir)[:32]}-r{RECIPE}-{variant}"
+    return f"{_digest(str(model_dir))[:32]}-r{RECIPE}-{variant}"
 
 
 def cached_graph(model_dir: Path, cache_dir: Path, variant: str) -> Path | None:
@@ -57,9 +78,18 @@ def ensure_exported(model_dir: Path, cache_dir: Path, variant: str = "fp32", *, 
         return found
     cmd = [sys.executable, "-m", "hansa.adapters.embedder.onnx_export", str(model_dir), str(cache_dir), variant]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        # One exporter at a time per cache: sites starting together wait for the first one's graph.
+        with open(cache_dir / ".export.lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if cached_graph(model_dir, cache_dir, variant) is None:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            else:
+                proc = subprocess.CompletedProcess(cmd, 0, "", "")
     except subprocess.TimeoutExpired as exc:
         raise BackendError(f"exporting {model_dir} to ONNX took over {timeout_s:.0f} s") from exc
+    except OSError as exc:
+        raise BackendError(f"cannot use the ONNX cache {cache_dir}: {exc}; set HANSA_EMBEDDER_CACHE_DIR") from exc
     found = cached_graph(model_dir, cache_dir, variant)
     if proc.returncode != 0 or found is None:
         raise BackendError(f"exporting {model_dir} to ONNX failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -80,7 +110,7 @@ def export(model_dir: Path, cache_dir: Path, variant: str = "fp32") -> Path:
         else:
             base = export(model_dir, cache_dir, "fp32")
             _quantize_int8(base, work / GRAPH)
-        meta = {"model_dir": str(model_dir), "model_sha256": model_digest(model_dir), "variant": variant,
+        meta = {"model_dir": str(model_dir), "model_sha256": _digest(str(model_dir)), "variant": variant,
                 "recipe": RECIPE, "opset": OPSET, "inputs": list(INPUTS), "output": "last_hidden_state"}
         (work / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         try:
