@@ -44,6 +44,9 @@ def _open_runtime(graph: Path, model_dir: Path, threads: int) -> tuple[Any, Any]
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.log_severity_level = 3  # errors only: the terminal is the admin's
+            # No spin-waiting between ops: on small shared machines spinning threads steal the cores
+            # the site's other work (and the other thread of the same run) needs.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             if threads:
                 options.intra_op_num_threads = threads
                 options.inter_op_num_threads = 1
