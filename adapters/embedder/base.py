@@ -24,6 +24,11 @@ class Embedder(ABC):
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
+    def warm(self) -> None:
+        """Load the model now (backends load it on the first vector): a job that reports its own
+        rate calls this first, so start-up is not counted as embedding time."""
+        self.embed(["warm-up"])
+
 
 def checked_texts(texts: Sequence[str]) -> list[str]:
     """The texts as a list, or an InputError naming the first that is not a string: every backend
