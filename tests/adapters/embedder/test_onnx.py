@@ -115,6 +115,9 @@ def test_config_selects_the_backend_and_keeps_the_space(tmp_path: Path) -> None:
     st = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "sentence-transformers"}))
     assert isinstance(onnx, OnnxEmbedder) and isinstance(st, SentenceTransformerEmbedder)
     assert (onnx.model_id, onnx.dim) == (st.model_id, st.dim)
+    assert isinstance(open_embedder(load_config(env=env)), OnnxEmbedder)  # the measured default
+    tuned = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_THREADS": "1", "HANSA_EMBEDDER_CACHE_DIR": str(tmp_path / "c")}))
+    assert (tuned._threads, tuned._cache_dir) == (1, tmp_path / "c")  # type: ignore[attr-defined]
     with pytest.raises(ConfigError):
         load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "torch"})
     with pytest.raises(ConfigError):
