@@ -14,7 +14,7 @@ and Normalize modules compute them.
 
 Variants: "fp32" is the exported graph, the only one hansa serves. "int8" (ONNX Runtime's dynamic
 quantization of its MatMul weights) is exported for scripts/bench_embed.py only: on MTRAG passages
-its vectors fall to cosine 0.95 mean / 0.75 min of the reference, far below the 0.999 that keeps a
+its vectors fall to cosine ~0.96 mean / 0.75-0.91 min of the reference (benchmarks/embed.json), far below the 0.999 that keeps a
 site in the gateway's space, so no configuration selects it.
 """
 from __future__ import annotations
