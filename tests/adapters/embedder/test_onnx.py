@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from hansa.adapters.embedder import open_embedder
-from hansa.adapters.embedder.local_model import PACKAGED_MODEL_ID, packaged_model_dir
+from hansa.adapters.embedder.local_model import PACKAGED_MODEL_ID, model_digest, packaged_model_dir
 from hansa.adapters.embedder.onnx import OnnxEmbedder, mean_pool
 from hansa.adapters.embedder.onnx_export import META, cache_key, cached_graph
 from hansa.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
@@ -74,19 +74,27 @@ def test_bad_input_is_refused(onnx: OnnxEmbedder) -> None:
         OnnxEmbedder(batch_size=0)
 
 
-def test_running_the_onnx_backend_never_imports_torch(onnx: OnnxEmbedder, tmp_path: Path) -> None:
-    onnx.embed(["export first, in this process's child"])  # the cache is warm for the child below
+def test_a_cold_cache_exports_in_a_child_and_this_process_never_imports_torch(tmp_path: Path) -> None:
+    """From an empty cache: the export runs in a child process, lands atomically under the model's
+    digest, and the process that embeds never imports torch (nor transformers)."""
+    cache = tmp_path / "onnx-cache"
     code = (
         "import sys\n"
         "from hansa.core.config import load_config\n"
         "from hansa.adapters.embedder import open_embedder\n"
-        f"e = open_embedder(load_config(env={{'HANSA_HOME': {str(tmp_path)!r}, 'HANSA_EMBEDDER_BACKEND': 'onnx'}}))\n"
+        f"env = {{'HANSA_HOME': {str(tmp_path)!r}, 'HANSA_EMBEDDER_BACKEND': 'onnx', 'HANSA_EMBEDDER_CACHE_DIR': {str(cache)!r}}}\n"
+        "e = open_embedder(load_config(env=env))\n"
         "v = e.embed(['a question about safe rooms'])\n"
         "print(type(e).__name__, v.shape[1], sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["OnnxEmbedder", "384", "[]"]
+    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert [p.name for p in entries] == [cache_key(packaged_model_dir(), "fp32")]
+    meta = json.loads((entries[0] / META).read_text(encoding="utf-8"))
+    assert meta["model_sha256"] == model_digest(packaged_model_dir()) and meta["variant"] == "fp32"
+    assert not [p for p in cache.iterdir() if p.name.startswith(".export-")]  # no half-written export left
 
 
 def test_the_cache_key_follows_the_model_files(tmp_path: Path) -> None:
