@@ -51,12 +51,24 @@ class MilvusConfig:
     collection_prefix: str = "hansa_"
 
 
+EMBEDDER_BACKENDS = ("onnx", "sentence-transformers", "openai")
+
+
 @dataclass
 class EmbedderConfig:
-    model: str = "all-MiniLM-L6-v2"  # a local path, an installed model package, or a known model name
-    device: str = "cpu"
+    # "onnx" (ONNX Runtime, no torch: the default, chosen by benchmarks/embed.json), "sentence-transformers"
+    # (same vectors, same model_id), or "openai" (an OpenAI-compatible /v1/embeddings server: another space).
+    backend: str = "onnx"
+    model: str = "all-MiniLM-L6-v2"  # a local path or the packaged model; for "openai", the served model's name
+    device: str = "cpu"  # sentence-transformers only
     batch_size: int = 64
-    precision: str = "auto"  # "fp32", "bf16" (CPU autocast; same vector space), or "auto": bf16 where the CPU has it
+    precision: str = "auto"  # sentence-transformers: "fp32", "bf16" (CPU autocast; same space), "auto": bf16 where the CPU has it
+    cache_dir: str = ""  # "onnx": where the exported graph is cached; default ~/.cache/hansa/onnx (shared: keyed by model digest)
+    threads: int = 0  # "onnx": intra-op threads; 0 lets ONNX Runtime choose (one per core)
+    base_url: str = ""  # "openai": e.g. http://127.0.0.1:8080/v1
+    api_key: str = ""  # "openai": better HANSA_EMBEDDER_API_KEY
+    timeout_s: float = 30.0  # "openai": per request
+    dim: int = 0  # "openai": expected dimension; 0 takes the server's first answer
 
 
 @dataclass
@@ -133,6 +145,11 @@ class Config:
     def keys_dir(self) -> Path:
         return self.home / "keys"
 
+    @property
+    def onnx_cache_dir(self) -> Path | None:
+        """None: the embedder's per-user default (adapters/embedder/onnx_export.py says why)."""
+        return Path(self.embedder.cache_dir).expanduser() if self.embedder.cache_dir else None
+
 
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway")
 
@@ -200,6 +217,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
             _apply(obj, overrides, f"environment {prefix}*")
     if cfg.graph.backend not in ("embedded", "neo4j"):
         raise ConfigError(f"graph.backend must be 'embedded' or 'neo4j', not {cfg.graph.backend!r}")
+    if cfg.embedder.backend not in EMBEDDER_BACKENDS:
+        raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
     return cfg
 
 

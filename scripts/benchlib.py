@@ -28,7 +28,8 @@ import numpy as np
 
 SCRIPTS_DIR = Path(__file__).resolve().parent
 REPO_DIR = SCRIPTS_DIR.parent
-SHARED_DIR = (REPO_DIR.parent / "shared").resolve()
+# ../shared beside the repository; HANSA_SHARED_DIR names it where the checkout sits elsewhere (a git worktree).
+SHARED_DIR = Path(os.environ.get("HANSA_SHARED_DIR") or REPO_DIR.parent / "shared").resolve()
 MTRAG_DIR = SHARED_DIR / "datasets" / "mtrag"
 SCHEMA_VERSION = 1
 

@@ -16,7 +16,8 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = (REPO / ".." / "shared").resolve()
+# ../shared beside the repository; HANSA_SHARED_DIR names it where the checkout sits elsewhere (a git worktree).
+SHARED = Path(os.environ.get("HANSA_SHARED_DIR") or REPO / ".." / "shared").resolve()
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -87,6 +88,36 @@ def llm_base_url() -> Iterator[str]:
     finally:
         del server
         gc.collect()
+
+
+@pytest.fixture(scope="session")
+def embedding_base_url() -> Iterator[str]:
+    """http://127.0.0.1:<port> of a llama.cpp server answering /v1/embeddings (SmolLM2, mean-pooled,
+    576 dimensions) under the name EMBEDDING_ALIAS: a real OpenAI-compatible embedding endpoint,
+    started once per session. Separate from `llm_base_url` so the chat server keeps its settings."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(smollm2_gguf())
+    params.model_alias = {EMBEDDING_ALIAS}
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0
+    params.verbosity = 1
+    params.n_parallel = 1
+    params.n_ctx = 2048
+    params.embedding = True
+    params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN  # "none" is not OpenAI-shaped
+    params.cpuparams.n_threads = 1  # see llm_base_url
+    params.cpuparams_batch.n_threads = 1
+    server = xllamacpp.Server(params)
+    try:
+        yield server.listening_address
+    finally:
+        del server
+        gc.collect()
+
+
+EMBEDDING_ALIAS = "smollm2-135m-embed"
 
 
 @pytest.fixture

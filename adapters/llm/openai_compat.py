@@ -9,33 +9,22 @@ from __future__ import annotations
 
 import threading
 from typing import Any, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from hansa.adapters.llm.base import LLM
-from hansa.core.errors import BackendError, ConfigError, InputError
+from hansa.adapters.openai_api import api_base, client, request
+from hansa.core.errors import BackendError, InputError
+
+__all__ = ["OpenAICompatibleLLM", "api_base"]
 
 ROLES = ("system", "user", "assistant")
 
 
-def api_base(base_url: str) -> str:
-    """`http://host:port` -> `http://host:port/v1`; a URL that already has a path is kept as given."""
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"LLM base_url {base_url!r} must be an http(s) URL such as http://127.0.0.1:8080/v1")
-    trimmed = base_url.rstrip("/")
-    return trimmed if parts.path.strip("/") else trimmed + "/v1"
-
-
 class OpenAICompatibleLLM(LLM):
     def __init__(self, base_url: str, model: str = "", api_key: str = "", timeout_s: float = 60, *, max_retries: int = 1) -> None:
-        import openai
-
         self._base = api_base(base_url)
         self._model = model
         self._model_lock = threading.Lock()
-        self._client = openai.OpenAI(
-            base_url=self._base, api_key=api_key or "not-needed", timeout=float(timeout_s), max_retries=max_retries
-        )
+        self._client = client(self._base, api_key, timeout_s, max_retries)
 
     @property
     def base_url(self) -> str:
@@ -54,18 +43,7 @@ class OpenAICompatibleLLM(LLM):
             return self._model
 
     def _request(self, what: str, call: Any) -> Any:
-        import openai
-
-        try:
-            return call()
-        except openai.APITimeoutError as exc:
-            raise BackendError(f"the LLM endpoint {self._base} timed out ({what}); raise HANSA_LLM_TIMEOUT_S or check the server") from exc
-        except openai.APIConnectionError as exc:
-            raise BackendError(f"cannot reach the LLM endpoint {self._base} ({what}): {exc}; check HANSA_LLM_BASE_URL and that the server runs") from exc
-        except openai.APIStatusError as exc:
-            raise BackendError(f"the LLM endpoint {self._base} refused {what} with HTTP {exc.status_code}: {exc.message}") from exc
-        except openai.OpenAIError as exc:
-            raise BackendError(f"the LLM endpoint {self._base} failed ({what}): {exc}") from exc
+        return request(call, what=what, service="LLM", base=self._base, env="HANSA_LLM")
 
     def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
         payload = []

@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+# gRPC's C core writes its own log lines (connection drops, GOAWAY "too_many_pings" from a Milvus
+# Lite server answering pymilvus' keepalive pings, absl's "log messages before InitializeLog")
+# straight to the terminal, beside hansa's progress bars. Every failure that matters also reaches
+# pymilvus as an exception, which this module turns into a BackendError with advice, so the core's
+# lines are noise for an admin; GRPC_VERBOSITY=ERROR (or DEBUG) in the environment brings them back.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
 import numpy as np
 
 from hansa.adapters.records import VectorHit

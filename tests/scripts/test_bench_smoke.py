@@ -124,3 +124,20 @@ def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
         assert m["modularity"] >= 0.9 * reference, (name, m["modularity"], reference)
     gds = methods["gds_concurrency_1"]
     assert abs(gds["gds_reported_modularity"] - gds["modularity"]) < 1e-3, "igraph and GDS must score alike"
+
+
+def test_embed_smoke(tmp_path: Path) -> None:
+    doc = run_bench("embed", tmp_path)
+    backends = doc["results"]["backends"]
+    assert set(backends) == {"st_fp32", "st_bf16", "onnx_fp32", "onnx_fp32_1t", "onnx_int8"}
+    for name, r in backends.items():
+        assert "skipped" not in r, (name, r.get("skipped"))
+        assert is_rate(r["chunks_per_s"]) and is_rate(r["startup_s"]) and r["rss_mib"] > 10, name
+        assert r["question_ms"]["n"] >= 6 and r["question_ms"]["p50_ms"] <= r["question_ms"]["p95_ms"], name
+        assert r["torch_imported"] == name.startswith("st_"), name
+    assert backends["onnx_fp32"]["cosine_to_reference"]["min"] >= 0.999  # the same space as the reference
+    assert backends["st_bf16"]["cosine_to_reference"]["min"] >= 0.999
+    assert doc["results"]["fastest_question"] in doc["results"]["same_space"]
+    assert "onnx_int8" not in doc["results"]["same_space"] or backends["onnx_int8"]["cosine_to_reference"]["min"] >= 0.999
+    hit = backends["onnx_fp32"]["memo_hit_ms"]
+    assert hit["n"] > 100 and hit["p50_ms"] > 0

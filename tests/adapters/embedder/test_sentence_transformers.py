@@ -157,8 +157,9 @@ def test_an_unknown_precision_is_a_config_error(precision: str) -> None:
 
 
 def test_the_configured_precision_reaches_the_embedder(tmp_path: Path) -> None:
-    cfg = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_EMBEDDER_PRECISION": "fp32"})
+    env = {"HANSA_HOME": str(tmp_path), "HANSA_EMBEDDER_BACKEND": "sentence-transformers"}
+    cfg = load_config(env={**env, "HANSA_EMBEDDER_PRECISION": "fp32"})
     assert open_embedder(cfg).precision == "fp32"
     assert load_config(env={"HANSA_HOME": str(tmp_path)}).embedder.precision == "auto"
     with pytest.raises(ConfigError):
-        open_embedder(load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_EMBEDDER_PRECISION": "int8"}))
+        open_embedder(load_config(env={**env, "HANSA_EMBEDDER_PRECISION": "int8"}))

@@ -1,0 +1,77 @@
+"""An in-memory LRU of embeddings in front of any embedder: repeated questions cost a dict lookup.
+
+Why: the gateway embeds every question, and that embedding is almost all of its own per-query
+time (issue 8). Clients repeat questions (retries, dashboards, a conversation's rewritten turn),
+and the same text always gives the same vector in the same space, so a bounded cache in front of
+the port is exact. It is keyed by the exact text; the space (`model_id`, `dim`) is the wrapped
+embedder's, so a cache never outlives a change of model. cachetools' LRUCache (already a
+dependency of pymilvus) holds the entries; a lock makes it safe under the threaded servers.
+
+Rows are returned as copies: a caller that modifies a vector in place cannot corrupt the cache.
+Cost of a hit and the hit rate's effect are measured in scripts/bench_embed.py.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import numpy as np
+from cachetools import LRUCache
+
+from hansa.adapters.embedder.base import Embedder, checked_texts
+from hansa.core.errors import InputError
+
+
+class MemoEmbedder(Embedder):
+    def __init__(self, inner: Embedder, maxsize: int = 4096) -> None:
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            raise InputError(f"memo maxsize must be a positive integer, got {maxsize!r}")
+        self.inner = inner
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=maxsize)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def model_id(self) -> str:  # type: ignore[override]
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return self.inner.dim
+
+    def embed_one(self, text: str) -> np.ndarray:
+        if not isinstance(text, str):
+            raise InputError(f"text to embed is a {type(text).__name__}, not a string")
+        with self._lock:
+            row = self._cache.get(text)
+            if row is not None:
+                self.hits += 1
+                return row.copy()
+        return self.embed([text])[0]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = checked_texts(texts)
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in texts:
+                row = self._cache.get(text)
+                if row is not None:
+                    found[text] = row
+            self.hits += sum(1 for t in texts if t in found)
+        missing = list(dict.fromkeys(t for t in texts if t not in found))  # each new text embedded once
+        if missing:
+            vectors = self.inner.embed(missing)
+            with self._lock:
+                self.misses += len(missing)
+                for text, row in zip(missing, vectors):
+                    row = np.array(row, dtype=np.float32)  # own copy, not a view of the batch
+                    row.setflags(write=False)
+                    self._cache[text] = found[text] = row
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()

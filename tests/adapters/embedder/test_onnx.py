@@ -1,0 +1,144 @@
+"""The ONNX Runtime embedder against the reference sentence-transformers model, on real MTRAG text.
+
+The graph is exported once into the per-user cache (as a site does on first use), so the suite
+pays the export once per model version, not per test.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hansa.adapters.embedder import open_embedder
+from hansa.adapters.embedder.local_model import PACKAGED_MODEL_ID, model_digest, packaged_model_dir
+from hansa.adapters.embedder.onnx import OnnxEmbedder, mean_pool
+from hansa.adapters.embedder.onnx_export import META, cache_key, cached_graph
+from hansa.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
+from hansa.cli.mtrag import load_passages, load_questions
+from hansa.core.config import load_config
+from hansa.core.errors import BackendError, ConfigError, InputError
+
+
+@pytest.fixture(scope="module")
+def onnx() -> OnnxEmbedder:
+    return OnnxEmbedder(batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def real_texts(shared_dir: Path) -> list[str]:
+    """Long passages (up to 2,400 characters: past the 256-token truncation) and short questions."""
+    root = shared_dir / "datasets" / "mtrag"
+    per_domain = load_passages(root)
+    passages = [p.text for domain in sorted(per_domain) for p in per_domain[domain][:6]]
+    questions = [q.text for q in load_questions(root)[:12]]
+    odd = ["cat", "", "   padded   ", "UPPER case and ünïcödé, 中文", "word " * 400]
+    return passages + questions + odd
+
+
+def test_same_vectors_as_sentence_transformers(onnx: OnnxEmbedder, real_texts: list[str]) -> None:
+    reference = SentenceTransformerEmbedder(precision="fp32", batch_size=8)
+    assert (onnx.model_id, onnx.dim) == (reference.model_id, reference.dim) == (PACKAGED_MODEL_ID, 384)
+    assert max(map(len, real_texts)) > 2000  # some texts are truncated at 256 word pieces
+    a, b = onnx.embed(real_texts), reference.embed(real_texts)
+    assert a.dtype == np.float32 and a.shape == (len(real_texts), 384) and a.flags.c_contiguous
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    cosines = np.sum(a * b, axis=1)
+    assert cosines.min() >= 0.999, (cosines.min(), real_texts[int(np.argmin(cosines))][:80])
+
+
+def test_a_batch_gives_each_text_its_single_vector(onnx: OnnxEmbedder, real_texts: list[str]) -> None:
+    texts = real_texts[::3]
+    batch = onnx.embed(texts)  # padded to the longest text of each batch of 8
+    single = np.stack([onnx.embed_one(t) for t in texts])
+    np.testing.assert_allclose(batch, single, atol=1e-5)
+    assert onnx.embed([]).shape == (0, 384)
+
+
+def test_mean_pooling_ignores_padding() -> None:
+    hidden = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)
+    np.testing.assert_allclose(mean_pool(hidden, np.array([[1, 1, 0]])), [[2.0, 3.0]])
+    assert np.all(mean_pool(hidden, np.array([[0, 0, 0]])) == 0)  # no token: zero, not NaN
+
+
+def test_bad_input_is_refused(onnx: OnnxEmbedder) -> None:
+    with pytest.raises(InputError):
+        onnx.embed("one string")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        onnx.embed(["fine", 3])  # type: ignore[list-item]
+    with pytest.raises(InputError):
+        OnnxEmbedder(batch_size=0)
+
+
+def test_a_cold_cache_exports_in_a_child_and_this_process_never_imports_torch(tmp_path: Path) -> None:
+    """From an empty cache: the export runs in a child process, lands atomically under the model's
+    digest, and the process that embeds never imports torch (nor transformers)."""
+    cache = tmp_path / "onnx-cache"
+    code = (
+        "import sys\n"
+        "from hansa.core.config import load_config\n"
+        "from hansa.adapters.embedder import open_embedder\n"
+        f"env = {{'HANSA_HOME': {str(tmp_path)!r}, 'HANSA_EMBEDDER_BACKEND': 'onnx', 'HANSA_EMBEDDER_CACHE_DIR': {str(cache)!r}}}\n"
+        "e = open_embedder(load_config(env=env))\n"
+        "v = e.embed(['a question about safe rooms'])\n"
+        "print(type(e).__name__, v.shape[1], sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["OnnxEmbedder", "384", "[]"]
+    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert [p.name for p in entries] == [cache_key(packaged_model_dir(), "fp32")]
+    meta = json.loads((entries[0] / META).read_text(encoding="utf-8"))
+    assert meta["model_sha256"] == model_digest(packaged_model_dir()) and meta["variant"] == "fp32"
+    assert not [p for p in cache.iterdir() if p.name.startswith(".export-")]  # no half-written export left
+
+
+def test_the_cache_key_follows_the_model_files(tmp_path: Path) -> None:
+    """Other weights or another tokenizer never reuse a cached graph; a half-written entry is ignored."""
+    model = packaged_model_dir()
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy, ignore=shutil.ignore_patterns("model.safetensors"))
+    (copy / "model.safetensors").symlink_to(model / "model.safetensors")
+    assert cache_key(copy, "fp32") == cache_key(model, "fp32") != cache_key(model, "int8")
+    tok = json.loads((copy / "tokenizer.json").read_text(encoding="utf-8"))
+    tok["truncation"]["max_length"] = 64
+    (copy / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+    changed = cache_key(copy, "fp32")
+    assert changed != cache_key(model, "fp32")
+    cache = tmp_path / "cache"
+    (cache / changed).mkdir(parents=True)
+    (cache / changed / "model.onnx").write_bytes(b"half")  # no export.json: an interrupted export
+    assert cached_graph(copy, cache, "fp32") is None
+    (cache / changed / META).write_text("{}")
+    assert cached_graph(copy, cache, "fp32") == cache / changed / "model.onnx"
+
+
+def test_config_selects_the_backend_and_keeps_the_space(tmp_path: Path) -> None:
+    env = {"HANSA_HOME": str(tmp_path)}
+    onnx = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "onnx"}))
+    st = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "sentence-transformers"}))
+    assert isinstance(onnx, OnnxEmbedder) and isinstance(st, SentenceTransformerEmbedder)
+    assert (onnx.model_id, onnx.dim) == (st.model_id, st.dim)
+    assert isinstance(open_embedder(load_config(env=env)), OnnxEmbedder)  # the measured default
+    tuned = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_THREADS": "1", "HANSA_EMBEDDER_CACHE_DIR": str(tmp_path / "c")}))
+    assert (tuned._threads, tuned._cache_dir) == (1, tmp_path / "c")  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError):
+        load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "torch"})
+    with pytest.raises(ConfigError):
+        open_embedder(load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "onnx", "HANSA_EMBEDDER_PRECISION": "bf16"}))
+
+
+def test_a_model_onnx_cannot_pool_is_refused_at_construction(tmp_path: Path) -> None:
+    model = tmp_path / "cls-model"
+    shutil.copytree(packaged_model_dir(), model, ignore=shutil.ignore_patterns("model.safetensors"))
+    pooling = model / "1_Pooling" / "config.json"
+    cfg = json.loads(pooling.read_text(encoding="utf-8"))
+    cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(cfg), encoding="utf-8")
+    with pytest.raises(BackendError) as err:
+        OnnxEmbedder(str(model))
+    assert "sentence-transformers" in str(err.value)
