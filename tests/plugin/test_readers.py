@@ -27,16 +27,17 @@ def _pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
 def test_txt_title_is_the_stem_and_text_is_exact(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_bytes("Line one.\r\nLine two — ünïcode.\n".encode("utf-8"))
     [doc] = read_path(tmp_path / "notes.txt")
-    assert (doc.id, doc.title) == ("notes.txt", "notes")
+    # a file's source defaults to its folder's name; the id is <source>/<path inside it>
+    assert (doc.id, doc.title) == (f"{tmp_path.name}/notes.txt", "notes")
     assert doc.text == "Line one.\nLine two — ünïcode.\n"  # newlines normalized, nothing else
-    assert doc.source == str(tmp_path / "notes.txt")
+    assert doc.source == f"{tmp_path.name}:notes.txt"
 
 
 def test_md_title_is_the_first_h1(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("Intro line\n## Not this\n# Pricing Guide\ntext\n# Later\n", encoding="utf-8")
     (tmp_path / "b.md").write_text("no heading here\n", encoding="utf-8")
-    docs = read_path(tmp_path)
-    assert [(d.id, d.title) for d in docs] == [("a.md", "Pricing Guide"), ("b.md", "b")]
+    docs = read_paths([tmp_path], source="kb")
+    assert [(d.id, d.title) for d in docs] == [("kb/a.md", "Pricing Guide"), ("kb/b.md", "b")]
 
 
 def test_utf8_bom_is_not_part_of_the_text(tmp_path: Path) -> None:
@@ -56,7 +57,8 @@ def test_jsonl_records(tmp_path: Path) -> None:
         ("p-1", "First", "Alpha text."),
         ("7", "7", "Integer id, no title."),
     ]
-    assert docs[0].source == f"{path}:1" and docs[1].source == f"{path}:2"
+    # records keep the id they carry; their source is the .jsonl file inside its source
+    assert docs[0].source == docs[1].source == f"{tmp_path.name}:docs.jsonl"
 
 
 def test_pdf_pages_are_joined_and_metadata_title_used(tmp_path: Path) -> None:
@@ -84,9 +86,9 @@ def test_directory_is_recursive_sorted_with_relative_posix_ids(tmp_path: Path) -
     (tmp_path / "sub" / "ignored.csv").write_text("x,y", encoding="utf-8")  # unsupported: skipped in folders
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "secret.txt").write_text("never read", encoding="utf-8")
-    docs = read_path(tmp_path)
-    assert [d.id for d in docs] == ["sub/b.txt", "sub/deeper/a.md", "z.txt"]
-    assert read_path(tmp_path) == docs  # deterministic
+    docs = read_paths([tmp_path], source="kb")
+    assert [d.id for d in docs] == ["kb/sub/b.txt", "kb/sub/deeper/a.md", "kb/z.txt"]
+    assert read_paths([tmp_path], source="kb") == docs  # deterministic
 
 
 @pytest.mark.parametrize(
