@@ -24,8 +24,8 @@ def _run(home: Path, *args: str, site_id: str = "acme") -> Result:
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]) -> Path:
     folder = tmp_path_factory.mktemp("docs")
-    for name, text in corpus.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    for doc_id, text in corpus.items():
+        (folder / Path(doc_id).name).write_text(text, encoding="utf-8")
     return folder
 
 
