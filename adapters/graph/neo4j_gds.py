@@ -376,7 +376,7 @@ class Neo4jGraphStore(GraphStore):
             nodes = {_ENTITY_PROJECTION: {"properties": {SEED_PROPERTY: {"defaultValue": 0}}}}
             seeded = {"seed_property": SEED_PROPERTY}
         try:
-            with self._backend("running Leiden"), self._gds_refusal("Leiden"):
+            with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._seeds_converged(seeds) as unchanged:
                 graph, _ = gds.graph.project.native(name, nodes, _RELATION_PROJECTION)
                 try:
                     frame = gds.leiden.stream(
@@ -393,6 +393,8 @@ class Neo4jGraphStore(GraphStore):
                     )
                 finally:
                     graph.drop(fail_if_missing=False)
+            if unchanged:
+                return unchanged
         finally:
             if seeds:
                 self._write(lambda tx: tx.run(load("gds/seed_clear")).consume(), "clearing Leiden seeds")
@@ -400,6 +402,20 @@ class Neo4jGraphStore(GraphStore):
         linked = self._query("gds/linked_entities", "mapping Leiden results", node_ids=list(levels))
         # Index 0 is the finest level (GDS's order), as CommunityAssignment documents.
         return [CommunityAssignment(entity_id=r["entity_id"], communities=levels[r["node_id"]]) for r in linked]
+
+    @contextmanager
+    def _seeds_converged(self, seeds: Mapping[str, int] | None) -> Iterator[list[CommunityAssignment]]:
+        """GDS 2.13 fails with a NullPointerException (no dendrogram) when Leiden, started from
+        seeds, finds no move to make in its first iteration: the seed partition is then the
+        result. Yields a list that holds it in that case (empty otherwise)."""
+        result: list[CommunityAssignment] = []
+        try:
+            yield result
+        except Neo4jError as exc:
+            if not seeds or "dendrogramManager" not in (exc.message or ""):
+                raise
+            rows = self._query("gds/seed_read", "reading Leiden seeds")
+            result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(int(r["seed"]),)) for r in rows)
 
     def _write_seeds(self, seeds: Mapping[str, int]) -> None:
         """Seed values on every entity: the given communities (renumbered densely), fresh ones above."""
