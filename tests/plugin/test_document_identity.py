@@ -200,3 +200,27 @@ def test_migrate_ids_moves_a_legacy_site_to_source_ids(site: SiteContext, tmp_pa
     assert {d for c in site.graph.communities() for d in c.doc_ids} <= {"docs/lighthouse.txt", "docs/sub/volcano.txt"}
     again = migrate_ids(site, [docs])  # a second run changes nothing
     assert again.renamed == {} and again.ingest.documents_unchanged == 2
+
+
+def test_a_pdf_citation_carries_its_page_and_source(site: SiteContext, tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    from hansa.plugin.retrieval import retrieve
+    from hansa.sync.wire import RetrieveRequest
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    pdf.set_title("0000764478-19-000009")  # an accession number: no title
+    for text in ("Harbour Annual Report\n\n" + FACTS["roastery"], FACTS["lighthouse"], FACTS["volcano"]):
+        pdf.add_page()
+        pdf.multi_cell(0, 6, text)
+    (tmp_path / "filings").mkdir()
+    pdf.output(str(tmp_path / "filings" / "0000764478-19-000009.pdf"))
+    site.cfg.site.chunk_size = 200  # one page per chunk at least
+    site.cfg.site.chunk_overlap = 0
+    ingest_paths(site, [tmp_path / "filings"])
+    answer = retrieve(site, RetrieveRequest(question="Who leads the Hallgrim Volcano Observatory?", top_k=3))
+    top = answer.citations[0]
+    assert (top.doc_id, top.title) == ("filings/0000764478-19-000009.pdf", "Harbour Annual Report")
+    assert (top.page, top.source) == (3, "filings:0000764478-19-000009.pdf")
+    assert answer.to_json()["citations"][0]["page"] == 3
