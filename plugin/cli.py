@@ -65,14 +65,17 @@ def _echo_fields(title: str, obj: Any) -> None:
     """Print a result dataclass as `key: value` lines (nested dataclasses flattened)."""
     click.echo(title)
     values = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
+    def shown(value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return ", ".join(map(str, value)) if value else "-"
+        return str(value)
+
     for key, value in values.items():
         if isinstance(value, dict):
             for sub, inner in value.items():
-                click.echo(f"  {key}.{sub}: {inner}")
-        elif isinstance(value, (list, tuple)):
-            click.echo(f"  {key}: {', '.join(map(str, value)) if value else '-'}")
+                click.echo(f"  {key}.{sub}: {shown(inner)}")
         else:
-            click.echo(f"  {key}: {value}")
+            click.echo(f"  {key}: {shown(value)}")
 
 
 def _config_source() -> str:

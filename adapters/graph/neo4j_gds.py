@@ -376,7 +376,7 @@ class Neo4jGraphStore(GraphStore):
             nodes = {_ENTITY_PROJECTION: {"properties": {SEED_PROPERTY: {"defaultValue": 0}}}}
             seeded = {"seed_property": SEED_PROPERTY}
         try:
-            with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._seeds_converged(seeds) as unchanged:
+            with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._no_move(seeds) as unchanged:
                 graph, _ = gds.graph.project.native(name, nodes, _RELATION_PROJECTION)
                 try:
                     frame = gds.leiden.stream(
@@ -404,18 +404,23 @@ class Neo4jGraphStore(GraphStore):
         return [CommunityAssignment(entity_id=r["entity_id"], communities=levels[r["node_id"]]) for r in linked]
 
     @contextmanager
-    def _seeds_converged(self, seeds: Mapping[str, int] | None) -> Iterator[list[CommunityAssignment]]:
-        """GDS 2.13 fails with a NullPointerException (no dendrogram) when Leiden, started from
-        seeds, finds no move to make in its first iteration: the seed partition is then the
-        result. Yields a list that holds it in that case (empty otherwise)."""
+    def _no_move(self, seeds: Mapping[str, int] | None) -> Iterator[list[CommunityAssignment]]:
+        """GDS 2.13 fails with a NullPointerException (no dendrogram) when Leiden finds no move to
+        make in its first iteration (e.g. a high gamma on a small graph, or seeds that are already
+        a local optimum): its start partition is then the result. Yields a list that holds that
+        partition in this case (empty otherwise): the seeds, or every related entity alone."""
         result: list[CommunityAssignment] = []
         try:
             yield result
         except Neo4jError as exc:
-            if not seeds or "dendrogramManager" not in (exc.message or ""):
+            if "dendrogramManager" not in (exc.message or ""):
                 raise
-            rows = self._query("gds/seed_read", "reading Leiden seeds")
-            result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(int(r["seed"]),)) for r in rows)
+            if seeds:
+                rows = self._query("gds/seed_read", "reading Leiden seeds")
+                result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(int(r["seed"]),)) for r in rows)
+            else:
+                rows = self._query("gds/related_entities", "reading related entities")
+                result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(i,)) for i, r in enumerate(rows))
 
     def _write_seeds(self, seeds: Mapping[str, int]) -> None:
         """Seed values on every entity: the given communities (renumbered densely), fresh ones above."""
