@@ -16,7 +16,9 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = (REPO / ".." / "shared").resolve()
+# ../shared beside the repository; HANSA_TEST_SHARED_DIR points elsewhere (a git worktree has no
+# ../shared of its own).
+SHARED = Path(os.environ.get("HANSA_TEST_SHARED_DIR") or (REPO / ".." / "shared")).resolve()
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
