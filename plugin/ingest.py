@@ -1,7 +1,8 @@
 """Ingest: documents in, chunk vectors in Milvus and a knowledge graph in the graph store.
 
 Two phases, because bad input must leave nothing behind: phase 1 reads and validates every input
-(raising one InputError that lists all bad files), phase 2 writes. Each document's graph write is
+(raising one InputError that lists all bad files; with `skip_bad` the bad ones are left out and
+reported instead), phase 2 writes, then (with `sync`) removes what left the ingested folders. Each document's graph write is
 its commit point: vectors go to Milvus first, then the graph records the document with its content
 fingerprint. A crash between the two leaves the graph without (or with the old version of) the
 document, so the next run sees it as new (or changed) and redoes it; chunk ids are deterministic,
@@ -151,9 +152,9 @@ def ingest_paths(
     read = read_origins(origins, skip_bad=skip_bad)
     docs = read.documents
     for file in read.skipped:
-        log.warning("ingest.skipped_unsupported", file=file)
+        log.debug("ingest.skipped_unsupported", file=file)
     for problem in read.bad:
-        log.warning("ingest.skipped_bad", problem=problem)
+        log.debug("ingest.skipped_bad", problem=problem)
     bind(ctx.cfg.home, origins)
     gone = _gone(ctx, origins, docs, read.bad_sources) if sync else []
     sha = {doc.id: fingerprint(doc, ctx) for doc in docs}
