@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Document:
-    id: str  # the user's id (jsonl `id`) or the file's path relative to the ingest root
+    id: str  # the jsonl record's `id`, or "<source>/<path inside the source>" (plugin.sources)
     title: str
-    source: str  # where it came from (path), for provenance
+    source: str  # "<source>:<path inside the source>": provenance, and what `ingest --sync` scopes by
     # The ingest fingerprint (hansa.plugin.ingest.fingerprint): SHA-256 over the extracted text, the
     # title, the chunk size and overlap, the extractor version and the embedding model id. A changed
     # hash means "replace", an equal one "skip", so a new setting re-indexes the document.
@@ -27,6 +27,7 @@ class Chunk:
     text: str
     start: int  # character offsets into the document text: provenance a reviewer can check
     end: int
+    page: int | None = None  # 1-based page the chunk starts on (PDFs); None for unpaged text
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class ChunkHit:
     text: str
     score: float
     via: str = "vector"  # "vector" or "graph" (reached by expansion)
+    page: int | None = None  # the chunk's first page (PDFs), cited with the document
+    source: str = ""  # the document's "<source>:<path>", cited with it
 
 
 @dataclass(frozen=True)

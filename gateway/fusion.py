@@ -14,7 +14,7 @@ Every sentence carries an [n] marker indexing the citation list, so each claim p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -99,7 +99,7 @@ def _rank_citations(ok: Sequence[SiteCall], chosen: Sequence[_Candidate]) -> tup
         for c in call.answer.citations:
             key = (call.site_id, c.doc_id)
             if key not in best or c.score > best[key][1].score:
-                best[key] = (conf, Citation(call.site_id, c.doc_id, c.title, c.score))
+                best[key] = (conf, replace(c, site_id=call.site_id))  # page and source travel along
     for cand in chosen:
         key = (cand.site_id, cand.doc_id)
         if key not in best:

@@ -24,11 +24,14 @@ ORDER_HELP = """Run a site: your documents stay here; only signed summary embedd
 Run the commands in this order:
   1. hansa site install          check Neo4j/GDS (or the embedded store) and Milvus, create the
                                  collections and this site's signing key (safe to re-run)
-  2. hansa site ingest PATH...   read, chunk, embed and graph documents (re-runs skip unchanged ones)
+  2. hansa site ingest PATH...   read, chunk, embed and graph documents (re-runs skip unchanged ones;
+                                 --source NAME names them, --sync removes what left the folder)
   3. hansa site communities      find communities (Leiden), summarize and embed them
   4. hansa site publish          sign the summaries and send them to the gateway (or --out FILE)
   5. hansa site serve            answer the gateway's retrieve requests over HTTP
-Repeat 2-4 when documents change. `hansa site status` shows what the site holds.
+Repeat 2-4 when documents change. `hansa site status` shows what the site holds,
+`hansa site query "..."` asks it directly, `hansa site delete DOC_ID...` removes documents and
+`hansa site uninstall` removes everything install created.
 """
 
 
@@ -62,14 +65,17 @@ def _echo_fields(title: str, obj: Any) -> None:
     """Print a result dataclass as `key: value` lines (nested dataclasses flattened)."""
     click.echo(title)
     values = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else dict(obj)
+    def shown(value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return ", ".join(map(str, value)) if value else "-"
+        return str(value)
+
     for key, value in values.items():
         if isinstance(value, dict):
             for sub, inner in value.items():
-                click.echo(f"  {key}.{sub}: {inner}")
-        elif isinstance(value, (list, tuple)):
-            click.echo(f"  {key}: {', '.join(map(str, value)) if value else '-'}")
+                click.echo(f"  {key}.{sub}: {shown(inner)}")
         else:
-            click.echo(f"  {key}: {value}")
+            click.echo(f"  {key}: {shown(value)}")
 
 
 def _config_source() -> str:
@@ -105,28 +111,166 @@ def install() -> None:
         click.echo(f"already installed: {', '.join(result.already_installed)}")
 
 
+def _print_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | None, progress: bool) -> None:
+    """Refresh the communities a deletion touched and, with --publish, withdraw them at the gateway."""
+    from hansa.plugin.deletion import refresh_communities
+
+    if not deleted:
+        return
+    refreshed = refresh_communities(ctx, progress=progress)
+    click.echo(f"communities refreshed (seeded Leiden): {refreshed.communities if refreshed else 0}", err=True)
+    if publish:
+        from hansa.plugin.publish import publish_summaries
+
+        _echo_fields("published", publish_summaries(ctx, gateway_url=gateway_url))
+    else:
+        click.echo("run `hansa site publish` so the gateway withdraws what left", err=True)
+
+
+_PUBLISH_OPTION = click.option(
+    "--publish", is_flag=True, help="After removing documents, publish at once (withdrawals included).")
+_GATEWAY_OPTION = click.option(
+    "--gateway", "gateway_url", default=None, metavar="URL", help="Gateway base URL for --publish (default: [site] gateway_url).")
+
+
 @site.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--source", default=None, metavar="NAME",
+              help="The source these paths belong to: ids are NAME/<path inside its root> (default: each folder's name).")
+@click.option("--sync", is_flag=True,
+              help="Also remove stored documents under PATH... whose file (or JSONL record) is gone; refresh communities.")
+@click.option("--skip-bad", is_flag=True,
+              help="Go on past unreadable files and report them (default: one bad file aborts and writes nothing).")
+@_PUBLISH_OPTION
+@_GATEWAY_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def ingest(paths: tuple[Path, ...], progress: bool) -> None:
+def ingest(paths: tuple[Path, ...], source: str | None, sync: bool, skip_bad: bool, publish: bool,
+           gateway_url: str | None, as_json: bool, progress: bool) -> None:
     """Read, chunk, embed and graph the documents under PATH... (files or folders).
 
-    Unchanged documents are skipped, changed ones replaced."""
+    Unchanged documents are skipped, changed ones replaced. A document's id is
+    SOURCE/<path inside the source's root folder> (a JSONL record keeps its own "id"); a source is
+    bound to its root folder the first time it is used (<home>/sources.json), so the same file has
+    the same id whether its folder or a parent is ingested. Unsupported files are skipped and listed."""
     from hansa.plugin.ingest import ingest_paths
 
     with _site() as ctx:
-        report = ingest_paths(ctx, list(paths), progress=progress)
-    _echo_fields("ingest done", report)
+        report = ingest_paths(ctx, list(paths), progress=progress, source=source, sync=sync, skip_bad=skip_bad)
+        if as_json:
+            _print_json(dataclasses.asdict(report))
+        else:
+            _echo_fields("ingest done", report)
+        for file in report.skipped:
+            click.echo(f"skipped (unsupported type): {file}", err=True)
+        for problem in report.bad:
+            click.echo(f"skipped (unreadable): {problem}", err=True)
+        _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
 
 
 @site.command()
+@click.argument("doc_ids", nargs=-1, required=True)
+@_PUBLISH_OPTION
+@_GATEWAY_OPTION
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def communities(progress: bool) -> None:
+def delete(doc_ids: tuple[str, ...], publish: bool, gateway_url: str | None, progress: bool) -> None:
+    """Remove documents by id (graph and vectors), then refresh the affected communities.
+
+    Ids are as `hansa site query` cites them (SOURCE/path, or a JSONL record's id)."""
+    from hansa.plugin.deletion import delete_documents
+
+    with _site() as ctx:
+        report = delete_documents(ctx, list(doc_ids))
+        _echo_fields("delete done", report)
+        if report.unknown:
+            click.echo(f"not found (nothing done): {', '.join(report.unknown)}", err=True)
+        _after_deletion(ctx, len(report.deleted), publish, gateway_url, progress)
+
+
+@site.command("migrate-ids")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--source", default=None, metavar="NAME", help="The source to file them under (default: each folder's name).")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
+def migrate_ids_command(paths: tuple[Path, ...], source: str | None, progress: bool) -> None:
+    """One-shot move of a site ingested before named sources to SOURCE/path ids.
+
+    Give the same folders that were ingested back then: they are re-ingested under their source,
+    the documents stored under the old ids are removed and the communities refreshed. Then run
+    `hansa site publish`."""
+    from hansa.plugin.migrate import migrate_ids
+
+    with _site() as ctx:
+        report = migrate_ids(ctx, list(paths), source=source, progress=progress)
+    click.echo(f"ids migrated: {len(report.renamed)} documents renamed")
+    for old, new in sorted(report.renamed.items()):
+        click.echo(f"  {old} -> {new}")
+    _echo_fields("ingest", report.ingest)
+    click.echo("run `hansa site publish` so the gateway follows" if report.communities_refreshed else "communities unchanged")
+
+
+@site.command()
+@click.argument("question")
+@click.option("--top-k", type=click.IntRange(1, 100), default=5, show_default=True, help="Documents to cite.")
+@click.option("--mode", type=click.Choice(["local", "global"]), default="local", show_default=True,
+              help="local: chunk vectors + graph expansion; global: community summaries.")
+@click.option("--json", "as_json", is_flag=True, help="Print the partial answer as the gateway would receive it.")
+def query(question: str, top_k: int, mode: str, as_json: bool) -> None:
+    """Ask this site directly (no gateway, no signature): what would it answer and cite?
+
+    For an admin checking a site after ingest or delete."""
+    from hansa.plugin.install import check_site_file
+    from hansa.plugin.retrieval import retrieve
+    from hansa.sync.wire import RetrieveRequest
+
+    with _site() as ctx:
+        check_site_file(ctx)
+        try:
+            request = RetrieveRequest.from_json({"question": question, "top_k": top_k, "mode": mode})
+        except HansaError as exc:
+            raise click.ClickException(str(exc)) from exc
+        answer = retrieve(ctx, request)
+    if as_json:
+        _print_json(answer.to_json())
+        return
+    click.echo(answer.answer or "(no answer: nothing this site holds is about the question)")
+    click.echo(f"confidence: {answer.confidence}")
+    for i, c in enumerate(answer.citations, start=1):
+        where = f", page {c.page}" if c.page else ""
+        click.echo(f"[{i}] {c.doc_id}: {c.title}{where} (score {c.score}){' — ' + c.source if c.source else ''}")
+
+
+@site.command()
+@click.option("--keys", is_flag=True, help="Also delete the site's signing key (the gateway enrolled its public half).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def uninstall(keys: bool, yes: bool) -> None:
+    """Remove what `install` created: Hansa* nodes, hansa's constraints/indexes, GDS projections,
+    the site's Milvus collections, site.json and sources.json. Nothing of the organization's.
+
+    The signing key stays unless --keys; the publication state stays (sequence floors)."""
+    from hansa.plugin.uninstall import uninstall_site
+
+    cfg = _config()
+    if not yes:
+        click.confirm(f"remove site {cfg.site.site_id!r} and all its data from its stores?", abort=True)
+    with _site() as ctx:
+        result = uninstall_site(ctx, keys=keys)
+    _echo_fields(f"site {result.site_id} uninstalled", result)
+
+
+@site.command()
+@click.option("--incremental", is_flag=True,
+              help="Start Leiden from the stored communities (unchanged ones keep their ids; faster to publish).")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
+def communities(incremental: bool, progress: bool) -> None:
     """Find communities (Leiden) in the entity graph, summarize and embed them."""
     from hansa.plugin.communities import build_communities
 
     with _site() as ctx:
-        report = build_communities(ctx, progress=progress)
+        report = build_communities(ctx, progress=progress, incremental=incremental)
     _echo_fields("communities done", report)
 
 

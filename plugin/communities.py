@@ -244,13 +244,28 @@ def _write_summaries(ctx: SiteContext, communities: list[Community]) -> int:
     return len(embedded)
 
 
-def build_communities(ctx: SiteContext, progress: bool = False) -> CommunityReport:
-    """Detect, merge, summarize, embed and store the site's communities (replacing the old set)."""
+def stored_partition(ctx: SiteContext) -> dict[str, int]:
+    """entity id -> index of its stored community: the seeds of an incremental Leiden run."""
+    return {e: i for i, c in enumerate(ctx.graph.communities()) for e in c.entity_ids}
+
+
+def clear_communities(ctx: SiteContext) -> None:
+    """Withdraw every community (an emptied site): the next publish sends only tombstones."""
+    _write_summaries(ctx, [])
+
+
+def build_communities(ctx: SiteContext, progress: bool = False, incremental: bool = False) -> CommunityReport:
+    """Detect, merge, summarize, embed and store the site's communities (replacing the old set).
+
+    `incremental` starts Leiden from the stored communities instead of from singletons: after a
+    small change (a deletion, a few new documents) most communities come out as they were, keep
+    their ids, and are neither re-embedded nor re-published."""
     started = time.perf_counter()
     site = ctx.cfg.site
     if ctx.graph.stats().documents == 0:
         raise InputError("the graph holds no documents: run `hansa site ingest <paths>` before building communities")
-    assignments = ctx.graph.detect_communities(LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed))
+    seeds = stored_partition(ctx) if incremental else None
+    assignments = ctx.graph.detect_communities(LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed), seeds=seeds)
     detected = _finest_level(assignments)
     merge = _Merge(dict(detected))
     if any(len(members) < site.min_community_size for members in detected.values()):

@@ -1,7 +1,8 @@
 """Ingest: documents in, chunk vectors in Milvus and a knowledge graph in the graph store.
 
 Two phases, because bad input must leave nothing behind: phase 1 reads and validates every input
-(raising one InputError that lists all bad files), phase 2 writes. Each document's graph write is
+(raising one InputError that lists all bad files; with `skip_bad` the bad ones are left out and
+reported instead), phase 2 writes, then (with `sync`) removes what left the ingested folders. Each document's graph write is
 its commit point: vectors go to Milvus first, then the graph records the document with its content
 fingerprint. A crash between the two leaves the graph without (or with the old version of) the
 document, so the next run sees it as new (or changed) and redoes it; chunk ids are deterministic,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -25,8 +26,9 @@ from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
-from hansa.plugin.readers import SourceDocument, read_paths
+from hansa.plugin.readers import SourceDocument, read_origins
 from hansa.plugin.site import CHUNKS, SiteContext, chunk_collection
+from hansa.plugin.sources import Origin, bind, read_roots, resolve_origins
 
 log = get_logger(__name__)
 
@@ -45,6 +47,9 @@ class IngestReport:
     seconds: float  # reading, extraction, embedding and writes; the model's loading is model_load_seconds
     chunks_per_s: float
     model_load_seconds: float = 0.0
+    documents_deleted: tuple[str, ...] = ()  # with sync: stored documents whose file or record is gone
+    skipped: tuple[str, ...] = ()  # unsupported files found in the folders (not read)
+    bad: tuple[str, ...] = ()  # with skip_bad: unreadable files and lines left out (one line each)
 
 
 def fingerprint(doc: SourceDocument, ctx: SiteContext) -> str:
@@ -57,6 +62,8 @@ def fingerprint(doc: SourceDocument, ctx: SiteContext) -> str:
     for part in (
         doc.text,
         doc.title,
+        doc.source,
+        repr(doc.pages),
         f"chunk_size={site.chunk_size}",
         f"chunk_overlap={site.chunk_overlap}",
         f"extractor={EXTRACTOR_VERSION}",
@@ -83,7 +90,10 @@ def _batches(items: Sequence[SourceDocument], size: int) -> Iterator[Sequence[So
 def _build(doc: SourceDocument, sha256: str, ctx: SiteContext) -> DocumentGraph:
     site = ctx.cfg.site
     document = Document(id=doc.id, title=doc.title, source=doc.source, sha256=sha256)
-    return document_graph(document, chunk_text(doc.id, doc.text, site.chunk_size, site.chunk_overlap))
+    chunks = chunk_text(doc.id, doc.text, site.chunk_size, site.chunk_overlap)
+    if doc.pages:
+        chunks = tuple(replace(chunk, page=doc.page_at(chunk.start)) for chunk in chunks)
+    return document_graph(document, chunks)
 
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str]) -> None:
@@ -98,15 +108,56 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     ctx.graph.write_documents(graphs)
 
 
-def ingest_paths(ctx: SiteContext, paths: Sequence[Path], progress: bool = False, batch_docs: int = 64) -> IngestReport:
-    """Ingest files and folders; re-running on the same input is a no-op."""
+def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:
+    """Stored documents under the ingested paths that the read no longer found (`--sync`).
+
+    Documents whose file could not be read (`keep`: their sources) are never counted as gone."""
+    present = {doc.id for doc in docs}
+    gone: dict[str, None] = {}
+    for origin in origins:
+        scope = origin.scope
+        exact = not scope.endswith((":", "/"))
+        for doc_id, source in sorted(ctx.graph.documents_by_source(scope).items()):
+            if (exact and source != scope) or doc_id in present or source in keep:
+                continue
+            gone.setdefault(doc_id)
+    return list(gone)
+
+
+def ingest_paths(
+    ctx: SiteContext,
+    paths: Sequence[Path],
+    progress: bool = False,
+    batch_docs: int = 64,
+    *,
+    source: str | None = None,
+    sync: bool = False,
+    skip_bad: bool = False,
+) -> IngestReport:
+    """Ingest files and folders; re-running on the same input is a no-op.
+
+    `source` names the source the paths belong to (plugin.sources; default: each folder's name).
+    `sync` also removes stored documents under the paths that are gone from them (graph and
+    vectors; refresh communities afterwards: plugin.deletion). `skip_bad` goes on past unreadable
+    files and reports them instead of aborting."""
+    from hansa.plugin.deletion import delete_documents
+
     started = time.perf_counter()
     if batch_docs < 1:
         raise InputError(f"batch_docs must be >= 1, got {batch_docs}")
     check_chunking(ctx.cfg.site.chunk_size, ctx.cfg.site.chunk_overlap)
 
-    # Phase 1: read and validate everything; nothing is written if any input is bad.
-    docs = read_paths([Path(p) for p in paths])
+    # Phase 1: read and validate everything; nothing is written if any input is bad (unless
+    # skip_bad, which leaves the bad inputs out and reports them).
+    origins = resolve_origins([Path(p) for p in paths], source, read_roots(ctx.cfg.home))
+    read = read_origins(origins, skip_bad=skip_bad)
+    docs = read.documents
+    for file in read.skipped:
+        log.debug("ingest.skipped_unsupported", file=file)
+    for problem in read.bad:
+        log.debug("ingest.skipped_bad", problem=problem)
+    bind(ctx.cfg.home, origins)
+    gone = _gone(ctx, origins, docs, read.bad_sources) if sync else []
     sha = {doc.id: fingerprint(doc, ctx) for doc in docs}
     stored = _stored_hashes(ctx, [doc.id for doc in docs])
     pending = [doc for doc in docs if stored.get(doc.id) != sha[doc.id]]
@@ -131,6 +182,8 @@ def ingest_paths(ctx: SiteContext, paths: Sequence[Path], progress: bool = False
                 relations += len(graph.relations)
                 entities.update(e.id for e in graph.entities)
             bar.update(len(batch))
+    if gone:
+        delete_documents(ctx, gone)
 
     seconds = time.perf_counter() - started - startup
     report = IngestReport(
@@ -144,6 +197,9 @@ def ingest_paths(ctx: SiteContext, paths: Sequence[Path], progress: bool = False
         seconds=round(seconds, 3),
         chunks_per_s=round(chunks / seconds, 1) if seconds > 0 else 0.0,
         model_load_seconds=round(startup, 3),
+        documents_deleted=tuple(gone),
+        skipped=tuple(read.skipped),
+        bad=tuple(read.bad),
     )
-    log.info("ingest.done", **vars(report))
+    log.info("ingest.done", **{k: v if not isinstance(v, tuple) else len(v) for k, v in vars(report).items()})
     return report

@@ -114,17 +114,40 @@ def _collection_exists(ctx: SiteContext, name: str) -> bool:
     return True
 
 
+def check_one_site(ctx: SiteContext) -> None:
+    """Refuse to install a second site into a graph database or Milvus prefix that holds one.
+
+    Why refuse rather than share: every Hansa node would be read, summarized and published as this
+    site's, under its key: another site's documents would leave under the wrong identity."""
+    site_id = ctx.site_id
+    owner = ctx.graph.installed_site()
+    if owner is not None and owner != site_id:
+        raise ConfigError(
+            f"the {ctx.graph.backend} graph store already holds site {owner!r}; one store holds one site: give "
+            f"site {site_id!r} its own database ([neo4j] database / [graph] path), or run `hansa site uninstall` "
+            f"as {owner!r} first"
+        )
+    for name in (CHUNKS, SUMMARIES):
+        owner = ctx.vectors.collection_owner(name)
+        if owner and owner != site_id:
+            raise ConfigError(
+                f"Milvus collection {ctx.cfg.milvus.collection_prefix}{name} belongs to site {owner!r}; one collection "
+                f"prefix holds one site: give site {site_id!r} its own [milvus] collection_prefix"
+            )
+
+
 def install_site(ctx: SiteContext) -> InstallResult:
     """Check the backends, apply the schema, create collections and the key; safe to run again."""
     site_id = ctx.site_id
     recorded = read_site_file(ctx)
     if recorded is not None:
         check_site_file(ctx, recorded)  # before touching anything: a mismatch leaves nothing changed
+    check_one_site(ctx)
     dim = ctx.embedder.dim
 
-    graph_report = ctx.graph.install()
+    graph_report = ctx.graph.install(site_id)
     created: list[str] = []
-    for spec in (chunk_collection(dim), summary_collection(dim)):
+    for spec in (chunk_collection(dim, site_id), summary_collection(dim, site_id)):
         if not _collection_exists(ctx, spec.name):
             created.append(spec.name)
         ctx.vectors.ensure_collection(spec)  # refuses an existing collection of another dim

@@ -9,30 +9,56 @@ raising, so one run tells the user about all bad files at once.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from hansa.core.errors import InputError
 from hansa.core.jsonsafe import loads_strict
 from hansa.core.logs import get_logger
+from hansa.plugin.sources import Origin, resolve_origins
 
 log = get_logger(__name__)
 
 TEXT_EXTENSIONS = (".txt", ".md")
-SUPPORTED_EXTENSIONS = (".jsonl", ".md", ".pdf", ".txt")
+HTML_EXTENSIONS = (".html", ".htm")
+SUPPORTED_EXTENSIONS = (".htm", ".html", ".jsonl", ".md", ".pdf", ".txt")
+MAX_TITLE_CHARS = 200
 MAX_DOC_ID_BYTES = 512  # ids travel as vector-store fields and citations: keep them bounded
 MAX_PROBLEMS_SHOWN = 50  # a folder of 10,000 bad files should not produce a 10,000-line message
 
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One document as read: `id` is the jsonl id or the path relative to the root given."""
+    """One document as read: `id` is the jsonl id or "<source>/<path>" (plugin.sources)."""
 
     id: str
     title: str
     text: str
-    source: str  # file path (and line for jsonl): where a citation leads back to
+    source: str  # "<source>:<path inside the source>": where a citation leads back to
+    # (offset in `text`, 1-based page number) where each non-empty page starts (PDFs only)
+    pages: tuple[tuple[int, int], ...] = ()
+
+    def page_at(self, offset: int) -> int | None:
+        """The page holding character `offset`, or None for unpaged documents."""
+        page = None
+        for start, number in self.pages:
+            if start > offset:
+                break
+            page = number
+        return page
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What a read produced: the documents, the files left out as unsupported, and (with
+    `skip_bad`) the problems that were skipped instead of aborting."""
+
+    documents: list[SourceDocument]
+    skipped: list[str] = field(default_factory=list)  # unsupported files inside folders (paths)
+    bad: list[str] = field(default_factory=list)  # problems skipped past (empty unless skip_bad)
+    bad_sources: frozenset[str] = frozenset()  # `source` values of files with a problem: never synced away
 
 
 class _Problems:
@@ -40,9 +66,12 @@ class _Problems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.sources: set[str] = set()
 
-    def add(self, message: str) -> None:
+    def add(self, message: str, source: str | None = None) -> None:
         self.items.append(message)
+        if source is not None:
+            self.sources.add(source)
 
     def raise_if_any(self) -> None:
         if not self.items:
@@ -91,10 +120,48 @@ def _markdown_title(text: str) -> str | None:
     return None
 
 
-def _read_text(path: Path, doc_id: str) -> list[SourceDocument]:
+def _read_text(path: Path, doc_id: str, source: str) -> list[SourceDocument]:
     text = _decode_text(_read_bytes(path), str(path))
     title = (_markdown_title(text) if path.suffix.lower() == ".md" else None) or path.stem
-    return [SourceDocument(id=doc_id, title=title, text=text, source=str(path))]
+    return [SourceDocument(id=doc_id, title=title, text=text, source=source)]
+
+
+# Elements that end a line of text: their content becomes its own paragraph.
+_HTML_BLOCKS = (
+    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption", "figure", "footer",
+    "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "table",
+    "td", "th", "tr", "ul",
+)
+_HTML_DROP = ("script", "style", "noscript", "template", "svg", "head", "iframe", "object", "form")
+_INLINE_SPACE = re.compile(r"[^\S\n]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def _read_html(path: Path, doc_id: str, source: str) -> list[SourceDocument]:
+    """BeautifulSoup (a well-kept parser that honours the page's declared charset) with the stdlib
+    html.parser backend: no native dependency. Scripts, styles and forms are dropped; block
+    elements become paragraphs so sentences and headings stay apart for the chunker."""
+    from bs4 import BeautifulSoup
+
+    raw = _read_bytes(path)
+    if not raw.strip():
+        raise InputError(f"{path}: empty file (no HTML)")
+    soup = BeautifulSoup(raw, "html.parser")
+    title_tag = soup.find("title")
+    title = " ".join(title_tag.get_text(" ").split()) if title_tag else ""
+    if not title:
+        heading = soup.find("h1")
+        title = " ".join(heading.get_text(" ").split()) if heading else ""
+    for tag in soup.find_all(_HTML_DROP):
+        tag.decompose()
+    for tag in soup.find_all(_HTML_BLOCKS):
+        tag.insert_before("\n\n")
+        tag.insert_after("\n\n")
+    lines = (_INLINE_SPACE.sub(" ", line).strip() for line in _normalize_newlines(soup.get_text()).split("\n"))
+    text = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    if not text:
+        raise InputError(f"{path}: HTML page has no text; remove it or add content")
+    return [SourceDocument(id=doc_id, title=title[:MAX_TITLE_CHARS] or path.stem, text=text, source=source)]
 
 
 def _jsonl_record(obj: object, where: str) -> tuple[str, str, str]:
@@ -115,7 +182,7 @@ def _jsonl_record(obj: object, where: str) -> tuple[str, str, str]:
     return doc_id, title.strip() or doc_id, _normalize_newlines(text)
 
 
-def _read_jsonl(path: Path, _doc_id: str, problems: _Problems) -> list[SourceDocument]:
+def _read_jsonl(path: Path, source: str, problems: _Problems) -> list[SourceDocument]:
     """Each bad line is its own problem (file + line), so a big file is fixed in one pass."""
     text = _decode_text(_read_bytes(path), str(path))
     docs: list[SourceDocument] = []
@@ -128,17 +195,47 @@ def _read_jsonl(path: Path, _doc_id: str, problems: _Problems) -> list[SourceDoc
             doc_id, title, body = _jsonl_record(loads_strict(line), where)
         except InputError as exc:
             message = str(exc)
-            problems.add(message if message.startswith(where) else f"{where}: {message}")
+            problems.add(message if message.startswith(where) else f"{where}: {message}", source)
             continue
         if doc_id in first_line:
-            problems.add(f"{where}: duplicate id {doc_id!r} (first on line {first_line[doc_id]}); ids must be unique")
+            problems.add(f"{where}: duplicate id {doc_id!r} (first on line {first_line[doc_id]}); ids must be unique", source)
             continue
         first_line[doc_id] = number
-        docs.append(SourceDocument(id=doc_id, title=title, text=body, source=f"{path}:{number}"))
+        docs.append(SourceDocument(id=doc_id, title=title, text=body, source=source))
     return docs
 
 
-def _read_pdf(path: Path, doc_id: str) -> list[SourceDocument]:
+_ACCESSION_LIKE = re.compile(r"^[\W\d_]+$")  # "0000764478-19-000009": no letters at all
+_AUTHORING_PREFIXES = ("Microsoft Word - ", "Microsoft PowerPoint - ", "Microsoft Excel - ")
+_FILE_LIKE = re.compile(r"\.(docx?|pptx?|xlsx?|pdf|odt|rtf|txt|indd|qxd)$", re.IGNORECASE)
+
+
+def _usable_title(candidate: str, path: Path) -> str:
+    """A metadata title worth showing, or "": not an accession number, file name or tool stamp."""
+    title = " ".join(candidate.split())
+    for prefix in _AUTHORING_PREFIXES:
+        if title.startswith(prefix):
+            title = title[len(prefix):]
+    if not title or _ACCESSION_LIKE.fullmatch(title) or _FILE_LIKE.search(title):
+        return ""
+    if title.lower() in (path.stem.lower(), path.name.lower(), "untitled"):
+        return ""
+    return title[:MAX_TITLE_CHARS]
+
+
+def _first_heading(text: str, path: Path) -> str:
+    """The first line of the first page if it reads like a title (two words or more, short, no
+    closing full stop); lines without words (page numbers, accession numbers) are passed over."""
+    for line in text.split("\n")[:40]:
+        candidate = " ".join(line.split())
+        if candidate.endswith((".", ",", ";")):  # a sentence, not a heading: no title from the text
+            return ""
+        if 3 <= len(candidate) <= MAX_TITLE_CHARS and sum(w[:1].isalpha() for w in candidate.split()) >= 2:
+            return _usable_title(candidate, path)
+    return ""
+
+
+def _read_pdf(path: Path, doc_id: str, source: str) -> list[SourceDocument]:
     """pypdfium2 (PDFium, the Chrome engine): fast and tolerant of real-world PDFs."""
     import pypdfium2 as pdfium
 
@@ -166,80 +263,107 @@ def _read_pdf(path: Path, doc_id: str) -> list[SourceDocument]:
         raise InputError(f"{path}: PDF could not be parsed ({exc}); check the file or export it again") from exc
     finally:
         pdf.close()
-    text = _normalize_newlines("\n\n".join(p.strip() for p in pages if p.strip()))
+    parts: list[str] = []
+    starts: list[tuple[int, int]] = []
+    offset = 0
+    for number, page_text in enumerate(pages, start=1):
+        page_text = _normalize_newlines(page_text).strip()
+        if not page_text:
+            continue
+        if parts:
+            offset += 2  # the "\n\n" joining pages
+        starts.append((offset, number))
+        parts.append(page_text)
+        offset += len(page_text)
+    text = "\n\n".join(parts)
     if not text.strip():
         raise InputError(f"{path}: PDF has no extractable text (scanned images?); run OCR first")
-    return [SourceDocument(id=doc_id, title=title or path.stem, text=text, source=str(path))]
+    title = _usable_title(title, path) or _first_heading(parts[0], path) or path.stem
+    return [SourceDocument(id=doc_id, title=title, text=text, source=source, pages=tuple(starts))]
 
 
-def _read_one(path: Path, doc_id: str, problems: _Problems) -> list[SourceDocument]:
+def _read_one(path: Path, origin: Origin, problems: _Problems) -> list[SourceDocument]:
     suffix = path.suffix.lower()
-    if suffix in TEXT_EXTENSIONS:
-        return _read_text(path, doc_id)
-    if suffix == ".jsonl":
-        return _read_jsonl(path, doc_id, problems)
-    if suffix == ".pdf":
-        return _read_pdf(path, doc_id)
-    raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED_EXTENSIONS)}")
+    doc_id, source = origin.doc_id(path), origin.source_of(path)
+    try:
+        if suffix in TEXT_EXTENSIONS:
+            return _read_text(path, doc_id, source)
+        if suffix in HTML_EXTENSIONS:
+            return _read_html(path, doc_id, source)
+        if suffix == ".jsonl":
+            return _read_jsonl(path, source, problems)
+        if suffix == ".pdf":
+            return _read_pdf(path, doc_id, source)
+        raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; supported: {', '.join(SUPPORTED_EXTENSIONS)}")
+    except InputError as exc:
+        problems.add(str(exc), source)
+        return []
 
 
 def _walk(root: Path) -> Iterable[Path]:
-    """Supported files under `root`, sorted, skipping hidden entries (.git, .DS_Store...)."""
+    """Every file under `root`, sorted, skipping hidden entries (.git, .DS_Store...)."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            if os.path.splitext(name)[1].lower() in SUPPORTED_EXTENSIONS:
+            if not name.startswith("."):
                 yield Path(dirpath) / name
 
 
-def _collect(path: Path, problems: _Problems) -> list[SourceDocument]:
-    def guarded(fn: Callable[[], list[SourceDocument]]) -> list[SourceDocument]:
-        try:
-            return fn()
-        except InputError as exc:
-            problems.add(str(exc))
-            return []
+def _supported(path: Path) -> bool:
+    return path.suffix.lower() in SUPPORTED_EXTENSIONS
 
+
+def _collect(origin: Origin, problems: _Problems, skipped: list[str]) -> list[SourceDocument]:
+    path = origin.path
     if path.is_dir():
         files = list(_walk(path))
+        skipped.extend(str(f) for f in files if not _supported(f))
+        files = [f for f in files if _supported(f)]
         if not files:
             problems.add(f"{path}: no supported files in this directory; supported: {', '.join(SUPPORTED_EXTENSIONS)}")
             return []
         docs: list[SourceDocument] = []
         for file in files:
-            doc_id = file.relative_to(path).as_posix()
-            docs.extend(guarded(lambda: _read_one(file, doc_id, problems)))
+            docs.extend(_read_one(file, origin, problems))
         return sorted(docs, key=lambda d: d.id)
     if not path.exists():
         problems.add(f"{path}: no such file or directory")
         return []
-    return guarded(lambda: _read_one(path, path.name, problems))
+    return _read_one(path, origin, problems)
 
 
-def read_paths(paths: Sequence[Path]) -> list[SourceDocument]:
-    """All documents under `paths`, or one InputError listing every problem (nothing half-read).
+def read_origins(origins: Sequence[Origin], skip_bad: bool = False) -> ReadResult:
+    """All documents under the resolved ingest arguments.
 
-    Document ids must be unique across all inputs: two inputs claiming one id would overwrite each
-    other in the graph, which the user must decide about, not us."""
+    Default: one InputError listing every problem (nothing half-read). With `skip_bad`, problems
+    are returned in `bad` and reading goes on without those files (or JSONL lines). Unsupported
+    files inside folders are never an error: they are listed in `skipped`. Document ids must be
+    unique across all inputs: two inputs claiming one id would overwrite each other in the
+    graph, which the user must decide about, not us."""
     problems = _Problems()
-    if not paths:
-        raise InputError("no input paths given; name files or directories to ingest")
+    skipped: list[str] = []
     docs: list[SourceDocument] = []
-    for path in paths:
-        docs.extend(_collect(Path(path), problems))
+    for origin in origins:
+        docs.extend(_collect(origin, problems, skipped))
     seen: dict[str, str] = {}
+    kept: list[SourceDocument] = []
     for doc in docs:
         if len(doc.id.encode("utf-8")) > MAX_DOC_ID_BYTES:
-            problems.add(f"{doc.source}: document id {doc.id[:60]!r}... is longer than {MAX_DOC_ID_BYTES} bytes; use a shorter id or path")
+            problems.add(f"{doc.source}: document id {doc.id[:60]!r}... is longer than {MAX_DOC_ID_BYTES} bytes; use a shorter id or path", doc.source)
         elif doc.id in seen:
-            problems.add(f"duplicate document id {doc.id!r}: in {seen[doc.id]} and {doc.source}; ids must be unique")
+            problems.add(f"duplicate document id {doc.id!r}: in {seen[doc.id]} and {doc.source}; ids must be unique", doc.source)
         else:
             seen[doc.id] = doc.source
-    problems.raise_if_any()
-    log.debug("read.done", documents=len(docs), inputs=len(paths))
-    return docs
+            kept.append(doc)
+    if not skip_bad:
+        problems.raise_if_any()
+    log.debug("read.done", documents=len(kept), inputs=len(origins), skipped=len(skipped), bad=len(problems.items))
+    return ReadResult(documents=kept, skipped=skipped, bad=list(problems.items), bad_sources=frozenset(problems.sources))
+
+
+def read_paths(paths: Sequence[Path], source: str | None = None, skip_bad: bool = False) -> list[SourceDocument]:
+    """Documents under `paths`, each path its own source by default (named after its folder)."""
+    return read_origins(resolve_origins([Path(p) for p in paths], source, {}), skip_bad=skip_bad).documents
 
 
 def read_path(path: Path) -> list[SourceDocument]:

@@ -186,7 +186,7 @@ def _citations(site_id: str, ranked: Sequence[ChunkHit], top_k: int) -> tuple[Ci
     for chunk in ranked:  # ranked best first: the first chunk of a document is its best
         best.setdefault(chunk.doc_id, chunk)
     return tuple(
-        Citation(site_id=site_id, doc_id=c.doc_id, title=c.title, score=round(c.score, 4))
+        Citation(site_id=site_id, doc_id=c.doc_id, title=c.title, score=round(c.score, 4), page=c.page, source=c.source or None)
         for c in list(best.values())[:top_k]
     )
 

@@ -21,12 +21,12 @@ CHUNKS = "chunks"  # one row per chunk: id, vector, doc_id
 SUMMARIES = "summaries"  # one row per community: id, vector, level
 
 
-def chunk_collection(dim: int) -> CollectionSpec:
-    return CollectionSpec(name=CHUNKS, dim=dim, fields={"doc_id": "str"})
+def chunk_collection(dim: int, owner: str = "") -> CollectionSpec:
+    return CollectionSpec(name=CHUNKS, dim=dim, fields={"doc_id": "str"}, owner=owner)
 
 
-def summary_collection(dim: int) -> CollectionSpec:
-    return CollectionSpec(name=SUMMARIES, dim=dim, fields={"level": "int"})
+def summary_collection(dim: int, owner: str = "") -> CollectionSpec:
+    return CollectionSpec(name=SUMMARIES, dim=dim, fields={"level": "int"}, owner=owner)
 
 
 @dataclass

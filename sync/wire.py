@@ -97,25 +97,42 @@ def _no_extra(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
         raise InputError(f"{where}: unknown keys {sorted(extra)}")
 
 
+MAX_PAGE = 10**7
+
+
 @dataclass(frozen=True)
 class Citation:
+    """One cited document. `page` (1-based, PDFs) and `source` ("<source>:<path>" inside the
+    site, see plugin.sources) are optional: absent from the JSON when unknown, so citations
+    without them keep the shape older peers read."""
+
     site_id: str
     doc_id: str
     title: str
     score: float = 0.0
+    page: int | None = None
+    source: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for key in ("page", "source"):
+            if out[key] is None:
+                del out[key]
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Citation":
         w = "citation"
-        _no_extra(obj, {"site_id", "doc_id", "title", "score"}, w)
+        _no_extra(obj, {"site_id", "doc_id", "title", "score", "page", "source"}, w)
+        page = _int_in(obj, "page", 1, MAX_PAGE, w) if obj.get("page") is not None else None
+        source = _require(obj, "source", str, w) if obj.get("source") is not None else None
         return cls(
             site_id=_require(obj, "site_id", str, w),
             doc_id=_require(obj, "doc_id", str, w),
             title=_require(obj, "title", str, w),
             score=_require(obj, "score", float, w) if "score" in obj else 0.0,
+            page=page,
+            source=source,
         )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from hansa.adapters.records import (
     ChunkHit,
@@ -47,6 +47,15 @@ class GraphStats:
     communities: int
 
 
+@dataclass(frozen=True)
+class UninstallReport:
+    backend: str
+    site_id: str | None  # the site the store was installed for (None: never installed, or before v2)
+    nodes: int  # Hansa* nodes (Neo4j) or hansa_* rows (embedded) removed
+    schema: tuple[str, ...]  # constraints/indexes (Neo4j) or tables (embedded) dropped
+    projections: tuple[str, ...] = ()  # GDS in-memory graphs dropped (Neo4j)
+
+
 class GraphStore(ABC):
     """A site's knowledge graph. Namespaced (labels `Hansa*` / tables `hansa_*`): the
     organization's own data in the same database is never read or written."""
@@ -55,10 +64,22 @@ class GraphStore(ABC):
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod
-    def install(self) -> InstallReport:
+    def install(self, site_id: str | None = None) -> InstallReport:
         """Check the server (and GDS), apply the schema (constraints, schema version). Idempotent.
 
-        Raises BackendError with a clear message when the server or GDS is missing/too old."""
+        `site_id` claims the store for one site: a store already claimed by another site is
+        refused (BackendError naming it) before anything is changed, because every node in it
+        would otherwise be published under the wrong identity. Raises BackendError with a clear
+        message when the server or GDS is missing/too old."""
+
+    @abstractmethod
+    def installed_site(self) -> str | None:
+        """The site id the store was installed for (None when not installed or not claimed)."""
+
+    @abstractmethod
+    def uninstall(self) -> UninstallReport:
+        """Remove exactly what `install` and the site's jobs created (hansa nodes/rows, schema,
+        projections) and nothing else; safe on a store that was never installed."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -85,6 +106,11 @@ class GraphStore(ABC):
         """Remove documents with their chunks, mentions and relations; drop orphaned entities."""
 
     @abstractmethod
+    def documents_by_source(self, prefix: str) -> dict[str, str]:
+        """{document id: source} of every document whose `source` starts with `prefix` (all
+        documents for ""): what `ingest --sync` compares the files against."""
+
+    @abstractmethod
     def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         """Chunks by id with their document title (score 0), in the order given; unknown ids skipped."""
 
@@ -95,9 +121,16 @@ class GraphStore(ABC):
         the summed relation weight of shared entities; `via="graph"`."""
 
     @abstractmethod
-    def detect_communities(self, params: LeidenParams) -> list[CommunityAssignment]:
+    def detect_communities(
+        self, params: LeidenParams, seeds: Mapping[str, int] | None = None
+    ) -> list[CommunityAssignment]:
         """Run Leiden on the undirected entity graph weighted by summed co-occurrence; every
-        entity that has at least one relation gets an assignment. Isolated entities are left out."""
+        entity that has at least one relation gets an assignment. Isolated entities are left out.
+
+        `seeds` (entity id -> community number) starts Leiden from an earlier partition (GDS
+        `seedProperty`, leidenalg `initial_membership`): after a small change most entities keep
+        their community, so most summaries keep their ids and are not re-published. Entities
+        without a seed start alone."""
 
     @abstractmethod
     def replace_communities(self, communities: Sequence[Community]) -> None:

@@ -21,13 +21,13 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import igraph
 import leidenalg
 
 from hansa.adapters.graph import ranking
-from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams
+from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams, UninstallReport
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import (
     ChunkHit,
@@ -38,7 +38,19 @@ from hansa.adapters.records import (
 )
 from hansa.core.errors import BackendError, InputError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2: chunk pages, the owning site id (v1 stores are upgraded by install)
+
+# Every table install creates, children first (uninstall drops them in this order; indexes go along).
+TABLES = (
+    "hansa_community_members",
+    "hansa_communities",
+    "hansa_relations",
+    "hansa_mentions",
+    "hansa_entities",
+    "hansa_chunks",
+    "hansa_documents",
+    "hansa_schema_version",
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS hansa_documents (
@@ -53,7 +65,8 @@ CREATE TABLE IF NOT EXISTS hansa_chunks (
     ordinal INTEGER NOT NULL,
     text TEXT NOT NULL,
     start INTEGER NOT NULL,
-    "end" INTEGER NOT NULL
+    "end" INTEGER NOT NULL,
+    page INTEGER
 );
 CREATE INDEX IF NOT EXISTS hansa_chunks_doc ON hansa_chunks(doc_id, ordinal);
 CREATE TABLE IF NOT EXISTS hansa_entities (
@@ -136,7 +149,7 @@ SELECT m.chunk_id, SUM(ew.w) AS score, COUNT(*) AS shared
 """
 
 _CHUNK_ROWS = """
-SELECT c.id, c.doc_id, d.title, c.text
+SELECT c.id, c.doc_id, d.title, c.text, c.page, d.source
   FROM hansa_chunks c JOIN hansa_documents d ON d.id = c.doc_id
  WHERE c.id IN (SELECT value FROM json_each(?1))
 """
@@ -147,14 +160,39 @@ def _ids(values: Sequence[str]) -> str:
     return json.dumps(list(values))
 
 
-def _leiden(graph: igraph.Graph, scale: float, params: LeidenParams) -> list[int]:
+def _hit(row: Sequence, score: float, via: str) -> ChunkHit:
+    """A ChunkHit from a `_CHUNK_ROWS` row."""
+    return ChunkHit(chunk_id=row[0], doc_id=row[1], title=row[2], text=row[3], score=score, via=via, page=row[4], source=row[5])
+
+
+def _initial_membership(names: Sequence[str], seeds: Mapping[str, int] | None) -> list[int] | None:
+    """leidenalg's `initial_membership` from seeds: seeded entities keep their community number
+    (renumbered densely), every other entity starts in a community of its own."""
+    if not seeds:
+        return None
+    dense: dict[int, int] = {}
+    membership: list[int] = []
+    for name in names:
+        if name in seeds:
+            membership.append(dense.setdefault(int(seeds[name]), len(dense)))
+        else:
+            membership.append(-1)
+    fresh = len(dense)
+    for i, value in enumerate(membership):
+        if value < 0:
+            membership[i] = fresh
+            fresh += 1
+    return membership
+
+
+def _leiden(graph: igraph.Graph, scale: float, params: LeidenParams, initial: list[int] | None = None) -> list[int]:
     """Leiden iterations until the (generalized) modularity gain drops below `tolerance`, at most
     `max_levels` iterations. Each leidenalg iteration is a full multi-level pass; running to the
     exact fixpoint (n_iterations=-1) costs about twice as long on 100k nodes for a ~1e-6 gain."""
     optimiser = leidenalg.Optimiser()
     optimiser.set_rng_seed(params.seed)
     partition = leidenalg.RBConfigurationVertexPartition(
-        graph, weights="weight", resolution_parameter=params.gamma
+        graph, weights="weight", resolution_parameter=params.gamma, initial_membership=initial
     )
     for _ in range(params.max_levels):
         gain = optimiser.optimise_partition(partition, n_iterations=1)
@@ -235,8 +273,22 @@ class EmbeddedGraphStore(GraphStore):
             raise BackendError(f"{self.path} is not a usable SQLite database ({exc})") from exc
         return None if row is None else int(row[0])
 
+    def installed_site(self) -> str | None:
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT site_id FROM hansa_schema_version WHERE id = 1").fetchone()
+            except sqlite3.OperationalError:
+                return None  # never installed, or a v1 store (no site column yet)
+        return None if row is None else row[0]
+
+    def _upgrade_v1(self) -> None:
+        """v1 -> v2: chunk pages and the owning site; existing rows keep NULL (no page, unclaimed)."""
+        self._db.execute("ALTER TABLE hansa_chunks ADD COLUMN page INTEGER")
+        self._db.execute("ALTER TABLE hansa_schema_version ADD COLUMN site_id TEXT")
+        self._db.execute("UPDATE hansa_schema_version SET version = 2 WHERE id = 1")
+
     # -- lifecycle -----------------------------------------------------------------------------
-    def install(self) -> InstallReport:
+    def install(self, site_id: str | None = None) -> InstallReport:
         with self._lock:
             version = self._stored_version()
             if version is not None and version > SCHEMA_VERSION:
@@ -244,14 +296,20 @@ class EmbeddedGraphStore(GraphStore):
                     f"the embedded graph store at {self.path} was created by a newer hansa "
                     f"(schema {version} > {SCHEMA_VERSION}): upgrade hansa"
                 )
-            created = version is None
-            if created:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
+            owner = self.installed_site()
+            if site_id is not None and owner is not None and owner != site_id:
+                raise BackendError(
+                    f"the embedded graph store at {self.path} already holds site {owner!r}; one store holds one "
+                    f"site: give site {site_id!r} its own [graph] path (or uninstall {owner!r} first)"
+                )
+            created = version is None or version < SCHEMA_VERSION
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if version is None:
                     self._db.execute(
                         "CREATE TABLE IF NOT EXISTS hansa_schema_version ("
                         "id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, "
-                        "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+                        "applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, site_id TEXT)"
                     )
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
@@ -259,10 +317,14 @@ class EmbeddedGraphStore(GraphStore):
                     self._db.execute(
                         "INSERT INTO hansa_schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,)
                     )
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
+                elif version == 1:
+                    self._upgrade_v1()
+                if site_id is not None and owner is None:
+                    self._db.execute("UPDATE hansa_schema_version SET site_id = ? WHERE id = 1", (site_id,))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
             self._schema_checked = False
             self._require_schema()
         return InstallReport(
@@ -272,6 +334,25 @@ class EmbeddedGraphStore(GraphStore):
             gds_version=f"leidenalg {leidenalg.version}",
             created=created,
         )
+
+    def uninstall(self) -> UninstallReport:
+        """Drop the hansa_* tables (and so their indexes); other tables in the file stay."""
+        with self._lock:
+            site_id = self.installed_site()
+            present = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            dropped = [t for t in TABLES if t in present]
+            rows = 0
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in dropped:  # names come from the fixed TABLES list, never from data
+                    rows += int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+                    self._db.execute(f"DROP TABLE {table}")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            self._schema_checked = False
+        return UninstallReport(backend=self.backend, site_id=site_id, nodes=rows, schema=tuple(dropped))
 
     def close(self) -> None:
         with self._lock:
@@ -303,8 +384,8 @@ class EmbeddedGraphStore(GraphStore):
                 ((g.document.id, g.document.title, g.document.source, g.document.sha256) for g in graphs),
             )
             db.executemany(
-                'INSERT INTO hansa_chunks (id, doc_id, ordinal, text, start, "end") VALUES (?, ?, ?, ?, ?, ?)',
-                ((c.id, c.doc_id, c.ordinal, c.text, c.start, c.end) for g in graphs for c in g.chunks),
+                'INSERT INTO hansa_chunks (id, doc_id, ordinal, text, start, "end", page) VALUES (?, ?, ?, ?, ?, ?, ?)',
+                ((c.id, c.doc_id, c.ordinal, c.text, c.start, c.end, c.page) for g in graphs for c in g.chunks),
             )
             db.executemany(
                 "INSERT INTO hansa_mentions (chunk_id, entity_id, count) VALUES (?, ?, ?)",
@@ -327,15 +408,17 @@ class EmbeddedGraphStore(GraphStore):
             if touched:
                 db.execute(_DROP_ORPHANS, (_ids(touched),))
 
+    def documents_by_source(self, prefix: str) -> dict[str, str]:
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT id, source FROM hansa_documents WHERE substr(source, 1, length(?1)) = ?1", (prefix,)
+            ).fetchall()
+        return dict(rows)
+
     def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         with self._reading() as db:
             rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(chunk_ids),))}
-        hits: list[ChunkHit] = []
-        for chunk_id in dict.fromkeys(chunk_ids):
-            row = rows.get(chunk_id)
-            if row is not None:
-                hits.append(ChunkHit(chunk_id=row[0], doc_id=row[1], title=row[2], text=row[3], score=0.0))
-        return hits
+        return [_hit(rows[cid], 0.0, "vector") for cid in dict.fromkeys(chunk_ids) if cid in rows]
 
     # -- graph ---------------------------------------------------------------------------------
     def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
@@ -346,12 +429,11 @@ class EmbeddedGraphStore(GraphStore):
         with self._reading() as db:
             ranked = db.execute(_EXPAND, (_ids(chunk_ids), int(limit))).fetchall()
             rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(r[0] for r in ranked),))}
-        return [
-            ChunkHit(chunk_id=cid, doc_id=rows[cid][1], title=rows[cid][2], text=rows[cid][3], score=float(score), via="graph")
-            for cid, score, _shared in ranked
-        ]
+        return [_hit(rows[cid], float(score), "graph") for cid, score, _shared in ranked]
 
-    def detect_communities(self, params: LeidenParams) -> list[CommunityAssignment]:
+    def detect_communities(
+        self, params: LeidenParams, seeds: Mapping[str, int] | None = None
+    ) -> list[CommunityAssignment]:
         check_leiden_params(params)
         with self._reading() as db:
             # Parallel relations (one per document) are summed: the undirected projection.
@@ -365,7 +447,7 @@ class EmbeddedGraphStore(GraphStore):
         graph = igraph.Graph(n=len(names), edges=[(index[s], index[t]) for s, t, _ in edges], directed=False)
         weights = [w for _, _, w in edges]
         graph.es["weight"] = weights
-        membership = _leiden(graph, 2.0 * sum(weights), params)
+        membership = _leiden(graph, 2.0 * sum(weights), params, _initial_membership(names, seeds))
         return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, membership)]
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
@@ -443,10 +525,7 @@ class EmbeddedGraphStore(GraphStore):
         return ranking.community_context(
             names,
             inside,
-            (
-                ChunkHit(chunk_id=cid, doc_id=rows[cid][1], title=rows[cid][2], text=rows[cid][3], score=float(n), via="graph")
-                for cid, n, _count in ranked_chunks
-            ),
+            (_hit(rows[cid], float(n), "graph") for cid, n, _count in ranked_chunks),
             max_entities,
             max_relations,
         )

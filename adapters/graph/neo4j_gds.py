@@ -7,7 +7,8 @@ is never read or written):
     (:HansaChunk)-[:HANSA_MENTIONS {count}]->(:HansaEntity {id, name, kind})
     (:HansaEntity)-[:HANSA_RELATED {doc_id, weight, description}]->(:HansaEntity)   source < target, one per document
     (:HansaEntity)-[:HANSA_IN_COMMUNITY {position}]->(:HansaCommunity {id, level, summary, chunk_ids, doc_ids, rank})
-    (:HansaSchema {id: "hansa", version, applied_at})
+    (:HansaChunk {..., page})                                   page: the 1-based PDF page the chunk starts on (schema v2)
+    (:HansaSchema {id: "hansa", version, applied_at, site_id})  one site per database (schema v2)
 
 Every statement is a file in `hansa.cypher`; values reach Neo4j only as parameters. Leiden runs
 through the `graphdatascience` client over Bolt (OpenGDS has no Arrow server): an UNDIRECTED
@@ -17,21 +18,23 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import neo4j
 from neo4j import GraphDatabase, ManagedTransaction, NotificationDisabledClassification
 from neo4j.exceptions import AuthError, ConstraintError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
 from hansa.adapters.graph import ranking
-from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams
+from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams, UninstallReport
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import ChunkHit, Community, CommunityAssignment, CommunityContext, DocumentGraph, Entity
 from hansa.core.errors import BackendError, InputError
 from hansa.cypher import load, statements
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2: chunk pages, the owning site id (v1 databases are upgraded by install: data unchanged)
 SCHEMA_ID = "hansa"
+PROJECTION_PREFIX = "hansa-"  # every GDS graph hansa projects is named so (uninstall drops leftovers)
+SEED_PROPERTY = "hansa_seed"  # set only for the length of a seeded Leiden run
 BATCH_ROWS = 5000  # rows per UNWIND: large enough to amortize round trips, small enough for the heap
 MIN_GDS = (2, 13)  # what graphdatascience>=2.2 requires
 GDS_MAX_CONCURRENCY = 4  # OpenGDS refuses more
@@ -128,11 +131,19 @@ class Neo4jGraphStore(GraphStore):
         """One read statement in its own transaction."""
         return self._read(lambda tx: list(tx.run(load(name), **params)), action)
 
-    def _stored_version(self) -> int | None:
+    def _stored_schema(self) -> tuple[int | None, str | None]:
+        """(schema version, owning site id) as recorded by install; (None, None) before it."""
         with self._backend("reading the schema version"), self._driver.session(database=self.database) as session:
             record = session.execute_read(lambda tx: tx.run(load("schema/version_read"), schema_id=SCHEMA_ID).single())
-        version = None if record is None else record["version"]
-        return None if version is None else int(version)
+        if record is None or record["version"] is None:
+            return None, None
+        return int(record["version"]), record["site_id"]
+
+    def _stored_version(self) -> int | None:
+        return self._stored_schema()[0]
+
+    def installed_site(self) -> str | None:
+        return self._stored_schema()[1]
 
     def _require_schema(self) -> None:
         if self._schema_checked:
@@ -150,22 +161,30 @@ class Neo4jGraphStore(GraphStore):
         self._schema_checked = True
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def install(self) -> InstallReport:
+    def install(self, site_id: str | None = None) -> InstallReport:
         with self._backend("checking the server"):
             self._driver.verify_connectivity()
         server_version = self._check_server()
         gds_version = self._check_gds()
-        stored = self._stored_version()
+        stored, owner = self._stored_schema()
         if stored is not None and stored > SCHEMA_VERSION:
             raise BackendError(
                 f"Neo4j database {self.database!r} holds hansa schema version {stored}, newer than this "
                 f"hansa's {SCHEMA_VERSION}: upgrade hansa"
             )
+        if site_id is not None and owner is not None and owner != site_id:
+            raise BackendError(
+                f"Neo4j database {self.database!r} at {self.uri} already holds hansa site {owner!r}; one database "
+                f"holds one site: give site {site_id!r} its own database ([neo4j] database), or uninstall "
+                f"{owner!r} first (`hansa site uninstall` with its configuration)"
+            )
         with self._backend("applying the schema"), self._driver.session(database=self.database) as session:
             for statement in statements("schema/constraints"):
                 session.run(statement).consume()  # schema commands: one auto-commit transaction each
             session.execute_write(
-                lambda tx: tx.run(load("schema/version_write"), schema_id=SCHEMA_ID, version=SCHEMA_VERSION).consume()
+                lambda tx: tx.run(
+                    load("schema/version_write"), schema_id=SCHEMA_ID, version=SCHEMA_VERSION, site_id=site_id
+                ).consume()
             )
         self._schema_checked = False
         self._require_schema()
@@ -221,6 +240,30 @@ class Neo4jGraphStore(GraphStore):
             )
         return version
 
+    def uninstall(self) -> UninstallReport:
+        """Drop hansa's GDS projections, delete Hansa* nodes (in batches), then hansa's own
+        constraints and indexes, named one by one in `uninstall/drop_schema`."""
+        site_id = self.installed_site()
+        projections: list[str] = []
+        with self._backend("uninstalling"), self._driver.session(database=self.database) as session:
+            try:
+                names = [r["name"] for r in session.run(load("gds/projections"), prefix=PROJECTION_PREFIX, database=self.database)]
+            except Neo4jError:
+                names = []  # no GDS: nothing can have been projected
+            for name in names:
+                projections.extend(r["name"] for r in session.run(load("gds/drop_projection"), name=name))
+            nodes = int(session.run(load("uninstall/count_nodes")).single()["nodes"])
+            session.run(load("uninstall/delete_nodes")).consume()
+            dropped: list[str] = []
+            for statement in statements("uninstall/drop_schema"):
+                summary = session.run(statement).consume()
+                if summary.counters.constraints_removed or summary.counters.indexes_removed:
+                    dropped.append(statement.split()[2])
+        self._schema_checked = False
+        return UninstallReport(
+            backend=self.backend, site_id=site_id, nodes=nodes, schema=tuple(dropped), projections=tuple(projections)
+        )
+
     def close(self) -> None:
         self._gds = None  # the client borrows our driver and never closes it
         self._driver.close()
@@ -256,7 +299,10 @@ class Neo4jGraphStore(GraphStore):
                 tx,
                 "documents/write_chunks",
                 [
-                    {"id": c.id, "doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text, "start": c.start, "end": c.end}
+                    {
+                        "id": c.id, "doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
+                        "start": c.start, "end": c.end, "page": c.page,
+                    }
                     for g in graphs
                     for c in g.chunks
                 ],
@@ -295,6 +341,9 @@ class Neo4jGraphStore(GraphStore):
 
         self._write(work, "deleting documents")
 
+    def documents_by_source(self, prefix: str) -> dict[str, str]:
+        return {r["id"]: r["source"] for r in self._query("documents/by_source", "listing documents", prefix=prefix)}
+
     def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         if not chunk_ids:
             return []
@@ -311,33 +360,79 @@ class Neo4jGraphStore(GraphStore):
         )
         return [_hit(r, float(r["score"]), "graph") for r in records]
 
-    def detect_communities(self, params: LeidenParams) -> list[CommunityAssignment]:
+    def detect_communities(
+        self, params: LeidenParams, seeds: Mapping[str, int] | None = None
+    ) -> list[CommunityAssignment]:
         check_leiden_params(params)
         relations = self._query("gds/relation_count", "counting relations")[0]["relations"]
         if relations == 0:
             return []
         gds = self._gds_client()
-        name = f"hansa-leiden-{uuid.uuid4().hex}"
-        with self._backend("running Leiden"), self._gds_refusal("Leiden"):
-            graph, _ = gds.graph.project.native(name, _ENTITY_PROJECTION, _RELATION_PROJECTION)
-            try:
-                frame = gds.leiden.stream(
-                    graph,
-                    relationship_weight_property="weight",
-                    include_intermediate_communities=True,
-                    gamma=float(params.gamma),
-                    max_levels=int(params.max_levels),
-                    theta=float(params.theta),
-                    tolerance=float(params.tolerance),
-                    random_seed=int(params.seed),
-                    concurrency=max(1, min(int(params.concurrency), GDS_MAX_CONCURRENCY)),
-                )
-            finally:
-                graph.drop(fail_if_missing=False)
+        name = f"{PROJECTION_PREFIX}leiden-{uuid.uuid4().hex}"
+        nodes: Any = _ENTITY_PROJECTION
+        seeded: dict[str, Any] = {}
+        if seeds:
+            self._write_seeds(seeds)
+            nodes = {_ENTITY_PROJECTION: {"properties": {SEED_PROPERTY: {"defaultValue": 0}}}}
+            seeded = {"seed_property": SEED_PROPERTY}
+        try:
+            with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._no_move(seeds) as unchanged:
+                graph, _ = gds.graph.project.native(name, nodes, _RELATION_PROJECTION)
+                try:
+                    frame = gds.leiden.stream(
+                        graph,
+                        relationship_weight_property="weight",
+                        include_intermediate_communities=True,
+                        gamma=float(params.gamma),
+                        max_levels=int(params.max_levels),
+                        theta=float(params.theta),
+                        tolerance=float(params.tolerance),
+                        random_seed=int(params.seed),
+                        concurrency=max(1, min(int(params.concurrency), GDS_MAX_CONCURRENCY)),
+                        **seeded,
+                    )
+                finally:
+                    graph.drop(fail_if_missing=False)
+            if unchanged:
+                return unchanged
+        finally:
+            if seeds:
+                self._write(lambda tx: tx.run(load("gds/seed_clear")).consume(), "clearing Leiden seeds")
         levels = {int(row.nodeId): tuple(int(c) for c in row.intermediateCommunityIds) for row in frame.itertuples()}
         linked = self._query("gds/linked_entities", "mapping Leiden results", node_ids=list(levels))
         # Index 0 is the finest level (GDS's order), as CommunityAssignment documents.
         return [CommunityAssignment(entity_id=r["entity_id"], communities=levels[r["node_id"]]) for r in linked]
+
+    @contextmanager
+    def _no_move(self, seeds: Mapping[str, int] | None) -> Iterator[list[CommunityAssignment]]:
+        """GDS 2.13 fails with a NullPointerException (no dendrogram) when Leiden finds no move to
+        make in its first iteration (e.g. a high gamma on a small graph, or seeds that are already
+        a local optimum): its start partition is then the result. Yields a list that holds that
+        partition in this case (empty otherwise): the seeds, or every related entity alone."""
+        result: list[CommunityAssignment] = []
+        try:
+            yield result
+        except Neo4jError as exc:
+            if "dendrogramManager" not in (exc.message or ""):
+                raise
+            if seeds:
+                rows = self._query("gds/seed_read", "reading Leiden seeds")
+                result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(int(r["seed"]),)) for r in rows)
+            else:
+                rows = self._query("gds/related_entities", "reading related entities")
+                result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(i,)) for i, r in enumerate(rows))
+
+    def _write_seeds(self, seeds: Mapping[str, int]) -> None:
+        """Seed values on every entity: the given communities (renumbered densely), fresh ones above."""
+        dense: dict[int, int] = {}
+        rows = [{"entity_id": e, "seed": dense.setdefault(int(c), len(dense))} for e, c in sorted(seeds.items())]
+
+        def work(tx: ManagedTransaction) -> None:
+            tx.run(load("gds/seed_clear")).consume()
+            _run_batched(tx, "gds/seed_write", rows)
+            tx.run(load("gds/seed_fresh"), base=len(dense)).consume()
+
+        self._write(work, "writing Leiden seeds")
 
     @contextmanager
     def _gds_refusal(self, algorithm: str) -> Iterator[None]:
@@ -451,5 +546,6 @@ def _drop_orphans(tx: ManagedTransaction, entity_ids: Iterable[str]) -> None:
 
 def _hit(record: neo4j.Record, score: float, via: str) -> ChunkHit:
     return ChunkHit(
-        chunk_id=record["chunk_id"], doc_id=record["doc_id"], title=record["title"], text=record["text"], score=score, via=via
+        chunk_id=record["chunk_id"], doc_id=record["doc_id"], title=record["title"], text=record["text"],
+        score=score, via=via, page=record["page"], source=record["source"] or "",
     )

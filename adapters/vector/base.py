@@ -22,12 +22,19 @@ class CollectionSpec:
     fields: Mapping[str, str] = field(default_factory=dict)
     metric: str = "COSINE"  # COSINE or IP (vectors are unit-normalized, so both rank alike)
     index: str = "AUTOINDEX"  # FLAT, IVF_FLAT, HNSW, AUTOINDEX (what the engine supports)
+    # The site the collection belongs to (stored with it): a collection of another owner is refused,
+    # so two sites configured with one Milvus prefix cannot mix their vectors. "" claims nothing.
+    owner: str = ""
 
 
 class VectorStore(ABC):
     @abstractmethod
     def ensure_collection(self, spec: CollectionSpec) -> None:
         """Create if missing (idempotent); refuse (BackendError) if it exists with another dim."""
+
+    def collection_owner(self, collection: str) -> str | None:
+        """The owner recorded at creation ("" when none was), or None when the collection is absent."""
+        return None
 
     @abstractmethod
     def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None) -> None:

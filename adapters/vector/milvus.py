@@ -46,6 +46,7 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
 # Build parameters per index type; the engine's defaults for everything not named here.
 _INDEX_BUILD: dict[str, dict[str, int]] = {"IVF_FLAT": {"nlist": 128}, "HNSW": {"M": 16, "efConstruction": 200}}
+OWNER_PROPERTY = "hansa.site"  # collection property naming the site that created it
 _LITE_ADVICE = (
     "Milvus Lite allows one process per data directory. Stop the other process, or run a shared "
     "server (`milvus-lite server --host 127.0.0.1`, or Milvus standalone) and point every process "
@@ -264,10 +265,23 @@ class MilvusVectorStore(VectorStore):
 
     # -- the port ---------------------------------------------------------------------------------
 
+    def collection_owner(self, collection: str) -> str | None:
+        full = self._full(collection)
+        if not self._call(f"has_collection {full}", "has_collection", full):
+            return None
+        properties = self._call(f"describe {full}", "describe_collection", full).get("properties") or {}
+        return str(properties.get(OWNER_PROPERTY, ""))
+
     def ensure_collection(self, spec: CollectionSpec) -> None:
         _validate_spec(spec)
         full = self._full(spec.name)
         if self._call(f"has_collection {full}", "has_collection", full):
+            owner = self.collection_owner(spec.name)
+            if spec.owner and owner and owner != spec.owner:
+                raise BackendError(
+                    f"vector collection {full!r} at {self._uri} belongs to site {owner!r}, not {spec.owner!r}: one "
+                    f"collection prefix holds one site; give this site its own [milvus] collection_prefix"
+                )
             existing = self._describe(full)
             if existing.dim != spec.dim:
                 raise BackendError(
@@ -306,7 +320,8 @@ class MilvusVectorStore(VectorStore):
         index = MilvusClient.prepare_index_params()
         index.add_index(field_name=VECTOR_FIELD, index_type=spec.index, metric_type=spec.metric, params=dict(_INDEX_BUILD.get(spec.index, {})))
         self._call(
-            f"create {full}", "create_collection", full, schema=schema, index_params=index, consistency_level="Strong"
+            f"create {full}", "create_collection", full, schema=schema, index_params=index, consistency_level="Strong",
+            **({"properties": {OWNER_PROPERTY: spec.owner}} if spec.owner else {}),
         )
 
     def _as_matrix(self, full: str, vectors: np.ndarray, dim: int) -> np.ndarray:

@@ -3,5 +3,5 @@
 UNWIND $rows AS row
 MATCH (d:HansaDocument {id: row.doc_id})
 CREATE (d)-[:HANSA_HAS_CHUNK]->(:HansaChunk {
-  id: row.id, ordinal: row.ordinal, text: row.text, start: row.start, end: row.end
+  id: row.id, ordinal: row.ordinal, text: row.text, start: row.start, end: row.end, page: row.page
 })

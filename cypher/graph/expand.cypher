@@ -14,5 +14,5 @@ WITH c, sum(weight) AS score, count(e) AS shared
 ORDER BY score DESC, shared DESC, c.id
 LIMIT $limit
 MATCH (d:HansaDocument)-[:HANSA_HAS_CHUNK]->(c)
-RETURN c.id AS chunk_id, d.id AS doc_id, d.title AS title, c.text AS text, score, shared
+RETURN c.id AS chunk_id, d.id AS doc_id, d.title AS title, c.text AS text, c.page AS page, d.source AS source, score, shared
 ORDER BY score DESC, shared DESC, chunk_id

@@ -79,8 +79,9 @@ def site_config(home: Path, **env: str) -> Config:
 
 @pytest.fixture(scope="session")
 def corpus() -> dict[str, str]:
-    """The documents `built_site` holds, by document id (the file name)."""
-    return dict(CORPUS)
+    """The documents `built_site` holds, by document id: source "docs" (the folder's name) and
+    the file name inside it."""
+    return {f"docs/{name}": text for name, text in CORPUS.items()}
 
 
 MTRAG_REFERENCE = ("datasets", "mtrag", "mtragun-human", "generation_tasks", "reference.jsonl")

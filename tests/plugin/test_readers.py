@@ -27,16 +27,17 @@ def _pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
 def test_txt_title_is_the_stem_and_text_is_exact(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_bytes("Line one.\r\nLine two — ünïcode.\n".encode("utf-8"))
     [doc] = read_path(tmp_path / "notes.txt")
-    assert (doc.id, doc.title) == ("notes.txt", "notes")
+    # a file's source defaults to its folder's name; the id is <source>/<path inside it>
+    assert (doc.id, doc.title) == (f"{tmp_path.name}/notes.txt", "notes")
     assert doc.text == "Line one.\nLine two — ünïcode.\n"  # newlines normalized, nothing else
-    assert doc.source == str(tmp_path / "notes.txt")
+    assert doc.source == f"{tmp_path.name}:notes.txt"
 
 
 def test_md_title_is_the_first_h1(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("Intro line\n## Not this\n# Pricing Guide\ntext\n# Later\n", encoding="utf-8")
     (tmp_path / "b.md").write_text("no heading here\n", encoding="utf-8")
-    docs = read_path(tmp_path)
-    assert [(d.id, d.title) for d in docs] == [("a.md", "Pricing Guide"), ("b.md", "b")]
+    docs = read_paths([tmp_path], source="kb")
+    assert [(d.id, d.title) for d in docs] == [("kb/a.md", "Pricing Guide"), ("kb/b.md", "b")]
 
 
 def test_utf8_bom_is_not_part_of_the_text(tmp_path: Path) -> None:
@@ -56,7 +57,8 @@ def test_jsonl_records(tmp_path: Path) -> None:
         ("p-1", "First", "Alpha text."),
         ("7", "7", "Integer id, no title."),
     ]
-    assert docs[0].source == f"{path}:1" and docs[1].source == f"{path}:2"
+    # records keep the id they carry; their source is the .jsonl file inside its source
+    assert docs[0].source == docs[1].source == f"{tmp_path.name}:docs.jsonl"
 
 
 def test_pdf_pages_are_joined_and_metadata_title_used(tmp_path: Path) -> None:
@@ -84,9 +86,9 @@ def test_directory_is_recursive_sorted_with_relative_posix_ids(tmp_path: Path) -
     (tmp_path / "sub" / "ignored.csv").write_text("x,y", encoding="utf-8")  # unsupported: skipped in folders
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "secret.txt").write_text("never read", encoding="utf-8")
-    docs = read_path(tmp_path)
-    assert [d.id for d in docs] == ["sub/b.txt", "sub/deeper/a.md", "z.txt"]
-    assert read_path(tmp_path) == docs  # deterministic
+    docs = read_paths([tmp_path], source="kb")
+    assert [d.id for d in docs] == ["kb/sub/b.txt", "kb/sub/deeper/a.md", "kb/z.txt"]
+    assert read_paths([tmp_path], source="kb") == docs  # deterministic
 
 
 @pytest.mark.parametrize(
@@ -212,3 +214,68 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 def test_no_paths_at_all() -> None:
     with pytest.raises(InputError, match="no input paths"):
         read_paths([])
+
+
+# -- PDF provenance, HTML, skipped and bad files ------------------------------------------------
+def test_pdf_pages_are_recorded_for_every_offset(tmp_path: Path) -> None:
+    path = _pdf(tmp_path / "r.pdf", ["Alpha page text.", "", "Gamma page text."], title="Quarterly Report")
+    [doc] = read_path(path)
+    assert [number for _, number in doc.pages] == [1, 3]  # the blank page 2 holds no text
+    assert doc.page_at(doc.text.index("Alpha")) == 1
+    assert doc.page_at(doc.text.index("Gamma")) == 3
+    assert doc.text[doc.pages[1][0]:].startswith("Gamma")
+
+
+@pytest.mark.parametrize(
+    "metadata, first_line, expected",
+    [
+        ("Annual Report 2019", "Something else entirely", "Annual Report 2019"),
+        ("0000764478-19-000009", "Form 10-K Annual Report", "Form 10-K Annual Report"),  # accession number
+        ("Microsoft Word - Budget Plan.docx", "Budget Plan for the City", "Budget Plan for the City"),
+        (None, "Safe Room Design Guide", "Safe Room Design Guide"),
+        ("filing", "12", "filing"),  # the file's own name is no title; a bare number is no heading
+    ],
+)
+def test_pdf_title_from_metadata_or_first_heading(tmp_path: Path, metadata: str | None, first_line: str, expected: str) -> None:
+    path = _pdf(tmp_path / "filing.pdf", [f"{first_line}\nThe body of the filing states facts."], title=metadata)
+    assert read_path(path)[0].title == expected
+
+
+def test_html_is_read_to_text_with_its_title(tmp_path: Path) -> None:
+    page = tmp_path / "faq.htm"
+    page.write_bytes(
+        """<!doctype html><html><head><meta charset="windows-1252"><title> FEMA: Safe
+        Rooms </title><style>p {color: red}</style></head><body><nav>Home | About</nav>
+        <h1>Safe rooms</h1><p>A safe room is a <b>hardened</b> structure.</p>
+        <script>alert('never')</script><ul><li>Water</li><li>Radio</li></ul><p>Caf\xe9 owners agree.</p>
+        </body></html>""".encode("cp1252")
+    )
+    [doc] = read_paths([page], source="web")
+    assert (doc.id, doc.title, doc.source) == ("web/faq.htm", "FEMA: Safe Rooms", "web:faq.htm")
+    assert "A safe room is a hardened structure." in doc.text  # inline markup keeps the sentence whole
+    assert "Café owners agree." in doc.text  # the declared charset is honoured
+    assert "alert" not in doc.text and "color: red" not in doc.text
+    assert "\n\nWater\n\nRadio\n\n" in doc.text  # block elements stay apart for the chunker
+
+
+def test_html_without_text_is_a_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "empty.html").write_text("<html><head><title>t</title></head><body><script>x()</script></body></html>")
+    with pytest.raises(InputError, match="empty.html: HTML page has no text"):
+        read_path(tmp_path / "empty.html")
+
+
+def test_unsupported_files_in_folders_are_listed_and_bad_ones_skipped_on_request(tmp_path: Path) -> None:
+    from hansa.plugin.readers import read_origins
+    from hansa.plugin.sources import resolve_origins
+
+    (tmp_path / "ok.txt").write_text("fine", encoding="utf-8")
+    (tmp_path / "sheet.csv").write_text("a,b", encoding="utf-8")
+    (tmp_path / "bad.txt").write_bytes(b"\x00")
+    (tmp_path / "rows.jsonl").write_text('{"id": "r1", "text": "x"}\nnot json\n', encoding="utf-8")
+    origins = resolve_origins([tmp_path], "kb", {})
+    with pytest.raises(InputError, match="2 bad inputs"):
+        read_origins(origins)
+    result = read_origins(origins, skip_bad=True)
+    assert [d.id for d in result.documents] == ["kb/ok.txt", "r1"]  # good lines of a bad JSONL stay
+    assert result.skipped == [str(tmp_path / "sheet.csv")]
+    assert len(result.bad) == 2 and result.bad_sources == {"kb:bad.txt", "kb:rows.jsonl"}

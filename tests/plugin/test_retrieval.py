@@ -31,10 +31,10 @@ def _folded(text: str) -> str:
 @pytest.mark.parametrize(
     ("question", "doc_id", "fact"),
     [
-        ("Who designed the Brightwater Lighthouse?", "lighthouse.md", "Margaret Ellison"),
-        ("How long are the Ethiopian Yirgacheffe beans roasted?", "roastery.txt", "eleven minutes"),
-        ("When did Mount Teravik last erupt?", "volcano.md", "1912"),
-        ("Which prize did the Lindenfeld recordings of the Brandenburg Concertos win?", "orchestra.txt", "Edison Prize"),
+        ("Who designed the Brightwater Lighthouse?", "docs/lighthouse.md", "Margaret Ellison"),
+        ("How long are the Ethiopian Yirgacheffe beans roasted?", "docs/roastery.txt", "eleven minutes"),
+        ("When did Mount Teravik last erupt?", "docs/volcano.md", "1912"),
+        ("Which prize did the Lindenfeld recordings of the Brandenburg Concertos win?", "docs/orchestra.txt", "Edison Prize"),
     ],
 )
 def test_local_answer_cites_the_document_that_holds_it(built_site: SiteContext, question: str, doc_id: str, fact: str) -> None:
@@ -97,7 +97,7 @@ def test_global_mode_answers_from_the_best_matching_communities(built_site: Site
 
     answer = retrieve(built_site, RetrieveRequest(question=question, top_k=3, mode="global"))
     assert answer.citations and answer.citations[0].doc_id in community.doc_ids
-    assert answer.citations[0].doc_id == "volcano.md"
+    assert answer.citations[0].doc_id == "docs/volcano.md"
     assert "Ingrid Saeter" in answer.answer
     assert answer.confidence > 0.3
 

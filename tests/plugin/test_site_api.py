@@ -65,14 +65,14 @@ def test_retrieve_answers_with_a_partial_answer(client: FlaskClient) -> None:
     assert resp.status_code == 200 and resp.mimetype == "application/json"
     answer = PartialAnswer.from_json(resp.get_json())
     assert answer.site_id == "acme"
-    assert answer.citations[0].doc_id == "lighthouse.md"
+    assert answer.citations[0].doc_id == "docs/lighthouse.md"
     assert "Margaret Ellison" in answer.answer
 
 
 def test_global_mode_over_http(client: FlaskClient) -> None:
     resp = _ask(client, {"question": "Tell me about the chamber orchestra", "mode": "global"})
     assert resp.status_code == 200
-    assert PartialAnswer.from_json(resp.get_json()).citations[0].doc_id == "orchestra.txt"
+    assert PartialAnswer.from_json(resp.get_json()).citations[0].doc_id == "docs/orchestra.txt"
 
 
 def test_the_body_holds_no_chunk_text_beyond_the_answer(client: FlaskClient, corpus: dict[str, str]) -> None:

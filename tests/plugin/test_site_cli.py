@@ -24,8 +24,8 @@ def _run(home: Path, *args: str, site_id: str = "acme") -> Result:
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]) -> Path:
     folder = tmp_path_factory.mktemp("docs")
-    for name, text in corpus.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    for doc_id, text in corpus.items():
+        (folder / Path(doc_id).name).write_text(text, encoding="utf-8")
     return folder
 
 
@@ -108,3 +108,53 @@ def test_help_teaches_the_order() -> None:
     assert result.exit_code == 0
     steps = [result.output.index(f"hansa site {cmd}") for cmd in ("install", "ingest", "communities", "publish", "serve")]
     assert steps == sorted(steps)
+
+
+def test_query_delete_sync_skip_bad_and_uninstall_on_the_embedded_store(tmp_path: Path, docs: Path) -> None:
+    import json
+    import shutil
+
+    home = tmp_path / "home"
+    folder = tmp_path / "kb"
+    shutil.copytree(docs, folder)
+    (folder / "notes.csv").write_text("a,b\n", encoding="utf-8")
+    assert _run(home, "install").exit_code == 0
+    result = _run(home, "ingest", "--no-progress", str(folder))
+    assert "documents_new: 4" in result.output
+    assert f"skipped (unsupported type): {folder / 'notes.csv'}" in result.output
+    assert _run(home, "communities", "--no-progress").exit_code == 0
+
+    asked = _run(home, "query", "Who designed the Brightwater Lighthouse?")
+    assert asked.exit_code == 0 and "Margaret Ellison" in asked.stdout
+    assert "[1] kb/lighthouse.md: Brightwater Lighthouse" in asked.stdout and "kb:lighthouse.md" in asked.stdout
+    as_json = json.loads(_run(home, "query", "--json", "--top-k", "2", "Who designed the Brightwater Lighthouse?").stdout)
+    assert as_json["site_id"] == "acme" and len(as_json["citations"]) <= 2
+    assert as_json["citations"][0] == {**as_json["citations"][0], "doc_id": "kb/lighthouse.md", "source": "kb:lighthouse.md"}
+    assert _run(home, "query", "").exit_code == 1  # bad input: a clear one-line error
+
+    deleted = _run(home, "delete", "--no-progress", "kb/volcano.md", "kb/absent.md")
+    assert "deleted: kb/volcano.md" in deleted.stdout and "not found (nothing done): kb/absent.md" in deleted.output
+    assert "run `hansa site publish`" in deleted.output
+
+    (folder / "roastery.txt").unlink()
+    (folder / "broken.txt").write_bytes(b"\x00\x01")
+    refused = _run(home, "ingest", "--no-progress", "--sync", str(folder))
+    assert refused.exit_code == 1 and "broken.txt" in refused.output
+    synced = _run(home, "ingest", "--no-progress", "--sync", "--skip-bad", "--json", str(folder))
+    report = json.loads(synced.stdout)
+    assert report["documents_deleted"] == ["kb/roastery.txt"] and len(report["bad"]) == 1
+    assert report["documents_new"] == 1  # volcano.md is still in the folder: a sync brings it back
+    assert "skipped (unreadable):" in synced.output
+    status = _run(home, "status").stdout
+    assert "graph (embedded): 3 documents" in status, status
+
+    # a second site id on the same stores (same graph file and Milvus data) is refused, naming the first
+    other = _run(home, "install", site_id="other")
+    assert other.exit_code == 1 and "'acme'" in other.output
+
+    gone = _run(home, "uninstall", "--yes")
+    assert gone.exit_code == 0 and "collections: chunks, summaries" in gone.stdout
+    assert not (home / "site.json").exists() and not (home / "sources.json").exists()
+    assert (home / "keys" / "site-ed25519.pem").exists()
+    assert "installed: no" in _run(home, "status").stdout
+    assert _run(home, "install", site_id="other").exit_code == 0  # free for another site now

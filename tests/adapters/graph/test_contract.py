@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -15,7 +16,7 @@ import leidenalg
 import pytest
 
 from hansa.adapters.graph.base import GraphStats, GraphStore, LeidenParams
-from hansa.adapters.graph.embedded import SCHEMA_VERSION, EmbeddedGraphStore
+from hansa.adapters.graph.embedded import SCHEMA_VERSION, TABLES as EMBEDDED_TABLES, EmbeddedGraphStore
 from hansa.adapters.records import (
     Chunk,
     Community,
@@ -431,3 +432,106 @@ def test_embedded_leiden_returns_one_level(tmp_path: Path) -> None:
         store.write_documents(two_cliques())
         assignments = store.detect_communities(LeidenParams(max_levels=5))
     assert {len(a.communities) for a in assignments} == {1}
+
+
+# -- site claim, sources, pages, seeded Leiden, uninstall (both backends) ------------------------
+def test_a_store_is_claimed_by_one_site_and_refuses_another(graph_store: GraphStore) -> None:
+    assert graph_store.installed_site() is None  # installed without a site: unclaimed
+    graph_store.install("site-a")
+    assert graph_store.installed_site() == "site-a"
+    assert graph_store.install("site-a").created is False  # the same site again: idempotent
+    graph_store.write_documents([DOC1])
+    with pytest.raises(BackendError, match="already holds .*site 'site-a'") as err:
+        graph_store.install("site-b")
+    assert "site-b" in str(err.value)
+    assert graph_store.installed_site() == "site-a" and graph_store.stats().documents == 1  # nothing changed
+
+
+def test_documents_by_source_prefix(graph_store: GraphStore) -> None:
+    graphs = [
+        doc("kb/a.md", {"k1": ["a"]}),
+        doc("kb/sub/b.md", {"k2": ["b"]}),
+        doc("rec-1", {"k3": ["c"]}),
+        doc("kbx/c.md", {"k4": ["d"]}),
+    ]
+    sources = {"kb/a.md": "kb:a.md", "kb/sub/b.md": "kb:sub/b.md", "rec-1": "kb:sub/r.jsonl", "kbx/c.md": "kbx:c.md"}
+    graph_store.write_documents(
+        [DocumentGraph(replace(g.document, source=sources[g.document.id]), g.chunks, g.entities, g.mentions, g.relations) for g in graphs]
+    )
+    assert graph_store.documents_by_source("kb:") == {k: v for k, v in sources.items() if v.startswith("kb:")}
+    assert graph_store.documents_by_source("kb:sub/") == {"kb/sub/b.md": "kb:sub/b.md", "rec-1": "kb:sub/r.jsonl"}
+    assert graph_store.documents_by_source("nothing:") == {}
+    assert len(graph_store.documents_by_source("")) == 4
+
+
+def test_chunk_pages_and_document_source_come_back_with_hits(graph_store: GraphStore) -> None:
+    paged = doc("rep.pdf", {"p1": ["a", "b"], "p2": ["b", "c"]}, [("a", "b", 1.0), ("b", "c", 1.0)])
+    chunks = (replace(paged.chunks[0], page=1), replace(paged.chunks[1], page=7))
+    paged = DocumentGraph(replace(paged.document, source="reports:rep.pdf"), chunks, paged.entities, paged.mentions, paged.relations)
+    graph_store.write_documents([paged, DOC2])
+    hits = {h.chunk_id: h for h in graph_store.chunks(["p1", "p2", "c3"])}
+    assert (hits["p1"].page, hits["p2"].page, hits["c3"].page) == (1, 7, None)
+    assert hits["p2"].source == "reports:rep.pdf" and hits["c3"].source == "src/doc2"
+    assert {h.chunk_id: h.page for h in graph_store.expand(["p1"])}.get("p2") == 7
+    context = graph_store.community_context(["a", "b", "c"], max_chunks=10)
+    assert {c.chunk_id: c.page for c in context.chunks}["p2"] == 7
+
+
+def test_seeded_leiden_starts_from_the_given_partition(graph_store: GraphStore) -> None:
+    graph_store.write_documents(two_cliques())
+    fresh = partition(graph_store.detect_communities(LeidenParams()))
+    seeds = {e: i for i, members in enumerate(sorted(fresh, key=min)) for e in members}
+    seeded = graph_store.detect_communities(LeidenParams(), seeds=seeds)
+    assert partition(seeded) == fresh  # a stable partition stays as it was
+    # seeds for only some entities: the others start alone and still find their clique
+    partial = {e: c for e, c in seeds.items() if e.startswith("a")}
+    assert partition(graph_store.detect_communities(LeidenParams(), seeds=partial)) == fresh
+    assert graph_store.stats().entities == len(all_entity_ids(*two_cliques()))  # seeding left no trace in the data
+
+
+def test_uninstall_removes_everything_hansa_and_allows_a_new_install(graph_store: GraphStore) -> None:
+    graph_store.install("site-a")
+    graph_store.write_documents([DOC1, DOC2])
+    report = graph_store.uninstall()
+    assert report.site_id == "site-a" and report.nodes > 0 and report.schema
+    with pytest.raises(BackendError, match="install"):
+        graph_store.stats()
+    assert graph_store.installed_site() is None
+    graph_store.install("site-b")  # the store is free again
+    assert graph_store.installed_site() == "site-b" and graph_store.stats() == GraphStats(0, 0, 0, 0, 0)
+
+
+def test_embedded_uninstall_keeps_the_organizations_tables(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE documents (id TEXT PRIMARY KEY, body TEXT)")
+        db.execute("CREATE INDEX documents_body ON documents(body)")
+        db.execute("INSERT INTO documents VALUES ('doc1', 'kept')")
+    with EmbeddedGraphStore(path) as store:
+        store.install("site-a")
+        store.write_documents([DOC1])
+        report = store.uninstall()
+    assert set(report.schema) == set(EMBEDDED_TABLES)
+    with sqlite3.connect(path) as db:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        assert names == {"documents", "documents_body", "sqlite_autoindex_documents_1"}
+        assert db.execute("SELECT body FROM documents").fetchall() == [("kept",)]
+
+
+def test_embedded_v1_store_is_upgraded_by_install(tmp_path: Path) -> None:
+    """A store written by schema v1 (no page column, no site): install upgrades it in place."""
+    path = tmp_path / "graph.sqlite"
+    with EmbeddedGraphStore(path) as store:
+        store.install()
+        store.write_documents([DOC1])
+    with sqlite3.connect(path) as db:  # make it exactly v1 again
+        db.execute("ALTER TABLE hansa_chunks DROP COLUMN page")
+        db.execute("ALTER TABLE hansa_schema_version DROP COLUMN site_id")
+        db.execute("UPDATE hansa_schema_version SET version = 1")
+    with EmbeddedGraphStore(path) as store:
+        with pytest.raises(BackendError, match="schema version 1"):
+            store.stats()
+        assert store.install("site-a").created is True
+        assert store.installed_site() == "site-a"
+        assert [h.page for h in store.chunks(["c1"])] == [None]
+        assert store.stats().documents == 1

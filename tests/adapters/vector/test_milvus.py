@@ -269,3 +269,18 @@ def test_an_unreachable_server_is_a_backend_error_naming_it() -> None:
     with pytest.raises(BackendError) as err:
         MilvusVectorStore(uri, timeout_s=3)
     assert uri in str(err.value)
+
+
+def test_a_collection_records_its_owner_and_refuses_another(store: MilvusVectorStore) -> None:
+    """One collection prefix holds one site: the owner is stored with the collection (a property)."""
+    assert store.collection_owner("owned") is None  # absent
+    store.ensure_collection(CollectionSpec(name="owned", dim=2, fields={"doc_id": "str"}, owner="site-a"))
+    assert store.collection_owner("owned") == "site-a"
+    store.ensure_collection(CollectionSpec(name="owned", dim=2, fields={"doc_id": "str"}, owner="site-a"))  # idempotent
+    store.ensure_collection(CollectionSpec(name="owned", dim=2, fields={"doc_id": "str"}))  # no claim: no check
+    with pytest.raises(BackendError, match="belongs to site 'site-a', not 'site-b'"):
+        store.ensure_collection(CollectionSpec(name="owned", dim=2, fields={"doc_id": "str"}, owner="site-b"))
+    store.ensure_collection(CollectionSpec(name="legacy", dim=2))
+    assert store.collection_owner("legacy") == ""  # created without an owner
+    store.drop("owned")
+    assert store.collection_owner("owned") is None

@@ -1,0 +1,67 @@
+"""`hansa site uninstall`: remove exactly what `hansa site install` (and the site's jobs) created.
+
+Why exactly: a site lives inside an organization's own Neo4j and Milvus. Uninstall drops the
+Hansa* nodes, hansa's own constraints and indexes (named one by one, never by pattern over the
+organization's schema), GDS graphs hansa projected, the site's two Milvus collections, site.json
+and the source roots — and nothing else. The signing key goes only with `keys=True`: the gateway
+enrolled its public half, and a reinstall that keeps it can rejoin without a new enrolment. The
+publication state (sequence floors) stays, so a reinstalled site keeps publishing above them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hansa.adapters.graph.base import UninstallReport
+from hansa.core.errors import ConfigError
+from hansa.core.logs import get_logger
+from hansa.plugin.install import site_file
+from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.plugin.sources import sources_file
+from hansa.sync.keys import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class UninstallResult:
+    site_id: str
+    graph: UninstallReport
+    collections: tuple[str, ...]  # dropped (names without prefix)
+    files: tuple[str, ...]  # removed from the site's home
+    keys_removed: bool
+
+
+def uninstall_site(ctx: SiteContext, *, keys: bool = False) -> UninstallResult:
+    """Remove the site's data, schema and collections (and its key with `keys`)."""
+    site_id = ctx.site_id
+    owner = ctx.graph.installed_site()
+    if owner is not None and owner != site_id:
+        raise ConfigError(
+            f"the {ctx.graph.backend} graph store holds site {owner!r}, not {site_id!r}: uninstall it with "
+            f"{owner!r}'s configuration (HANSA_SITE_SITE_ID={owner})"
+        )
+    for name in (CHUNKS, SUMMARIES):
+        vector_owner = ctx.vectors.collection_owner(name)
+        if vector_owner and vector_owner != site_id:
+            raise ConfigError(f"Milvus collection {name} belongs to site {vector_owner!r}, not {site_id!r}: nothing was removed")
+    graph = ctx.graph.uninstall()
+    dropped = []
+    for name in (CHUNKS, SUMMARIES):
+        if ctx.vectors.collection_owner(name) is not None:
+            ctx.vectors.drop(name)
+            dropped.append(name)
+    removed: list[str] = []
+    paths: list[Path] = [site_file(ctx), sources_file(ctx.cfg.home)]
+    if keys:
+        paths += [ctx.identity_dir / PRIVATE_KEY_FILE, ctx.identity_dir / PUBLIC_KEY_FILE]
+    for path in paths:
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            removed.append(str(path))
+    result = UninstallResult(
+        site_id=site_id, graph=graph, collections=tuple(dropped), files=tuple(removed),
+        keys_removed=keys and any(PRIVATE_KEY_FILE in p for p in removed),
+    )
+    log.info("site.uninstalled", site_id=site_id, nodes=graph.nodes, collections=",".join(dropped) or "-")
+    return result
