@@ -82,6 +82,21 @@ class ServerOptions:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+def behind_proxies(wsgi_app: WSGIApp, hops: int, setting: str) -> WSGIApp:
+    """`wsgi_app` trusting `hops` reverse proxies' X-Forwarded-Proto/-Host/-Port/-For (0: none).
+
+    Why: behind a TLS-terminating proxy the app sees http://127.0.0.1:port, but RFC 9421
+    signatures cover the https:// URL the client used; only a proxy the operator declared may say
+    what that URL was (anyone else could forge the headers)."""
+    from werkzeug.middleware.proxy_fix import ProxyFix
+
+    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
+        raise ConfigError(f"{setting} must be a whole number of trusted proxies (0: none), not {hops!r}")
+    if hops == 0:
+        return wsgi_app
+    return ProxyFix(wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
+
+
 def gunicorn_settings(options: ServerOptions) -> dict[str, Any]:
     """The gunicorn settings hansa runs with (one place, so tests and docs can read them)."""
     settings: dict[str, Any] = {

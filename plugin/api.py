@@ -24,6 +24,7 @@ Metrics (plugin/metrics.py) are served at `/metrics` in Prometheus text format.
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -33,12 +34,12 @@ from typing import Any
 
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
-from werkzeug.middleware.proxy_fix import ProxyFix
 
 from hansa.core import metrics
 from hansa.core.errors import BackendError, ConfigError, HansaError, InputError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import bound, get_logger
+from hansa.core.wsgi_server import behind_proxies
 from hansa.plugin import metrics as site_metrics
 from hansa.plugin.install import load_identity
 from hansa.plugin.retrieval import retrieve
@@ -94,11 +95,7 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
     nonces = NonceCache() if nonces is None else nonces
     app = Flask("hansa.site")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
-    hops = ctx.cfg.site.proxy_hops
-    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
-        raise ConfigError(f"[site] proxy_hops must be a whole number of trusted proxies (0: none), not {hops!r}")
-    if hops:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)  # type: ignore[method-assign]
+    app.wsgi_app = behind_proxies(app.wsgi_app, ctx.cfg.site.proxy_hops, "[site] proxy_hops")  # type: ignore[method-assign]
     # One request at a time touches the stores: the embedded graph and Milvus Lite are not meant to
     # be shared across threads, and on a 2-core site the embedder is the bottleneck anyway.
     lock = threading.Lock()
@@ -145,7 +142,7 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
             seconds = time.perf_counter() - g.get("started", time.perf_counter())
             site_metrics.RETRIEVE_REQUESTS.labels(status=str(response.status_code)).inc()
             site_metrics.RETRIEVE_SECONDS.observe(seconds)
-            log.info("site_api.retrieve", status=response.status_code, ms=round(seconds * 1000, 1))
+            log.info("site_api.retrieve", status=response.status_code, ms=round(seconds * 1000, 1), pid=os.getpid())
         signed_request = g.get("signed_request")
         if signed_request is None or response.is_streamed:
             return response
