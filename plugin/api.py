@@ -136,13 +136,18 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
         return _handle_retrieve()
 
     @app.after_request
-    def sign_answer(response: Response) -> Response:
-        """Bind every response to an accepted request to that request, errors included."""
+    def count_retrieve(response: Response) -> Response:
+        """One metric sample and one log event per retrieve call, whatever its outcome."""
         if request.path == "/v1/retrieve":
             seconds = time.perf_counter() - g.get("started", time.perf_counter())
             site_metrics.RETRIEVE_REQUESTS.labels(status=str(response.status_code)).inc()
             site_metrics.RETRIEVE_SECONDS.observe(seconds)
             log.info("site_api.retrieve", status=response.status_code, ms=round(seconds * 1000, 1), pid=os.getpid())
+        return response
+
+    @app.after_request
+    def sign_answer(response: Response) -> Response:
+        """Bind every response to an accepted request to that request, errors included."""
         signed_request = g.get("signed_request")
         if signed_request is None or response.is_streamed:
             return response

@@ -120,8 +120,9 @@ def serving(served: dict[str, Any], workers: int) -> Iterator[tuple[str, Path]]:
             try:
                 if requests.get(f"{url}/v1/health", verify=str(served["cert"]), timeout=5).status_code == 200:
                     break
-            except requests.ConnectionError:
-                time.sleep(0.5)
+            except (requests.ConnectionError, requests.Timeout):  # listening, but no worker has booted yet
+                pass
+            time.sleep(0.5)
         yield url, log
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -124,3 +124,17 @@ def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
         assert m["modularity"] >= 0.9 * reference, (name, m["modularity"], reference)
     gds = methods["gds_concurrency_1"]
     assert abs(gds["gds_reported_modularity"] - gds["modularity"]) < 1e-3, "igraph and GDS must score alike"
+
+
+def test_serving_smoke(tmp_path: Path) -> None:
+    doc = run_bench("serving", tmp_path)
+    runs = doc["results"]["runs"]
+    assert {(r["server"], r["workers"]) for r in runs} == {("gunicorn", 1), ("waitress", 1)}
+    assert doc["results"]["site"]["chunks"] >= doc["results"]["site"]["documents"] > 0
+    for r in runs:
+        assert r["concurrency"] == doc["params"]["concurrency"] == 8
+        assert r["ok"] > 0 and is_rate(r["throughput_rps"]), r
+        assert r["statuses"].get("200") == r["ok"] and sum(r["statuses"].values()) == r["requests"], r
+        assert 0 < r["latency"]["p50_ms"] <= r["latency"]["p99_ms"], r
+        assert r["rss_mib"] > 0 and r["boot_seconds"] > 0, r
+    assert doc["results"]["choice"]["server"] in ("gunicorn", "waitress")
