@@ -137,4 +137,6 @@ def test_serving_smoke(tmp_path: Path) -> None:
         assert r["statuses"].get("200") == r["ok"] and sum(r["statuses"].values()) == r["requests"], r
         assert 0 < r["latency"]["p50_ms"] <= r["latency"]["p99_ms"], r
         assert r["rss_mib"] > 0 and r["boot_seconds"] > 0, r
-    assert doc["results"]["choice"]["server"] in ("gunicorn", "waitress")
+        assert r["health"]["ok"] > 0 and r["health"]["latency"]["p99_ms"] > 0, r
+    choice = doc["results"]["choice"]
+    assert choice["server"] in ("gunicorn", "waitress") and choice["why"]
