@@ -1,9 +1,10 @@
 """Serve a WSGI app in production: gunicorn, N worker processes, optional TLS, one app per worker.
 
 Why gunicorn: measured side by side with waitress on the real site API (scripts/bench_serving.py,
-benchmarks/serving.json), and it is the one of the two that can run several processes (a site's
-retrieve is CPU-bound Python: threads in one process share one core's worth of GIL) and terminate
-TLS itself (waitress serves plain HTTP only).
+benchmarks/serving.json), the two were a statistical tie on retrieve throughput at concurrency 8
+(on two busy cores), and gunicorn is the one that can run several processes (a site's retrieve is
+CPU-bound Python: threads in one process share one GIL) and terminate TLS itself (waitress serves
+plain HTTP from one process only).
 
 Why an app *opener* instead of an app: a site's stores (Milvus, the embedded graph, the embedder)
 must be opened in the process that uses them, never inherited across a fork. So the caller passes
