@@ -101,6 +101,13 @@ class SiteConfig:
     # The federation gateway's Ed25519 public key (base64, as `hansa gateway` prints it): the site
     # answers only retrieve requests signed with it (RFC 9421).
     gateway_public_key: str = ""
+    # Production serving (`serve`, core/wsgi_server.py): worker processes (gunicorn), TLS served
+    # directly from PEM files, or `proxy_hops` trusted reverse proxies whose X-Forwarded-Proto/-Host/
+    # -Port/-For headers say which URL the client used (0: trust no forwarded header).
+    workers: int = 1
+    tls_cert: str = ""
+    tls_key: str = ""
+    proxy_hops: int = 0
 
 
 @dataclass
@@ -119,6 +126,13 @@ class GatewayConfig:
     query_refill_per_s: float = 2.0
     publish_burst: int = 10
     publish_refill_per_s: float = 1 / 60
+    # Production serving (`serve`, core/wsgi_server.py): worker processes (gunicorn), TLS served
+    # directly from PEM files, or `proxy_hops` trusted reverse proxies whose X-Forwarded-Proto/-Host/
+    # -Port/-For headers say which URL the client used (0: trust no forwarded header).
+    workers: int = 1
+    tls_cert: str = ""
+    tls_key: str = ""
+    proxy_hops: int = 0
 
 
 @dataclass
@@ -149,6 +163,11 @@ class Config:
     def onnx_cache_dir(self) -> Path | None:
         """None: the embedder's per-user default (adapters/embedder/onnx_export.py says why)."""
         return Path(self.embedder.cache_dir).expanduser() if self.embedder.cache_dir else None
+
+    @property
+    def state_path(self) -> Path:
+        """The SQLite (WAL) file a service's worker processes share (core/shared_state.py)."""
+        return self.home / "state.sqlite"
 
 
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway")

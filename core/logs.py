@@ -5,11 +5,13 @@ what happened (`event`) and carries its facts as fields, never interpolated into
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import sys
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -49,12 +51,29 @@ def configure(level: str = "info", as_json: bool = False) -> None:
     root.propagate = False
 
 
+# Fields every event carries while a unit of work runs (a request's query id), whichever module logs.
+_BOUND: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("hansa_log_fields", default={})
+
+
+@contextmanager
+def bound(**fields: Any) -> Iterator[None]:
+    """Add `fields` to every event logged inside the block (this thread / task only).
+
+    Why: a site answers one gateway query across several modules (API, retrieval, stores); the
+    gateway's query id must be on every one of those lines without passing it down each call."""
+    token = _BOUND.set({**_BOUND.get(), **fields})
+    try:
+        yield
+    finally:
+        _BOUND.reset(token)
+
+
 class _Logger(logging.LoggerAdapter):
     """`log.info("ingest.done", chunks=12, seconds=0.4)`: fields become record attributes."""
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("exc_info", "stack_info", "stacklevel", "extra")}
-        kwargs["extra"] = {**(kwargs.get("extra") or {}), **extra}
+        kwargs["extra"] = {**_BOUND.get(), **(kwargs.get("extra") or {}), **extra}
         return msg, kwargs
 
 

@@ -4,8 +4,10 @@ Why not per request or per IP: one query may ask 32 sites, each of which embeds 
 searches its graph, so what a client spends is the number of sites it makes work; and an address is
 not an identity (a NAT shares one, a botnet has thousands). The gateway charges a bucket only after
 it knows who is asking (an API key's name, a site whose signature verified), so nobody can drain
-another identity's budget. Buckets live in memory: a restart refills them, which is fine for a
-limit that exists to keep one client from starving the others.
+another identity's budget. Buckets live in memory by default: a restart refills them, which is
+fine for a limit that exists to keep one client from starving the others. With several worker
+processes, pass `shared=` (hansa.core.shared_state.SharedState): the buckets then live in the
+service's shared SQLite file, so N workers grant one burst between them, not N.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from hansa.core.errors import ConfigError, HansaError, InputError
+from hansa.core.shared_state import SharedState
 
 MAX_IDENTITIES = 100_000  # verified identities are few; this only bounds memory if that ever changes
 
@@ -38,9 +41,14 @@ class _Bucket:
 
 
 class TokenBucketLimiter:
-    """`burst` tokens at most, refilled at `refill_per_s`; thread-safe; `clock` is for tests."""
+    """`burst` tokens at most, refilled at `refill_per_s`; thread-safe; `clock` is for tests.
 
-    def __init__(self, name: str, burst: int, refill_per_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    In memory (one process) by default; with `shared`, in a SharedState file every worker process
+    charges alike. Shared buckets are stamped with wall-clock time by default (`time.time`): it
+    means the same in every process and across a restart, as the file outlives both."""
+
+    def __init__(self, name: str, burst: int, refill_per_s: float, clock: Callable[[], float] | None = None,
+                 *, shared: SharedState | None = None) -> None:
         if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
             raise ConfigError(f"{name}: the burst must be a positive integer, not {burst!r}")
         if not isinstance(refill_per_s, (int, float)) or not math.isfinite(refill_per_s) or refill_per_s <= 0:
@@ -48,7 +56,8 @@ class TokenBucketLimiter:
         self.name = name
         self.burst = burst
         self.refill_per_s = float(refill_per_s)
-        self._clock = clock
+        self._clock = clock or (time.time if shared is not None else time.monotonic)
+        self._shared = shared
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
 
@@ -63,8 +72,17 @@ class TokenBucketLimiter:
         if cost > self.burst:
             raise InputError(f"{self.name}: this request costs {cost} tokens but at most {self.burst} fit "
                              f"in a burst; ask fewer sites at once")
+        now = self._clock()
+        taken, level = self._take_shared(identity, cost, now) if self._shared else self._take_local(identity, cost, now)
+        if not taken:
+            wait = math.ceil((cost - level) / self.refill_per_s)
+            raise RateLimited(
+                f"{self.name}: rate limit reached for {identity!r} (this request costs {cost} "
+                f"tokens, {int(level)} left); retry in {wait} s", max(1, wait))
+        return level
+
+    def _take_local(self, identity: str, cost: int, now: float) -> tuple[bool, float]:
         with self._lock:
-            now = self._clock()
             bucket = self._buckets.get(identity)
             if bucket is None:
                 if len(self._buckets) >= MAX_IDENTITIES:
@@ -72,12 +90,17 @@ class TokenBucketLimiter:
                 bucket = self._buckets[identity] = _Bucket(float(self.burst), now)
             level = self._level(bucket, now)
             if level < cost:
-                wait = math.ceil((cost - level) / self.refill_per_s)
-                raise RateLimited(
-                    f"{self.name}: rate limit reached for {identity!r} (this request costs {cost} "
-                    f"tokens, {int(level)} left); retry in {wait} s", max(1, wait))
+                return False, level
             bucket.tokens, bucket.stamp = level - cost, now
-            return bucket.tokens
+            return True, bucket.tokens
+
+    def _take_shared(self, identity: str, cost: int, now: float) -> tuple[bool, float]:
+        assert self._shared is not None
+        prefix = f"{self.name}\x1f"
+        result = self._shared.take_tokens(prefix + identity, cost, self.burst, self.refill_per_s, now)
+        if result.created and self._shared.bucket_count(prefix) > MAX_IDENTITIES:
+            self._shared.forget_full_buckets(prefix, self.burst, self.refill_per_s, now)
+        return result.taken, result.level
 
     def _forget_full(self, now: float) -> None:
         """A full bucket holds no information: dropping it is the same as starting afresh."""

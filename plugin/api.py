@@ -11,29 +11,44 @@ signature by the federation gateway's key (`[site] gateway_public_key`) over its
 URI, body digest, content type and the site it is addressed to, fresh and never seen before;
 anything else is refused with 401 before the body is parsed. Every response to an accepted request
 (answers and errors alike) is signed with the site's own key and bound to that request, so the
-gateway can tell this site's answer to this question from anything else. Replays are caught by an
-in-memory nonce cache: serve the API from one process (Milvus Lite requires that anyway). Behind
-a TLS-terminating proxy, wrap the app in werkzeug's ProxyFix so the target URI the site rebuilds
-is the `https://` URL the gateway signed.
+gateway can tell this site's answer to this question from anything else. Replays are caught by a
+nonce cache: in memory by default, or the SharedNonceCache every worker process shares
+(`hansa site serve` passes it; hansa.plugin.serving). Behind a TLS-terminating proxy, set
+`[site] proxy_hops`: the app then trusts that many proxies' X-Forwarded-Proto/-Host/-Port/-For
+(werkzeug's ProxyFix), so the target URI the site rebuilds is the `https://` URL the gateway signed.
+
+Tracing: the gateway may send its query id in `X-Hansa-Query-Id`. When present it must be covered
+by the request signature (else the request is refused as a downgrade, like any uncovered required
+component); once verified it is bound to every log event of the request (hansa.core.logs.bound).
+Metrics (plugin/metrics.py) are served at `/metrics` in Prometheus text format.
 """
 from __future__ import annotations
 
+import os
+import re
 import threading
+import time
+from contextlib import ExitStack
 from importlib import resources
 from typing import Any
 
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
+from hansa.core import metrics
 from hansa.core.errors import BackendError, ConfigError, HansaError, InputError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
-from hansa.core.logs import get_logger
+from hansa.core.logs import bound, get_logger
+from hansa.core.wsgi_server import behind_proxies
+from hansa.plugin import metrics as site_metrics
 from hansa.plugin.install import load_identity
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.httpsig import (
     MISDIRECTED,
+    QUERY_ID_HEADER,
     RETRIEVE_COMPONENTS,
+    RETRIEVE_TRACED_COMPONENTS,
     SITE_HEADER,
     HttpMessage,
     NonceCache,
@@ -49,6 +64,7 @@ log = get_logger(__name__)
 
 MAX_REQUEST_BYTES = 64 * 1024  # a question is at most 4000 characters; anything bigger is abuse
 JSON_TYPE = "application/json"
+QUERY_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")  # what may reach a log line from the gateway
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -69,25 +85,34 @@ def _gateway_keys(ctx: SiteContext) -> dict[str, Any]:
         raise ConfigError(f"[site] gateway_public_key: {exc}") from exc
 
 
-def create_site_app(ctx: SiteContext) -> Flask:
-    """A Flask app serving one opened, installed site; the caller owns (and closes) `ctx`."""
+def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
+    """A Flask app serving one opened, installed site; the caller owns (and closes) `ctx`.
+
+    `nonces`: the replay cache (`use(key, until, now)`); default one in this process's memory,
+    `hansa.sync.nonce_store.SharedNonceCache` when several worker processes serve the site."""
     gateway_keys = _gateway_keys(ctx)
     identity = load_identity(ctx)  # signs every answer
-    nonces = NonceCache()
+    nonces = NonceCache() if nonces is None else nonces
     app = Flask("hansa.site")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    app.wsgi_app = behind_proxies(app.wsgi_app, ctx.cfg.site.proxy_hops, "[site] proxy_hops")  # type: ignore[method-assign]
     # One request at a time touches the stores: the embedded graph and Milvus Lite are not meant to
     # be shared across threads, and on a 2-core site the embedder is the bottleneck anyway.
     lock = threading.Lock()
 
     def _handle_retrieve() -> Response:
         body = request.get_data(cache=False)  # raises 413 beyond MAX_CONTENT_LENGTH
-        verify_request(request.method, request.url, request.headers, body, gateway_keys, nonces,
-                       required=RETRIEVE_COMPONENTS)
+        query_id = request.headers.get(QUERY_ID_HEADER)
+        required = RETRIEVE_COMPONENTS if query_id is None else RETRIEVE_TRACED_COMPONENTS
+        verify_request(request.method, request.url, request.headers, body, gateway_keys, nonces, required=required)
         addressed = request.headers.get(SITE_HEADER)
         if addressed != ctx.site_id:
             raise SignatureRefused(MISDIRECTED, f"the request is addressed to site {addressed!r}, not to this site")
         g.signed_request = HttpMessage.request(request.method, request.url, request.headers)
+        if query_id is not None:
+            if not QUERY_ID_RE.match(query_id):
+                raise InputError(f"{QUERY_ID_HEADER} must be 1..128 characters of letters, digits and . _ : -")
+            g.log_scope.enter_context(bound(query_id=query_id))
         if request.mimetype != JSON_TYPE:
             raise InputError(f"send the request as {JSON_TYPE}")
         req = RetrieveRequest.from_json(_object(loads_strict(body)))
@@ -95,9 +120,30 @@ def create_site_app(ctx: SiteContext) -> Flask:
             answer = retrieve(ctx, req)
         return _json(answer.to_json())
 
+    @app.before_request
+    def start_request() -> None:
+        g.started = time.perf_counter()
+        g.log_scope = ExitStack()  # fields bound for this request's log events; closed at teardown
+
+    @app.teardown_request
+    def end_request(exc: BaseException | None) -> None:
+        scope = g.pop("log_scope", None)
+        if scope is not None:
+            scope.close()
+
     @app.post("/v1/retrieve")
     def retrieve_endpoint() -> Response:
         return _handle_retrieve()
+
+    @app.after_request
+    def count_retrieve(response: Response) -> Response:
+        """One metric sample and one log event per retrieve call, whatever its outcome."""
+        if request.path == "/v1/retrieve":
+            seconds = time.perf_counter() - g.get("started", time.perf_counter())
+            site_metrics.RETRIEVE_REQUESTS.labels(status=str(response.status_code)).inc()
+            site_metrics.RETRIEVE_SECONDS.observe(seconds)
+            log.info("site_api.retrieve", status=response.status_code, ms=round(seconds * 1000, 1), pid=os.getpid())
+        return response
 
     @app.after_request
     def sign_answer(response: Response) -> Response:
@@ -109,6 +155,10 @@ def create_site_app(ctx: SiteContext) -> Flask:
             sign_response(identity, response.status_code, response.headers, response.get_data(), signed_request)
         )
         return response
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        return Response(metrics.render(), mimetype=None, content_type=metrics.CONTENT_TYPE)
 
     @app.get("/v1/openapi.json")
     def openapi_spec() -> Response:
@@ -140,7 +190,10 @@ def create_site_app(ctx: SiteContext) -> Flask:
     @app.errorhandler(HansaError)
     def hansa_error(err: HansaError) -> Response:
         if isinstance(err, SignatureRefused):
-            log.warning("site_api.refused_request", reason=err.reason, error=str(err))
+            site_metrics.SIGNATURE_REFUSALS.labels(reason=err.reason).inc()
+            claimed = request.headers.get(QUERY_ID_HEADER)  # unverified: logged apart from query_id
+            log.warning("site_api.refused_request", reason=err.reason, error=str(err),
+                        **({"claimed_query_id": claimed[:128]} if claimed else {}))
         if isinstance(err, BackendError):
             log.warning("site_api.backend_error", path=request.path, error=str(err))
         return _json({"error": str(err)}, err.http_status)

@@ -307,26 +307,28 @@ def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempt
 @site.command()
 @click.option("--host", default=None, help="Interface to listen on (default: [site] host).")
 @click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default: [site] port).")
-def serve(host: str | None, port: int | None) -> None:
-    """Answer the gateway's retrieve requests over HTTP (POST /v1/retrieve, GET /v1/health).
+@click.option("--workers", default=None, type=click.IntRange(1, 64),
+              help="Worker processes (default: [site] workers, 1). More than one needs a Milvus server.")
+def serve(host: str | None, port: int | None, workers: int | None) -> None:
+    """Answer the gateway's retrieve requests over HTTP (POST /v1/retrieve, GET /v1/health, GET /metrics).
 
-    This runs werkzeug's threaded development server, fine for a trial or a demo. In production put
-    the app behind a WSGI server (e.g. gunicorn with one worker when Milvus Lite is used, since Lite
-    allows one process per data directory) using `hansa.plugin.api:create_site_app`, and TLS in
-    front of it."""
-    from werkzeug.serving import run_simple
-
-    from hansa.plugin.api import create_site_app
-    from hansa.plugin.install import check_site_file
+    Runs gunicorn with --workers processes, each opening the site itself; replay nonces are shared
+    between them in <home>/state.sqlite. With [site] tls_cert and tls_key it serves HTTPS. Milvus
+    Lite allows one process per data directory: several workers need a Milvus server
+    (HANSA_MILVUS_URI). Stop with Ctrl-C or SIGTERM."""
+    from hansa.plugin.serving import server_options, serve_site
 
     cfg = _config()
-    host = host or cfg.site.host
-    port = port or cfg.site.port
-    with _site() as ctx:
-        check_site_file(ctx)
-        app = create_site_app(ctx)
-        click.echo(f"site {ctx.site_id} serving on http://{host}:{port} (development server; Ctrl-C stops)", err=True)
-        run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)
+    options = server_options(cfg, host, port, workers)
+
+    def ready() -> None:
+        click.echo(f"site {cfg.site.site_id} serving on {options.scheme}://{options.bind} "
+                   f"with {options.workers} worker(s) (Ctrl-C stops)", err=True)
+
+    try:
+        serve_site(cfg, options, on_ready=ready)
+    except HansaError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @site.command()

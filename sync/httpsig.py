@@ -64,6 +64,11 @@ RESPONSE_COMPONENTS: tuple[str, ...] = ("@status", "content-digest", "content-ty
 # site cannot be replayed to another (whose nonce cache has not seen it) by lying in `Host`.
 SITE_HEADER = "Hansa-Site"
 RETRIEVE_COMPONENTS: tuple[str, ...] = (*REQUEST_COMPONENTS, SITE_HEADER.lower())
+# The gateway's query id, for tracing one question through every site's logs. Optional; when a
+# request carries it, the site requires it covered (sign with RETRIEVE_TRACED_COMPONENTS), so a
+# forged or swapped id can never end up in a site's log as the gateway's.
+QUERY_ID_HEADER = "X-Hansa-Query-Id"
+RETRIEVE_TRACED_COMPONENTS: tuple[str, ...] = (*RETRIEVE_COMPONENTS, QUERY_ID_HEADER.lower())
 _SIGNATURE_PARAMS = {"created", "expires", "nonce", "keyid", "alg", "tag"}
 _COMPONENT_PARAMS = {"req", "key"}
 _DERIVED = {"@method", "@target-uri", "@authority", "@scheme", "@request-target", "@path", "@query", "@status"}

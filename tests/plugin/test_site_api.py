@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,7 +19,16 @@ from hansa.plugin.api import MAX_REQUEST_BYTES, create_site_app
 from hansa.plugin.install import install_site
 from hansa.plugin.retrieval import answer_sentences
 from hansa.plugin.site import SiteContext
-from hansa.sync.httpsig import RETRIEVE_COMPONENTS, SITE_HEADER, HttpMessage, keyring, sign_request, verify_response
+from hansa.sync.httpsig import (
+    QUERY_ID_HEADER,
+    RETRIEVE_COMPONENTS,
+    RETRIEVE_TRACED_COMPONENTS,
+    SITE_HEADER,
+    HttpMessage,
+    keyring,
+    sign_request,
+    verify_response,
+)
 from hansa.sync.keys import SiteIdentity, load_public_key
 from hansa.sync.wire import PartialAnswer
 
@@ -216,3 +226,98 @@ def test_health_is_not_signed(client: FlaskClient) -> None:
 def test_a_site_without_a_valid_gateway_key_does_not_serve(built_site: SiteContext, key: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         create_site_app(_with_gateway_key(built_site, key))
+
+
+# -- tracing, metrics, reverse proxy (issue 11) -------------------------------------------------------
+def _traced_headers(body: bytes, query_id: str, covered: tuple[str, ...] = RETRIEVE_TRACED_COMPONENTS) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", SITE_HEADER: "acme", QUERY_ID_HEADER: query_id}
+    return {**headers, **sign_request(GATEWAY, "POST", TARGET, headers, body, components=covered)}
+
+
+def test_the_gateways_query_id_is_on_every_log_event_of_the_request(client: FlaskClient,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    body = json.dumps({"question": "Who designed the Brightwater Lighthouse?"}).encode()
+    with caplog.at_level(logging.INFO, logger="hansa"):
+        resp = client.post("/v1/retrieve", data=body, headers=_traced_headers(body, "q-7f3a.1"))
+    assert resp.status_code == 200
+    events = {r.getMessage(): r for r in caplog.records if r.name.startswith("hansa")}
+    assert {"retrieve.done", "site_api.retrieve"} <= set(events), sorted(events)
+    assert all(getattr(r, "query_id", None) == "q-7f3a.1" for r in events.values())
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="hansa"):
+        client.post("/v1/retrieve", data=body, headers=_signed_headers(body))  # untraced: nothing left bound
+    assert caplog.records and not [r for r in caplog.records if hasattr(r, "query_id")]
+
+
+def test_a_query_id_outside_the_signature_is_refused(client: FlaskClient, caplog: pytest.LogCaptureFixture) -> None:
+    body = b'{"question": "lighthouse"}'
+    with caplog.at_level(logging.WARNING, logger="hansa"):
+        resp = client.post("/v1/retrieve", data=body, headers=_traced_headers(body, "forged", RETRIEVE_COMPONENTS))
+    assert "x-hansa-query-id" in _error(resp, 401)
+    refusal = next(r for r in caplog.records if r.getMessage() == "site_api.refused_request")
+    assert refusal.reason == "coverage" and refusal.claimed_query_id == "forged" and not hasattr(refusal, "query_id")
+    swapped = _traced_headers(body, "q-1")
+    swapped[QUERY_ID_HEADER] = "q-2"
+    assert "does not verify" in _error(client.post("/v1/retrieve", data=body, headers=swapped), 401)
+
+
+def test_a_malformed_query_id_is_400(client: FlaskClient) -> None:
+    body = b'{"question": "lighthouse"}'
+    resp = client.post("/v1/retrieve", data=body, headers=_traced_headers(body, "two words"))
+    assert "X-Hansa-Query-Id" in _error(resp, 400)
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return 0.0
+
+
+def test_metrics_count_retrieves_by_status_latency_and_refusals_by_reason(client: FlaskClient) -> None:
+    before = client.get("/metrics").get_data(as_text=True)
+    body = json.dumps({"question": "Who leads the Hallgrim Volcano Observatory?"}).encode()
+    headers = _signed_headers(body)
+    assert client.post("/v1/retrieve", data=body, headers=headers).status_code == 200
+    assert client.post("/v1/retrieve", data=body, headers=headers).status_code == 401  # replayed
+    assert client.post("/v1/retrieve", data=b"{", headers=_signed_headers(b"{")).status_code == 400
+    resp = client.get("/metrics")
+    assert resp.status_code == 200 and resp.content_type.startswith("text/plain")
+    after = resp.get_data(as_text=True)
+
+    def grew(name: str, **labels: str) -> float:
+        return _sample(after, name, **labels) - _sample(before, name, **labels)
+
+    assert grew("hansa_site_retrieve_requests_total", status="200") == 1
+    assert grew("hansa_site_retrieve_requests_total", status="401") == 1
+    assert grew("hansa_site_retrieve_requests_total", status="400") == 1
+    assert grew("hansa_site_signature_refusals_total", reason="replayed") == 1
+    assert grew("hansa_site_retrieve_seconds_count") == 3
+    assert grew("hansa_site_retrieve_seconds_sum") > 0
+
+
+@pytest.mark.parametrize("hops, status", [(0, 401), (1, 200)])
+def test_behind_a_tls_proxy_the_signed_https_url_is_rebuilt_only_from_trusted_hops(built_site: SiteContext, hops: int,
+                                                                                   status: int) -> None:
+    """The gateway signs https://acme.example/v1/retrieve; the proxy forwards plain HTTP to the
+    site with X-Forwarded-Proto/-Host. Only with [site] proxy_hops = 1 does the site believe them."""
+    ctx = _with_gateway_key(built_site)
+    ctx = dataclasses.replace(ctx, cfg=dataclasses.replace(ctx.cfg, site=dataclasses.replace(ctx.cfg.site, proxy_hops=hops)))
+    proxied = create_site_app(ctx).test_client()
+    body = json.dumps({"question": "Who designed the Brightwater Lighthouse?"}).encode()
+    headers = {"Content-Type": "application/json", SITE_HEADER: "acme"}
+    headers.update(sign_request(GATEWAY, "POST", "https://acme.example/v1/retrieve", headers, body,
+                                components=RETRIEVE_COMPONENTS))
+    headers.update({"X-Forwarded-Proto": "https", "X-Forwarded-Host": "acme.example", "X-Forwarded-For": "203.0.113.9"})
+    resp = proxied.post("/v1/retrieve", data=body, headers=headers, base_url="http://10.0.0.5:8701")
+    assert resp.status_code == status, resp.get_data(as_text=True)
+
+
+def test_proxy_hops_must_be_a_count(built_site: SiteContext) -> None:
+    ctx = _with_gateway_key(built_site)
+    ctx = dataclasses.replace(ctx, cfg=dataclasses.replace(ctx.cfg, site=dataclasses.replace(ctx.cfg.site, proxy_hops=-1)))
+    with pytest.raises(ConfigError, match="proxy_hops"):
+        create_site_app(ctx)

@@ -141,3 +141,19 @@ def test_embed_smoke(tmp_path: Path) -> None:
     assert "onnx_int8" not in doc["results"]["same_space"] or backends["onnx_int8"]["cosine_to_reference"]["min"] >= 0.999
     hit = backends["onnx_fp32"]["memo_hit_ms"]
     assert hit["n"] > 100 and hit["p50_ms"] > 0
+
+
+def test_serving_smoke(tmp_path: Path) -> None:
+    doc = run_bench("serving", tmp_path)
+    runs = doc["results"]["runs"]
+    assert {(r["server"], r["workers"]) for r in runs} == {("gunicorn", 1), ("waitress", 1)}
+    assert doc["results"]["site"]["chunks"] >= doc["results"]["site"]["documents"] > 0
+    for r in runs:
+        assert r["concurrency"] == doc["params"]["concurrency"] == 8
+        assert r["ok"] > 0 and is_rate(r["throughput_rps"]), r
+        assert r["statuses"].get("200") == r["ok"] and sum(r["statuses"].values()) == r["requests"], r
+        assert 0 < r["latency"]["p50_ms"] <= r["latency"]["p99_ms"], r
+        assert r["rss_mib"] > 0 and r["boot_seconds"] > 0, r
+        assert r["health"]["ok"] > 0 and r["health"]["latency"]["p99_ms"] > 0, r
+    choice = doc["results"]["choice"]
+    assert choice["server"] in ("gunicorn", "waitress") and choice["why"]

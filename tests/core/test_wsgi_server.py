@@ -1,0 +1,50 @@
+"""The production server's options: what is refused before any worker starts, and the gunicorn
+settings hansa relies on (workers open their own stores; TLS from the configured files)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hansa.core.config import load_config
+from hansa.core.errors import ConfigError
+from hansa.core.wsgi_server import ServerOptions, gunicorn_settings, usable_cpus
+
+
+@pytest.mark.parametrize("workers", [0, -1, 65, True, 1.5])
+def test_nonsense_worker_counts_are_refused(workers: object) -> None:
+    with pytest.raises(ConfigError, match="--workers"):
+        ServerOptions(workers=workers).validate()  # type: ignore[arg-type]
+
+
+def test_tls_needs_both_files_and_they_must_exist(tmp_path: Path) -> None:
+    cert = tmp_path / "c.pem"
+    cert.write_text("x")
+    with pytest.raises(ConfigError, match="both tls_cert and tls_key"):
+        ServerOptions(tls_cert=str(cert)).validate()
+    with pytest.raises(ConfigError, match="tls_key: .* is not a readable file"):
+        ServerOptions(tls_cert=str(cert), tls_key=str(tmp_path / "missing.pem")).validate()
+
+
+def test_gunicorn_settings(tmp_path: Path) -> None:
+    plain = gunicorn_settings(ServerOptions(host="::1", port=8701, workers=3))
+    assert plain["bind"] == ["[::1]:8701"] and plain["workers"] == 3
+    assert plain["preload_app"] is False, "each worker must open its own stores"
+    assert "certfile" not in plain
+    tls = gunicorn_settings(ServerOptions(tls_cert="/c.pem", tls_key="/k.pem"))
+    assert (tls["certfile"], tls["keyfile"]) == ("/c.pem", "/k.pem")
+    assert ServerOptions(tls_cert="/c.pem", tls_key="/k.pem").scheme == "https"
+
+
+def test_compute_threads_split_the_cores_between_workers() -> None:
+    cores = usable_cpus()
+    assert ServerOptions(workers=1).compute_threads() == cores
+    assert ServerOptions(workers=cores * 2).compute_threads() == 1
+    assert ServerOptions(workers=4, threads_per_worker=3).compute_threads() == 3
+
+
+def test_serving_keys_come_from_config_and_environment(tmp_path: Path) -> None:
+    (tmp_path / "hansa.toml").write_text('[site]\nworkers = 2\ntls_cert = "/c.pem"\ntls_key = "/k.pem"\n')
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_WORKERS": "4", "HANSA_SITE_PROXY_HOPS": "1"})
+    assert (cfg.site.workers, cfg.site.tls_cert, cfg.site.tls_key, cfg.site.proxy_hops) == (2, "/c.pem", "/k.pem", 1)
+    assert cfg.gateway.workers == 4 and cfg.state_path == tmp_path / "state.sqlite"
