@@ -57,7 +57,7 @@ _CURRENCY = {"$": "usd", "£": "gbp", "€": "eur"}
 _UNIT_ALT = "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
 _SCALE_ALT = "thousand|million|billion|trillion|bn"
 _NUMBER = re.compile(
-    r"(?<![\w.])(?P<cur>[$£€])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?<![\w.])(?P<cur>[$£€])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?P<ord>st|nd|rd|th)?"
     r"(?:\s?(?P<scale>" + _SCALE_ALT + r")\b)?"
     r"(?:\s?(?P<unit>" + _UNIT_ALT + r")(?![\w]))?",
     re.I,
@@ -150,6 +150,7 @@ def _numbers(sentence: str, taken: list[tuple[int, int]]) -> list[tuple[tuple[in
         scale = (m.group("scale") or "").casefold()
         value *= _SCALES.get(scale, 1.0)
         unit = _UNITS.get((m.group("unit") or "").casefold(), "") or _CURRENCY.get(m.group("cur") or "", "")
+        unit = "ordinal" if m.group("ord") else unit  # "8th" ranks, it does not count
         found.append((span, m.group(0).strip(), (value, unit)))
     for m in _NUMBER_WORD.finditer(sentence):
         span = m.span()
@@ -192,7 +193,12 @@ def extract_claims(sentence: str) -> tuple[Claim, ...]:
     dates = _dates(sentence)
     numbers = _numbers(sentence, [s for s, _, _ in dates])
     entities = _entities(sentence, [s for s, _, _ in dates] + [s for s, _, _ in numbers])
-    words = content_words(sentence)
+    # Quantities are masked out of what the sentence is about: "12 km" must not make "km" part of
+    # the frame or of a neighbour's context (entities stay: they say who or what).
+    masked = sentence
+    for (a, b), _, _ in dates + numbers:
+        masked = masked[:a] + " " * (b - a) + masked[b:]
+    words = content_words(masked)
     subject = entities[0][2] if entities else " ".join(w for w in words[:2] if w not in NEGATIONS)
     values: list[tuple[tuple[int, int], str, str, Norm]] = (
         [(s, v, DATE, n) for s, v, n in dates] + [(s, v, NUMBER, n) for s, v, n in numbers]
@@ -201,11 +207,11 @@ def extract_claims(sentence: str) -> tuple[Claim, ...]:
     all_words = _keys(words)
     for span, value, kind, norm in sorted(values, key=lambda t: t[0]):
         own = _keys(content_words(value))
-        context = _context(sentence, span)
+        context = _context(masked, span)
         # an entity that is the subject names what the sentence is about: its "value" is itself
         claim_subject = subject if not (kind == ENTITY and norm == subject) else " ".join(context[:2])
         claims.append(Claim(claim_subject, " ".join(context), value, kind, norm, all_words - own,
-                            frozenset(context), sentence))
+                            _keys(context), sentence))
     negated = bool(NEGATIONS & all_words)
     claims.append(Claim(subject, " ".join(w for w in words if w not in NEGATIONS)[:80], "no" if negated else "yes",
                         POLARITY, not negated, all_words - NEGATIONS, frozenset(), sentence))
