@@ -107,6 +107,8 @@ class GatewayConfig:
     query_refill_per_s: float = 2.0
     publish_burst: int = 10
     publish_refill_per_s: float = 1 / 60
+    # Site reliability learned from fusion (gateway/reliability.py): how fast old evidence fades.
+    reliability_half_life_hours: float = 168.0
 
 
 @dataclass

@@ -21,12 +21,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
+
+if TYPE_CHECKING:
+    from hansa.core.config import Config
 
 FILE_NAME = "reliability.sqlite"
 PRIOR_ALPHA = 4.0  # a new site starts at 0.8: trusted, but below a site with a record
 PRIOR_BETA = 1.0
-HALF_LIFE_S = 7 * 24 * 3600.0
+HALF_LIFE_S = 7 * 24 * 3600.0  # [gateway] reliability_half_life_hours (168)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS site_reliability (
@@ -89,6 +92,11 @@ class SiteReliability:
     def open(cls, gateway_dir: Path, **kwargs) -> "SiteReliability":
         """The gateway's file, beside its registry (`gateway_dir` is `<home>/gateway`)."""
         return cls(Path(gateway_dir) / FILE_NAME, **kwargs)
+
+    @classmethod
+    def for_gateway(cls, cfg: "Config", gateway_dir: Path) -> "SiteReliability":
+        """As configured: `[gateway] reliability_half_life_hours`."""
+        return cls.open(gateway_dir, half_life_s=cfg.gateway.reliability_half_life_hours * 3600.0)
 
     def close(self) -> None:
         self._db.close()

@@ -338,11 +338,11 @@ def run_pass(cases: list[Case], controls: list[Case], embedder: Any, use_history
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = benchlib.parser("conflicts", __doc__.split("\n\n")[0])
-    p.add_argument("--cases", type=int, default=None, help="changed passages per source (default 150; smoke 6)")
+    p.add_argument("--cases", type=int, default=None, help="changed passages per source (default 150; smoke 4)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--datasets", type=Path, default=DATASETS, help="folder holding squad/ and mtrag/")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
-    n = args.cases or (6 if args.smoke else 150)
+    n = args.cases or (4 if args.smoke else 150)
     embedder = CachingEmbedder(benchlib.embedder())
     report = benchlib.Report("conflicts", args.smoke, libraries=("igraph", "sentence-transformers"))
     report.params = {"cases_per_source": n, "seed": args.seed, "layouts_sites_liars": LAYOUTS,

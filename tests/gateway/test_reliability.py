@@ -59,3 +59,11 @@ def test_bad_input_is_refused() -> None:
     rel.observe({"a": Observation(successes=1)})
     rel.forget("a")
     assert rel.view() == []
+
+
+def test_opened_as_configured(tmp_path: Path) -> None:
+    from hansa.core.config import load_config
+
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_RELIABILITY_HALF_LIFE_HOURS": "2"})
+    rel = SiteReliability.for_gateway(cfg, tmp_path / "gateway")
+    assert rel.half_life_s == 7200.0 and rel.path == tmp_path / "gateway" / FILE_NAME
