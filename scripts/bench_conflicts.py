@@ -70,6 +70,12 @@ class CachingEmbedder:
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
+    def prefetch(self, texts: Sequence[str], chunk: int = 512) -> None:
+        """Embed everything a run will need in large batches (far cheaper than many small calls)."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        for i in range(0, len(todo), chunk):
+            self.embed(todo[i:i + chunk])
+
 
 @dataclass
 class Case:
@@ -196,13 +202,16 @@ def mtrag_cases(root: Path, n: int, seed: int, embedder: Any) -> list[Case]:
     names = sorted({m.group(0) for p in list(passages.values())[:400] for m in _CAP_RUN.finditer(p.text)})
     out: list[Case] = []
     used: set[str] = set()
+    split = {q.gold[0]: _split(passages[q.gold[0]].text)[:40] for q in questions[: 3 * n]}
+    if hasattr(embedder, "prefetch"):
+        embedder.prefetch([q.text for q in questions[: 3 * n]] + [s for ss in split.values() for s in ss])
     for q in questions:
         if len(out) >= n:
             break
         pid = q.gold[0]
         if pid in used:
             continue
-        sentences = _split(passages[pid].text)[:40]
+        sentences = split.get(pid) or _split(passages[pid].text)[:40]
         if len(sentences) < 2:
             continue
         qv = embedder.embed_one(q.text)
@@ -310,7 +319,9 @@ def run_pass(cases: list[Case], controls: list[Case], embedder: Any, use_history
         stream.append(("honest", case, None))
         stream.append(("distinct", case, None))
     rng.shuffle(stream)
-    for what, case, layout in stream:
+    for done, (what, case, layout) in enumerate(stream):
+        if done and done % 50 == 0:
+            progress(f"  {done}/{len(stream)}")
         if what == "case":
             n_sites, n_liars = layout  # type: ignore[misc]
             liars = set(rng.sample(BAD, n_liars))
@@ -351,7 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress("building cases from SQuAD and MTRAG")
         cases, controls = squad_cases(args.datasets / "squad", n, args.seed)
         cases += mtrag_cases(args.datasets / "mtrag", n, args.seed, embedder)
-    report.params["cases"] = {"changed": len(cases), "controls": len(controls), "build_seconds": round(build.seconds, 2)}
+    with Stopwatch() as warm:
+        progress("embedding every sentence and question in large batches")
+        texts = [c.question for c in cases + controls] + [c.mutated for c in cases if c.mutated]
+        texts += [s for c in cases + controls for s in c.sentences]
+        texts += [s for c in controls for _, ss in c.distinct for s in ss]
+        embedder.prefetch(texts)
+    report.params["cases"] = {"embed_seconds": round(warm.seconds, 2), "changed": len(cases), "controls": len(controls), "build_seconds": round(build.seconds, 2)}
     for use_history in (False, True):
         name = "with_history" if use_history else "no_history"
         progress(f"fusing {len(cases)} changed cases and {2 * len(controls)} controls ({name})")
