@@ -218,9 +218,26 @@ def extract_claims(sentence: str) -> tuple[Claim, ...]:
     return tuple(claims)
 
 
+def _as_number(c: Claim) -> Claim:
+    """A bare year-like number is read as a year ("in 1425"), a smaller one as a count ("600 AD"):
+    the same slot, so a year-only date compares with a unitless number as a number."""
+    if c.kind == DATE and c.norm[1:] == (0, 0):  # type: ignore[index]
+        return Claim(c.subject, c.predicate, c.value, NUMBER, (float(c.norm[0]), ""), c.frame, c.context, c.sentence)  # type: ignore[index]
+    return c
+
+
+def _aligned(a: Claim, b: Claim) -> tuple[Claim, Claim]:
+    if {a.kind, b.kind} == {DATE, NUMBER}:
+        a2, b2 = _as_number(a), _as_number(b)
+        if a2.kind == b2.kind == NUMBER and a2.norm[1] == b2.norm[1] == "":  # type: ignore[index]
+            return a2, b2
+    return a, b
+
+
 def agree(a: Claim, b: Claim) -> bool:
-    """Do two claims of one kind state the same value? (Whether they are about the same thing is
+    """Do two comparable claims state the same value? (Whether they are about the same thing is
     conflicts.py's question.)"""
+    a, b = _aligned(a, b)
     if a.kind != b.kind:
         return False
     if a.kind == NUMBER:
@@ -235,7 +252,9 @@ def agree(a: Claim, b: Claim) -> bool:
 
 
 def comparable(a: Claim, b: Claim) -> bool:
-    """Can the two values be compared at all: same kind, and for numbers the same unit."""
+    """Can the two values be compared at all: same kind (a year and a unitless number count as
+    numbers), and for numbers the same unit."""
+    a, b = _aligned(a, b)
     if a.kind != b.kind:
         return False
     if a.kind == NUMBER:

@@ -81,8 +81,7 @@ class Conflict:
     def summary(self) -> str:
         """One sentence for the answer: the chosen value, and that sources disagree."""
         others = "; ".join(f"{s.value} ({', '.join(s.sites)})" for s in self.sides[1:])
-        what = f"{self.subject}: " if self.subject else ""
-        return (f"Sources disagree on {what}{self.winner.value} ({', '.join(self.winner.sites)}) against {others}; "
+        return (f"Sources disagree: {self.winner.value} ({', '.join(self.winner.sites)}) against {others}; "
                 f"{self.winner.value} is kept because {self.reason}.")
 
 

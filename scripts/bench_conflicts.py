@@ -6,7 +6,9 @@ answer) and MTRAG (the gold passage's sentence closest to the question). A copy 
 held by some sites ("liars") has one value in that sentence changed: a number (scaled), a date
 (year moved) or a name (swapped for another answer-name from the data). The values to change are
 found by plain regular expressions on the *answer* (SQuAD) or the sentence (MTRAG), not by
-gateway/claims.py, so the extractor's blind spots count against its recall. 2-5 sites per case,
+gateway/claims.py, so the extractor's blind spots count against its recall. A change is used only
+when the value occurs once in the sentence and the new value is not already there (otherwise the
+changed copy still states the original value: see _clean_change). 2-5 sites per case,
 the honest side a majority, a tie, or a minority. Each site answers as a hansa site does: its copy's
 three sentences closest to the question (the answer sentence always among them), with its own
 cosine as relevance; the gateway fuses them with `hansa.gateway.fusion.fuse` (the real embedder).
@@ -126,6 +128,14 @@ def _mutate_value(kind: str, value: str, rng: random.Random, names: Sequence[str
     return rng.choice(choices) if choices else None
 
 
+def _clean_change(sentence: str, value: str, changed: str) -> bool:
+    """A change is a clean contradiction when the value occurs once in the sentence and the new value
+    is not already stated there ("1963 to 1989" -> "1989 to 1989" says both): otherwise the changed
+    copy still states the original, and no reader could tell which value it means."""
+    folded = sentence.casefold()
+    return folded.count(value.casefold()) == 1 and changed.casefold() not in folded
+
+
 def _kind_of(answer: str) -> str | None:
     if _YEAR.search(answer):
         return "date"
@@ -185,6 +195,8 @@ def squad_cases(root: Path, n: int, seed: int) -> tuple[list[Case], list[Case]]:
             continue
         used_passages.add(pid)
         per_kind[kind] += 1
+        if not _clean_change(sentences[target], answer, changed):
+            continue
         mutated = sentences[target].replace(answer, changed, 1)
         cases.append(Case("squad", q["question"], pid, sentences, target, kind, answer, changed, mutated))
     return cases, controls
@@ -225,7 +237,7 @@ def mtrag_cases(root: Path, n: int, seed: int, embedder: Any) -> list[Case]:
                 continue
             kind, value = found[0]
             changed = _mutate_value(kind, value, rng, names)
-            if not changed:
+            if not changed or not _clean_change(s, value, changed):
                 continue
             used.add(pid)
             out.append(Case("mtrag", q.text, pid, sentences, int(i), kind, value, changed,

@@ -96,3 +96,12 @@ def test_empty_and_value_free_sentences() -> None:
     assert extract_claims("   ") == ()
     (only,) = extract_claims("A quarter of farmland is used to grow consumable crops.")
     assert only.kind == POLARITY and only.norm is True
+
+
+def test_a_year_and_a_unitless_number_compare_as_numbers() -> None:
+    """MTRAG (govt): "earlier than 600 AD" changed to "earlier than 1425 AD" reads 1425 as a year."""
+    (count,) = by_kind("Welsh may have been around even earlier than 600 AD.", NUMBER)
+    (year,) = by_kind("Welsh may have been around even earlier than 1425 AD.", DATE)
+    assert comparable(count, year) and not agree(count, year)
+    (same,) = by_kind("Welsh may have been around even earlier than 1425 AD.", DATE)
+    assert agree(year, same)
