@@ -128,12 +128,16 @@ def _mutate_value(kind: str, value: str, rng: random.Random, names: Sequence[str
     return rng.choice(choices) if choices else None
 
 
+def _tokens(text: str) -> set[str]:
+    return {t for t in re.findall(r"\w+", text.casefold()) if len(t) > 3 or t.isdigit()}
+
+
 def _clean_change(sentence: str, value: str, changed: str) -> bool:
-    """A change is a clean contradiction when the value occurs once in the sentence and the new value
-    is not already stated there ("1963 to 1989" -> "1989 to 1989" says both): otherwise the changed
-    copy still states the original, and no reader could tell which value it means."""
-    folded = sentence.casefold()
-    return folded.count(value.casefold()) == 1 and changed.casefold() not in folded
+    """A change is a clean contradiction when the value occurs once in the sentence and what the
+    change brings in is not already stated there ("1963 to 1989" -> "1989 to 1989" says both):
+    otherwise the changed copy still states the original, and no reader could tell which it means."""
+    new = _tokens(changed) - _tokens(value)
+    return sentence.casefold().count(value.casefold()) == 1 and bool(new) and not new & _tokens(sentence)
 
 
 def _kind_of(answer: str) -> str | None:
