@@ -19,7 +19,8 @@ says that sources disagree. Near-duplicates (word Jaccard above DUPLICATE_JACCAR
 better-attributed copy — one its site actually cites, then the more confident site, then the higher
 weight — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
 indexing the citation list. Citations are ranked by what the gateway measured: a document's site
-score is capped at the best relevance the gateway measured for that site, times its reliability.
+score is capped at the best relevance the gateway measured for that site, times its reliability
+(each Citation keeps the site's own `score`; the order is the gateway's).
 With a `reliability` store, each fused answer also teaches it (see _observations).
 """
 from __future__ import annotations
