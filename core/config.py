@@ -133,6 +133,8 @@ class GatewayConfig:
     tls_cert: str = ""
     tls_key: str = ""
     proxy_hops: int = 0
+    # Site reliability learned from fusion (gateway/reliability.py): how fast old evidence fades.
+    reliability_half_life_hours: float = 168.0
 
 
 @dataclass

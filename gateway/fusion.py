@@ -1,15 +1,27 @@
-"""Extractive fusion of partial answers, with attribution a reader can follow.
+"""Extractive fusion of partial answers, with attribution a reader can follow, that does not take
+a site's word for it.
 
 The gateway holds no documents, so it cannot write new claims; it can only choose among the
 sentences sites already stand behind. Each candidate sentence is weighted by
 
-    weight = site confidence x max(0, cosine(sentence, question))
+    weight = reliability(site) x relevance x confidence x support
 
-(the site's belief it answered, times how on-topic the sentence is), near-duplicates (cosine above
-DUPLICATE_COSINE) collapse to the better-attributed copy — one its site actually cites, then the
-more confident site, then the higher weight — and the best MAX_SENTENCES are kept, best first.
-Every sentence carries an [n] marker indexing the citation list, so each claim points at the
-(site, document) it came from. Conflict-aware fusion (SPLIT-RAG) comes later.
+- relevance is measured here (gateway/relevance.py: the gateway embeds the sentences it fuses, a
+  bounded round-robin batch); a site's reported relevance can only lower it;
+- the site's confidence in [0, 1] can likewise only lower the weight;
+- reliability is the site's record (gateway/reliability.py: a decayed Beta posterior), 1 without one;
+- support grows with the other sites stating the same thing (a near-verbatim copy, or an agreeing
+  claim): 1 + SUPPORT_STEP per other site, up to MAX_SUPPORT.
+
+Claims (gateway/claims.py) are compared across sites; contradictions are resolved by the heaviest
+consistent set of claims (gateway/conflicts.py), losing sentences leave the answer, and the answer
+says that sources disagree. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
+better-attributed copy — one its site actually cites, then the more confident site, then the higher
+weight — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
+indexing the citation list. Citations are ranked by what the gateway measured: a document's site
+score is capped at the best relevance the gateway measured for that site, times its reliability
+(each Citation keeps the site's own `score`; the order is the gateway's).
+With a `reliability` store, each fused answer also teaches it (see _observations).
 """
 from __future__ import annotations
 
@@ -20,12 +32,19 @@ from typing import Sequence
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
+from hansa.gateway.relevance import MAX_MEASURED, measure, overclaimed, round_robin, trusted
+from hansa.gateway.reliability import Observation, SiteReliability
 from hansa.sync.wire import Citation, PartialAnswer
 
 MAX_SENTENCES = 4
 MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
 DUPLICATE_JACCARD = 0.8
+SUPPORT_STEP = 0.25
+MAX_SUPPORT = 2.0
+REJECTED_EVIDENCE = 0.25  # a document whose sentence lost a contradiction keeps this share of its score
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,10 @@ class FusedAnswer:
     citations: tuple[Citation, ...]
     sentences: tuple[FusedSentence, ...]
     note: str | None = None  # why there is no answer, when there is none
+    conflicts: tuple[Conflict, ...] = ()  # contradictions between sources, and how each was settled
+
+    def conflicts_json(self) -> list[dict[str, object]]:
+        return [c.to_json() for c in self.conflicts]
 
 
 @dataclass
@@ -54,7 +77,10 @@ class _Candidate:
     cited: bool
     order: int
     words: frozenset[str]
-    weight: float = 0.0
+    reported: float | None = None
+    measured: float = 0.0
+    base: float = 0.0  # reliability x trusted relevance x confidence
+    weight: float = 0.0  # base x support
 
     def attribution(self) -> tuple[bool, float, float]:
         return (self.cited, self.confidence, self.weight)
@@ -89,23 +115,49 @@ def _why_no_answer(calls: Sequence[SiteCall]) -> str:
     return f"{note}; the others failed: {failed}" if failed else note
 
 
-def _rank_citations(ok: Sequence[SiteCall], chosen: Sequence[_Candidate]) -> tuple[Citation, ...]:
-    """Union of the answering sites' citations (plus any chosen sentence's uncited document),
-    one per (site, document), best score kept, ranked by score (then site confidence)."""
-    best: dict[tuple[str, str], tuple[float, Citation]] = {}
+def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], chosen: Sequence[_Candidate],
+                    reliability: dict[str, float], rejected: set[tuple[str, str]]) -> tuple[Citation, ...]:
+    """Union of the answering sites' citations (plus any chosen sentence's uncited document), one per
+    (site, document), ranked by what the gateway measured: the site's score for the document, capped
+    at the best relevance the gateway measured among that site's sentences (a site whose sentences
+    are off-topic cannot push its documents up), or the document's own measured sentence weight if
+    higher; times the site's reliability; documents that lost a contradiction keep REJECTED_EVIDENCE."""
+    cap: dict[str, float] = {}
+    measured_doc: dict[tuple[str, str], float] = {}
+    for cand in candidates:
+        cap[cand.site_id] = max(cap.get(cand.site_id, 0.0), trusted(cand.measured, cand.reported))
+        key = (cand.site_id, cand.doc_id)
+        measured_doc[key] = max(measured_doc.get(key, 0.0), trusted(cand.measured, cand.reported))
+    best: dict[tuple[str, str], tuple[float, float, Citation]] = {}
     for call in ok:
         assert call.answer is not None
-        conf = call.answer.confidence
         for c in call.answer.citations:
             key = (call.site_id, c.doc_id)
-            if key not in best or c.score > best[key][1].score:
-                best[key] = (conf, replace(c, site_id=call.site_id))  # page and source travel along
+            if key not in best or c.score > best[key][1]:
+                best[key] = (0.0, c.score, replace(c, site_id=call.site_id))
     for cand in chosen:
         key = (cand.site_id, cand.doc_id)
         if key not in best:
-            best[key] = (cand.confidence, Citation(cand.site_id, cand.doc_id, "", 0.0))
-    ranked = sorted(best.values(), key=lambda e: (-e[1].score, -e[0], e[1].site_id, e[1].doc_id))
-    return tuple(c for _, c in ranked)
+            best[key] = (0.0, 0.0, Citation(cand.site_id, cand.doc_id, "", 0.0))
+    ranked = []
+    for key, (_, reported, citation) in best.items():
+        score = max(min(max(reported, 0.0), cap.get(key[0], 0.0)), measured_doc.get(key, 0.0))
+        score *= reliability.get(key[0], 1.0) * (REJECTED_EVIDENCE if key in rejected else 1.0)
+        ranked.append((score, reported, citation))
+    ranked.sort(key=lambda e: (-e[0], -e[1], e[2].site_id, e[2].doc_id))
+    return tuple(c for _, _, c in ranked)
+
+
+def _observations(candidates: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
+                  rejected: set[int]) -> dict[str, Observation]:
+    """What this answer says about each site that offered sentences: a success when any of its
+    sentences made the answer or agreed with another site's, one per contradiction it won; a
+    failure per contradiction it lost, and one when it claimed relevance the gateway did not measure."""
+    sites = {c.site_id for c in candidates}
+    good = {c.site_id for c in chosen} | {candidates[k].site_id for k in resolution.agreeing_sites if k not in rejected}
+    over = {c.site_id for c in candidates if overclaimed(c.measured, c.reported)}
+    return {s: Observation(successes=(s in good) + resolution.won.get(s, 0),
+                           failures=(s in over) + resolution.lost.get(s, 0)) for s in sites}
 
 
 def fuse(
@@ -114,43 +166,66 @@ def fuse(
     embedder: Embedder,
     max_sentences: int = MAX_SENTENCES,
     duplicate_jaccard: float = DUPLICATE_JACCARD,
+    *,
+    reliability: SiteReliability | None = None,
+    learn: bool = True,
+    max_measured: int = MAX_MEASURED,
 ) -> FusedAnswer:
+    """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
+    (when `learn`) this answer is recorded; without, every site weighs 1."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
-    pairs: list[tuple[SiteCall, str, str, float | None]] = []
+    per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
     for call in ok:
         assert call.answer is not None
-        pairs.extend((call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer))
+        per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer)])
+    pairs = round_robin(per_site, max_measured)
+    trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
     if not pairs:
         note = _why_no_answer(calls)
-        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, []), sentences=(), note=note)
-    relevance = np.array([rel if rel is not None else 0.0 for *_, rel in pairs], dtype=np.float32)
-    missing = [i for i, (*_, rel) in enumerate(pairs) if rel is None]
-    if missing:  # only sentences a site sent without their relevance
-        q = np.asarray(question_vector, dtype=np.float32).reshape(-1)
-        q = q / (np.linalg.norm(q) or 1.0)
-        relevance[missing] = np.asarray(embedder.embed([pairs[i][1] for i in missing]), dtype=np.float32) @ q
+        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set()),
+                           sentences=(), note=note)
+    measured = measure(question_vector, [text for _, text, _, _ in pairs], embedder)
     candidates: list[_Candidate] = []
-    for i, (call, text, doc_id, _) in enumerate(pairs):
+    for i, (call, text, doc_id, rel) in enumerate(pairs):
         assert call.answer is not None
         cited = any(c.doc_id == doc_id for c in call.answer.citations)
-        weight = call.answer.confidence * max(0.0, float(relevance[i]))
-        candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), weight))
+        cand = _Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel, float(measured[i]))
+        cand.base = trust.get(call.site_id, 1.0) * trusted(cand.measured, rel) * cand.confidence
+        candidates.append(cand)
+
+    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, extract_claims(c.text))
+                  for i, c in enumerate(candidates) if c.base > 0]
+    resolution = resolve(statements)
+    rejected = set(resolution.rejected)
+    for i, cand in enumerate(candidates):
+        others = set(resolution.agreeing_sites.get(i, set()))
+        others |= {o.site_id for o in candidates if o.site_id != cand.site_id and _jaccard(o.words, cand.words) > duplicate_jaccard}
+        cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
+
     kept: list[_Candidate] = []
-    for cand in sorted(candidates, key=lambda c: (-c.weight, c.order)):
+    for cand in sorted((c for i, c in enumerate(candidates) if i not in rejected), key=lambda c: (-c.weight, c.order)):
         dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
         if dup is None:
             kept.append(cand)
         elif cand.attribution() > kept[dup].attribution():
             kept[dup] = cand
     chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
-    citations = _rank_citations(ok, chosen)
+    if reliability is not None and learn:
+        reliability.observe(_observations(candidates, chosen, resolution, rejected))
+    lost_docs = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
+    citations = _rank_citations(ok, candidates, chosen, trust, lost_docs)
     if not chosen:
         note = _why_no_answer(calls)
-        return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note)
+        return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
+                           conflicts=resolution.conflicts)
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
         FusedSentence(c.text, c.site_id, c.doc_id, c.weight, index[(c.site_id, c.doc_id)]) for c in chosen
     )
     answer = " ".join(f"{s.text} [{s.citation}]" for s in sentences)
-    return FusedAnswer(answer=answer, citations=citations, sentences=sentences)
+    in_answer = {(s.site_id, s.doc_id) for s in sentences}
+    notes = [c.summary() for c in resolution.conflicts if in_answer & set(c.winner.documents)]
+    if notes:
+        answer += " " + " ".join(notes)
+    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hansa.gateway.client import ERROR, OK, TIMEOUT, SiteCall
-from hansa.gateway.fusion import fuse
+from hansa.gateway.fusion import SUPPORT_STEP, fuse
 from hansa.sync.wire import Citation, PartialAnswer
 
 QUESTION = "Which river flows through Lyon?"
@@ -63,8 +63,10 @@ def test_relevant_sentences_win_and_markers_index_the_citations(embedder) -> Non
     assert fused.sentences[0].site_id == "geo" and fused.sentences[0].doc_id == "rivers"
     weights = [s.weight for s in fused.sentences]
     assert weights == sorted(weights, reverse=True) and all(w > 0 for w in weights)
-    # citations: union of both sites', ranked by score (comparable across sites), each once
-    assert [(c.site_id, c.doc_id) for c in fused.citations] == [("geo", "rivers"), ("food", "bouchons"), ("geo", "history")]
+    # citations: union of both sites', each once, ranked by what the gateway measured (not by the
+    # sites' scores: food scored "bouchons" 0.7, but its sentence is further from the question than
+    # geo's sentence from "history", scored 0.3)
+    assert [(c.site_id, c.doc_id) for c in fused.citations] == [("geo", "rivers"), ("geo", "history"), ("food", "bouchons")]
     # every [n] points at the citation of the sentence it follows
     assert markers(fused.answer) == [s.citation for s in fused.sentences]
     for s in fused.sentences:
@@ -133,19 +135,24 @@ def test_a_bare_answer_without_sentences_is_used_under_its_top_citation(embedder
     assert np.isclose(fused.sentences[0].weight, 0.7 * float(embedder.embed_one(answer.answer) @ q), atol=1e-5)
 
 
-def test_sentences_with_site_relevance_need_no_embedding_and_duplicates_collapse(embedder) -> None:
-    """Sites send each sentence's cosine with the question: the gateway trusts that ranking (same
-    model everywhere) and embeds nothing; a near-verbatim copy from another site collapses."""
+def test_site_relevance_only_lowers_what_the_gateway_measured_and_copies_add_support(embedder) -> None:
+    """Sites send each sentence's cosine with the question: the gateway still measures every sentence
+    (one batch) and uses the lower of the two; a near-verbatim copy from another site collapses into
+    the better-attributed copy and counts as support (one other site: x (1 + SUPPORT_STEP))."""
     q = embedder.embed_one(QUESTION)
     text = "The Rhone flows through Lyon before meeting the Saone."
+    history = "Lyon has a large silk-weaving history."
     calls = [
-        ok_call("geo", 0.9, [(text, "rivers", 0.62), ("Lyon has a large silk-weaving history.", "history", 0.21)],
+        ok_call("geo", 0.9, [(text, "rivers", 0.5), (history, "history", 0.99)],
                 [("rivers", "Rivers of France", 0.8), ("history", "Lyon history", 0.3)]),
         ok_call("maps", 0.5, [("the Rhone flows through Lyon, before meeting the Saone", "atlas", 0.6)],
                 [("atlas", "Atlas", 0.6)]),
     ]
     counting = CountingEmbedder(embedder)
     fused = fuse(q, calls, counting)
-    assert counting.calls == 0
-    assert [s.text for s in fused.sentences] == [text, "Lyon has a large silk-weaving history."]
-    assert fused.sentences[0].weight == pytest.approx(0.9 * 0.62)
+    assert counting.calls == 1
+    measured_text, measured_history = (float(embedder.embed_one(t) @ q) for t in (text, history))
+    assert measured_text > 0.5 and measured_history < 0.99  # lowered by the site; overclaimed: measured used
+    assert [s.text for s in fused.sentences] == [text, history]
+    assert fused.sentences[0].weight == pytest.approx(0.9 * min(0.5, measured_text) * (1 + SUPPORT_STEP), rel=1e-4)
+    assert fused.sentences[1].weight == pytest.approx(0.9 * measured_history, rel=1e-4)

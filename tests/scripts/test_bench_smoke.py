@@ -157,3 +157,18 @@ def test_serving_smoke(tmp_path: Path) -> None:
         assert r["health"]["ok"] > 0 and r["health"]["latency"]["p99_ms"] > 0, r
     choice = doc["results"]["choice"]
     assert choice["server"] in ("gunicorn", "waitress") and choice["why"]
+
+
+def test_conflicts_smoke(tmp_path: Path) -> None:
+    doc = run_bench("conflicts", tmp_path)
+    cases = doc["params"]["cases"]
+    assert cases["changed"] >= 4 and cases["controls"] >= 1
+    for name in ("no_history", "with_history"):
+        res = doc["results"][name]
+        assert res["all"]["cases"] == cases["changed"], name
+        assert 0 <= res["all"]["detected"] <= res["all"]["cases"], name
+        assert res["all"]["true_reported"] <= res["all"]["reported"], name
+        assert {"honest", "distinct"} == set(res["controls"]), name
+        assert {k for k in res["by"] if k.startswith("source=")} == {"source=squad", "source=mtrag"}, name
+    assert doc["results"]["no_history"]["all"]["recall"] > 0, "copies with one value changed must be noticed"
+    assert set(doc["results"]["with_history"]["reliability_after"]) <= {f"site-{i}" for i in range(8)}
