@@ -33,6 +33,7 @@ from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
 from hansa.gateway.ratelimit import TokenBucketLimiter
 from hansa.gateway.registry import SiteRegistry, utc_now
+from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import HttpSiteTransport, SiteTransport
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import EmbeddingSpace
@@ -45,7 +46,7 @@ class Gateway:
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
-                 resources_to_close: ExitStack | None = None) -> None:
+                 resources_to_close: ExitStack | None = None, reliability: SiteReliability | None = None) -> None:
         self.cfg = cfg
         self.embedder = embedder
         self.index = index
@@ -57,7 +58,8 @@ class Gateway:
         self.query_limits = TokenBucketLimiter("query", cfg.query_burst, cfg.query_refill_per_s)
         self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
         self.publications = SitePublications(registry, index, self.publish_limits)
-        self.engine = QueryEngine(cfg, embedder, index, registry, transport)
+        self.reliability = reliability
+        self.engine = QueryEngine(cfg, embedder, index, registry, transport, reliability)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
 
@@ -112,8 +114,10 @@ class Gateway:
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head
             # files) by SitePublications, which purges sets of sites revoked while we were down.
             index = SummaryIndex(vector_store, space, gateway_dir / "publications")
+            reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
+            owned.callback(reliability.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
-                     api_keys=api_keys, identity=identity, resources_to_close=owned)
+                     api_keys=api_keys, identity=identity, resources_to_close=owned, reliability=reliability)
         except BaseException:
             owned.close()
             raise
@@ -138,7 +142,9 @@ class Gateway:
     def sites_view(self) -> dict[str, Any]:
         """The registry as operators see it: every site with its expiry and routability."""
         now = utc_now()
-        return {"sites": [r.view(now) for r in self.registry.list()]}
+        learned = {r["site_id"]: r for r in self.reliability.view()} if self.reliability else {}
+        return {"sites": [{**r.view(now), **({"reliability": learned[r.site_id]} if r.site_id in learned else {})}
+                          for r in self.registry.list()]}
 
     def health(self) -> dict[str, Any]:
         records = self.registry.list()

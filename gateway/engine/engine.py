@@ -35,6 +35,7 @@ from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, tr
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
+from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
 from hansa.sync.wire import RetrieveRequest
 
@@ -51,7 +52,10 @@ class QueryResult:
 
     def to_json(self) -> dict[str, Any]:
         """The body of a POST /v1/query answer."""
-        return {"answer": self.answer, "citations": self.citations, "trace": self.trace}
+        body = {"answer": self.answer, "citations": self.citations, "trace": self.trace}
+        if self.fused.conflicts:
+            body["conflicts"] = self.fused.conflicts_json()
+        return body
 
 
 class _Clock:
@@ -114,12 +118,13 @@ class _Calls:
 
 class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
-                 transport: SiteTransport) -> None:
+                 transport: SiteTransport, reliability: SiteReliability | None = None) -> None:
         self.cfg = cfg
         self.embedder = embedder
         self.index = index
         self.registry = registry
         self.transport = transport
+        self.reliability = reliability  # learned site weights for fusion (None: every site weighs the same)
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner]:
         return (policy.router or SummaryRouter(self.cfg.site_margin), policy.gate or AlwaysEscalate(),
@@ -192,7 +197,7 @@ class QueryEngine:
             note = "the query's budget ran out before any site could be asked"
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
         else:
-            fused = fuse_answer(routing.question_vector, calls.calls, self.embedder)
+            fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability)
         clock.add("fuse", t)
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, calls.rounds,
