@@ -163,8 +163,15 @@ def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempt
 @site.command()
 @click.option("--host", default=None, help="Interface to listen on (default: [site] host).")
 @click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default: [site] port).")
-def serve(host: str | None, port: int | None) -> None:
+@click.option("--republish/--no-republish", default=True, show_default=True,
+              help="Re-publish to [site] gateway_url in the background before the publication expires "
+                   "and when the summaries change.")
+def serve(host: str | None, port: int | None, republish: bool) -> None:
     """Answer the gateway's retrieve requests over HTTP (POST /v1/retrieve, GET /v1/health).
+
+    While it serves, it keeps the site's publication fresh (see --republish): it publishes when
+    less than [site] republish_remaining_share of the publication TTL remains, or when the
+    summaries changed, checking every [site] republish_check_s seconds.
 
     This runs werkzeug's threaded development server, fine for a trial or a demo. In production put
     the app behind a WSGI server (e.g. gunicorn with one worker when Milvus Lite is used, since Lite
@@ -181,8 +188,27 @@ def serve(host: str | None, port: int | None) -> None:
     with _site() as ctx:
         check_site_file(ctx)
         app = create_site_app(ctx)
+        republisher = _start_republisher(ctx) if republish else None
         click.echo(f"site {ctx.site_id} serving on http://{host}:{port} (development server; Ctrl-C stops)", err=True)
-        run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)
+        try:
+            run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)
+        finally:
+            if republisher is not None:
+                republisher.stop()
+
+
+def _start_republisher(ctx: Any) -> Any:
+    """The background re-publisher of `serve`, or None (with a word why) when no gateway is set."""
+    from hansa.plugin.republish import Republisher, RepublishPolicy
+
+    url = ctx.cfg.site.gateway_url
+    if not url:
+        click.echo("not re-publishing: no [site] gateway_url (HANSA_SITE_GATEWAY_URL) is set", err=True)
+        return None
+    policy = RepublishPolicy.from_config(ctx)
+    click.echo(f"re-publishing to {url} when under {policy.remaining_share:.0%} of the publication TTL "
+               f"remains or the summaries change (checked every {policy.check_s:g} s)", err=True)
+    return Republisher(ctx, url, policy).start()
 
 
 @site.command()
