@@ -41,7 +41,8 @@ _SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
 _INDEX_BUILD: dict[str, dict[str, int]] = {"IVF_FLAT": {"nlist": 128}, "HNSW": {"M": 16, "efConstruction": 200}}
 _LITE_ADVICE = (
     "Milvus Lite allows one process per data directory. Stop the other process, or run a shared "
-    "server (`milvus-lite server --host 127.0.0.1`, or Milvus standalone) and point every process "
+    "server (`milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530`, or Milvus standalone) "
+    "and point every process "
     "at it with HANSA_MILVUS_URI=http://127.0.0.1:19530."
 )
 
