@@ -98,6 +98,10 @@ class SiteConfig:
     leiden_seed: int = 42
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
     publication_ttl_hours: float = 168.0
+    # `hansa site serve` re-publishes when less than this share of the TTL remains before the
+    # gateway's copy expires, or when the summaries changed; it checks every republish_check_s.
+    republish_remaining_share: float = 0.5
+    republish_check_s: float = 60.0
     # The federation gateway's Ed25519 public key (base64, as `hansa gateway` prints it): the site
     # answers only retrieve requests signed with it (RFC 9421).
     gateway_public_key: str = ""

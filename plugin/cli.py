@@ -309,8 +309,15 @@ def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempt
 @click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default: [site] port).")
 @click.option("--workers", default=None, type=click.IntRange(1, 64),
               help="Worker processes (default: [site] workers, 1). More than one needs a Milvus server.")
-def serve(host: str | None, port: int | None, workers: int | None) -> None:
+@click.option("--republish/--no-republish", default=True, show_default=True,
+              help="Re-publish to [site] gateway_url in the background before the publication expires "
+                   "and when the summaries change.")
+def serve(host: str | None, port: int | None, workers: int | None, republish: bool) -> None:
     """Answer the gateway's retrieve requests over HTTP (POST /v1/retrieve, GET /v1/health, GET /metrics).
+
+    While it serves, it keeps the site's publication fresh (see --republish): it publishes when
+    less than [site] republish_remaining_share of the publication TTL remains, or when the
+    summaries changed, checking every [site] republish_check_s seconds (one worker per check).
 
     Runs gunicorn with --workers processes, each opening the site itself; replay nonces are shared
     between them in <home>/state.sqlite. With [site] tls_cert and tls_key it serves HTTPS. Milvus
@@ -321,12 +328,17 @@ def serve(host: str | None, port: int | None, workers: int | None) -> None:
     cfg = _config()
     options = server_options(cfg, host, port, workers)
 
+    if republish and not cfg.site.gateway_url:
+        click.echo("not re-publishing: no [site] gateway_url (HANSA_SITE_GATEWAY_URL) is set", err=True)
+        republish = False
+
     def ready() -> None:
         click.echo(f"site {cfg.site.site_id} serving on {options.scheme}://{options.bind} "
-                   f"with {options.workers} worker(s) (Ctrl-C stops)", err=True)
+                   f"with {options.workers} worker(s) (Ctrl-C stops)"
+                   + (f"; re-publishing to {cfg.site.gateway_url}" if republish else ""), err=True)
 
     try:
-        serve_site(cfg, options, on_ready=ready)
+        serve_site(cfg, options, on_ready=ready, republish=republish)
     except HansaError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -288,7 +288,8 @@ def publish_summaries(
         manifest = {r.summary_id: [r.version, summary_sha256(r)] for r in records}
         sent = len(records) if base is None else sum(
             1 for r in records if base.manifest.get(r.summary_id) != (manifest[r.summary_id][0], manifest[r.summary_id][1]))
-        commit = {"state": _State(sequence, versions, ids, {"sequence": sequence, "manifest": manifest}).to_json(),
+        accepted = {"sequence": sequence, "manifest": manifest, "expires": _expiry(envelope)}
+        commit = {"state": _State(sequence, versions, ids, accepted).to_json(),
                   "result": {"changed": changed, "retired": retired, "sent": sent, "full": base is None}}
         return envelope, commit
 
@@ -350,3 +351,22 @@ def _result(ctx: SiteContext, commit: dict[str, Any], size: int, destination: st
              changed=result.changed, sent=result.sent, full=result.full, bytes=result.bytes,
              destination=result.destination)
     return result
+
+
+def accepted_expiry(ctx: SiteContext) -> datetime | None:
+    """When the publication the gateway last accepted from this site expires; None when no
+    accepted publication is known (never published there, or recorded before expiries were)."""
+    accepted = read_state(ctx).accepted
+    expires = accepted.get("expires") if accepted else None
+    return parse_utc(str(expires), "publish state") if expires else None
+
+
+def summaries_changed(ctx: SiteContext) -> bool:
+    """Whether the site's current summaries differ from the set the gateway last accepted (new,
+    changed or withdrawn ones), judged exactly as a publication would version them."""
+    state = read_state(ctx)
+    if state.accepted is None:
+        return True
+    records, _, _ = _records(ctx, ctx.graph.communities(), state)
+    current = {r.summary_id: [r.version, summary_sha256(r)] for r in records}
+    return current != {k: list(v) for k, v in state.accepted["manifest"].items()}

@@ -54,9 +54,14 @@ def check_serving(cfg: Config, options: ServerOptions) -> None:
 
 
 @contextmanager
-def open_site_app(cfg: Config) -> Iterator[Any]:
+def open_site_app(cfg: Config, republish: bool = False) -> Iterator[Any]:
     """In a worker: open the site, check it is the installed one, and yield its API app with the
-    replay-nonce cache every worker shares (hansa.sync.nonce_store)."""
+    replay-nonce cache every worker shares (hansa.sync.nonce_store).
+
+    With `republish`, the worker also runs the background re-publisher (hansa.plugin.republish):
+    it lives in the workers, not the master, because only a worker holds the site open (Milvus
+    Lite admits one process), and the workers take turns through the shared state so each check
+    runs in exactly one of them."""
     from hansa.core.shared_state import SharedState
     from hansa.plugin.api import create_site_app
     from hansa.plugin.install import check_site_file
@@ -67,12 +72,38 @@ def open_site_app(cfg: Config) -> Iterator[Any]:
     try:
         with SiteContext.open(cfg) as ctx:
             check_site_file(ctx)
-            yield create_site_app(ctx, nonces=SharedNonceCache(state, namespace="site-nonces"))
+            republisher = _republisher(ctx, state) if republish else None
+            try:
+                yield create_site_app(ctx, nonces=SharedNonceCache(state, namespace="site-nonces"))
+            finally:
+                if republisher is not None:
+                    republisher.stop()
     finally:
         state.close()
 
 
-def serve_site(cfg: Config, options: ServerOptions, *, on_ready: Any = None) -> None:
+def _republisher(ctx: Any, state: Any) -> Any:
+    """This worker's re-publisher; a check runs only in the worker that claims its time slot."""
+    import time
+
+    from hansa.core.shared_state import Replayed
+    from hansa.plugin.republish import Republisher, RepublishPolicy
+
+    policy = RepublishPolicy.from_config(ctx)
+
+    def my_turn() -> bool:
+        now = time.time()
+        slot = int(now // policy.check_s)
+        try:
+            state.claim_once("site-republish", str(slot), now + 2 * policy.check_s, now, capacity=1024)
+        except Replayed:
+            return False  # another worker checks in this slot
+        return True
+
+    return Republisher(ctx, ctx.cfg.site.gateway_url, policy, turn=my_turn).start()
+
+
+def serve_site(cfg: Config, options: ServerOptions, *, on_ready: Any = None, republish: bool = False) -> None:
     """Check, then serve until stopped (SIGINT/SIGTERM)."""
     check_serving(cfg, options)
-    serve(lambda: open_site_app(cfg), options, on_ready=on_ready)
+    serve(lambda: open_site_app(cfg, republish=republish and bool(cfg.site.gateway_url)), options, on_ready=on_ready)

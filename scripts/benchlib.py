@@ -147,6 +147,18 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 # -- memory ---------------------------------------------------------------------------------------
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a process has used so far (Linux /proc), None where unreadable.
+
+    Why: on a machine shared with other jobs, wall time mostly measures the neighbours; the CPU a
+    server spent on a stage is what the stage costs."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _status_kib(field: str) -> int:
     """A `kB` field of /proc/self/status (psutil is not a dependency of hansa)."""
     with open("/proc/self/status", encoding="ascii") as fh:
@@ -337,7 +349,9 @@ def neo4j(uri: str | None, facts: dict[str, Any]) -> Iterator[str]:
     """A Bolt URI: `uri` when given (a running scripts/neo4j-dev, or the test suite's), otherwise a
     fresh Neo4j + GDS from scripts/neo4j_dev.py in a temporary directory, stopped on exit.
 
-    Fills `facts` with where it came from and how long it took to start (not part of any timing)."""
+    Fills `facts` with where it came from and how long it took to start (not part of any timing),
+    and `facts["pid"]` with the server's process id when this function started it (for
+    `process_cpu_seconds`; callers drop it from their report)."""
     if uri:
         facts.update({"neo4j": "given", "uri": uri})
         yield uri
@@ -348,7 +362,7 @@ def neo4j(uri: str | None, facts: dict[str, Any]) -> Iterator[str]:
         progress("starting Neo4j + GDS (scripts/neo4j_dev.py)")
         dev = neo4j_dev.Neo4jDev.start(Path(workdir))
         facts.update({"neo4j": "started", "ready_line": dev.ready_line,
-                      "startup_seconds": round(dev.startup_seconds, 2)})
+                      "startup_seconds": round(dev.startup_seconds, 2), "pid": dev.process.pid})
         try:
             yield dev.uri
         finally:

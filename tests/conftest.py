@@ -1,7 +1,8 @@
-"""Session-wide fixtures: a real Neo4j + GDS and a real local LLM, each started once, never skipped.
+"""Session-wide fixtures: a real Neo4j + GDS, a real Milvus server and a real local LLM, each
+started once, never skipped.
 
-If Neo4j or the LLM server cannot start, every test that needs it errors with the reason: CI must
-fail loudly rather than pass without the real component.
+If Neo4j, Milvus or the LLM server cannot start, every test that needs it errors with the reason:
+CI must fail loudly rather than pass without the real component.
 """
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import gc
 import importlib.util
 import os
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -39,6 +42,84 @@ def neo4j_uri(tmp_path_factory: pytest.TempPathFactory):
         yield dev.uri
     finally:
         dev.stop()
+
+
+MILVUS_START_TIMEOUT_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _milvus_answers(uri: str) -> bool:
+    from pymilvus import MilvusClient
+    from pymilvus.exceptions import MilvusException
+
+    try:
+        client = MilvusClient(uri=uri, timeout=5)
+    except MilvusException:
+        return False
+    try:
+        client.list_collections()
+        return True
+    except MilvusException:
+        return False
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """http://127.0.0.1:<port> of a real Milvus server: `milvus-lite server --data-dir DIR --host
+    127.0.0.1 --port N` (the README's command, from the installed milvus-lite package), or
+    HANSA_TEST_MILVUS_URI when a developer already runs one. Tests share it: use `milvus_server_uri`,
+    which empties it first."""
+    external = os.environ.get("HANSA_TEST_MILVUS_URI")
+    if external:
+        yield external
+        return
+    workdir = tmp_path_factory.mktemp("milvus-server")
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    log_path = workdir / "server.log"
+    # `python -m milvus_lite` is the `milvus-lite` console script, run by this interpreter so that a
+    # virtualenv without the script on PATH still finds it.
+    command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(workdir / "data"),
+               "--host", "127.0.0.1", "--port", str(port)]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + MILVUS_START_TIMEOUT_S
+        while not _milvus_answers(uri):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+                state = f"exited with {proc.returncode}" if proc.poll() is not None else "did not answer in time"
+                raise RuntimeError(f"Milvus server ({' '.join(command)}) {state}:\n{tail}")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def milvus_server_uri(milvus_server: str) -> str:
+    """The session's Milvus server, with every collection dropped: each test starts empty."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=milvus_server, timeout=30)
+    try:
+        for name in client.list_collections():
+            client.drop_collection(name)
+    finally:
+        client.close()
+    return milvus_server
 
 
 # A real OpenAI-compatible LLM: SmolLM2-135M-Instruct served by llama.cpp (xllamacpp). The GGUF ships

@@ -49,7 +49,8 @@ _INDEX_BUILD: dict[str, dict[str, int]] = {"IVF_FLAT": {"nlist": 128}, "HNSW": {
 OWNER_PROPERTY = "hansa.site"  # collection property naming the site that created it
 _LITE_ADVICE = (
     "Milvus Lite allows one process per data directory. Stop the other process, or run a shared "
-    "server (`milvus-lite server --data-dir DIR --host 127.0.0.1`, or Milvus standalone) and point every process "
+    "server (`milvus-lite server --data-dir DIR --host 127.0.0.1 --port 19530`, or Milvus standalone) "
+    "and point every process "
     "at it with HANSA_MILVUS_URI=http://127.0.0.1:19530."
 )
 

@@ -108,6 +108,22 @@ def test_ingest_smoke(tmp_path: Path, neo4j_uri: str) -> None:
 
 
 @pytest.mark.neo4j
+def test_ingest_graph_only_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    doc = run_bench("ingest", tmp_path, "--graph-only", "--neo4j-uri", neo4j_uri)
+    runs = doc["results"]["graph_write"]
+    assert set(runs) == {"embedded", "neo4j"}
+    assert doc["params"]["graph_only"] is True and "pdf" not in doc["results"]
+    embedded, neo4j = runs["embedded"], runs["neo4j"]
+    for key in ("chunks", "entities", "relations", "mentions"):
+        assert embedded[key] == neo4j[key] > 0, f"both stores write the same graph: {key}"
+    for backend, res in runs.items():
+        assert len(res["seconds_all"]) == doc["params"]["repeats"], backend
+        assert is_rate(res["chunks_per_s"]) and res["warmup_run"]["seconds"] > 0, backend
+    assert set(doc["targets"]) == {"graph_write_neo4j"}
+    assert doc["ratios"]["neo4j_vs_embedded:graph_write_chunks_per_s"] > 0
+
+
+@pytest.mark.neo4j
 def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     doc = run_bench("leiden", tmp_path, "--neo4j-uri", neo4j_uri)
     size = doc["results"]["sizes"]["2000"]

@@ -1,4 +1,7 @@
-"""MilvusVectorStore against a real Milvus Lite in a per-test data directory."""
+"""MilvusVectorStore against a real Milvus Lite in a per-test data directory, and (the same tests,
+parametrized) against a real Milvus server started once per session (`milvus-lite server`, see
+tests/conftest.py), emptied before each test. Lite-only behaviour (data paths, the directory lock)
+is tested on Lite alone."""
 from __future__ import annotations
 
 import socket
@@ -31,8 +34,16 @@ def unit(rows: list[list[float]]) -> np.ndarray:
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> str:
+def lite_path(tmp_path: Path) -> str:
     return str(tmp_path / "nested" / "milvus.db")  # the parent does not exist yet: the store creates it
+
+
+@pytest.fixture(params=["lite", "server"])
+def db_path(request: pytest.FixtureRequest, lite_path: str) -> str:
+    """A Milvus Lite data path, or the URI of the session's (emptied) Milvus server."""
+    if request.param == "lite":
+        return lite_path
+    return request.getfixturevalue("milvus_server_uri")  # resolved lazily: `-k lite` starts no server
 
 
 @pytest.fixture
@@ -203,9 +214,9 @@ def test_reopen_after_close_keeps_data_and_searches(db_path: str) -> None:
             s.ensure_collection(CollectionSpec("chunks", dim=3, fields=FIELDS))
 
 
-def test_two_stores_on_one_path_in_one_process_share_it(db_path: str) -> None:
-    first = MilvusVectorStore(db_path)
-    second = MilvusVectorStore(db_path)
+def test_two_stores_on_one_path_in_one_process_share_it(lite_path: str) -> None:
+    first = MilvusVectorStore(lite_path)
+    second = MilvusVectorStore(lite_path)
     first.ensure_collection(SPEC)
     first.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
     first.close()  # the other store still uses the directory
@@ -236,7 +247,7 @@ def test_lite_path_must_end_in_db(tmp_path: Path) -> None:
         MilvusVectorStore(str(tmp_path / "milvus"))
 
 
-def test_locked_data_dir_names_the_problem_and_the_fix(db_path: str) -> None:
+def test_locked_data_dir_names_the_problem_and_the_fix(lite_path: str) -> None:
     holder = textwrap.dedent(
         """
         import sys
@@ -247,17 +258,17 @@ def test_locked_data_dir_names_the_problem_and_the_fix(db_path: str) -> None:
         store.close()
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", holder, db_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", holder, lite_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         with pytest.raises(BackendError) as err:
-            MilvusVectorStore(db_path)
+            MilvusVectorStore(lite_path)
         message = str(err.value)
         assert "locked by another process" in message
         assert "milvus-lite server" in message and "HANSA_MILVUS_URI" in message
     finally:
         proc.communicate(input="", timeout=60)
-    with MilvusVectorStore(db_path) as s:  # once the other process is gone the directory opens
+    with MilvusVectorStore(lite_path) as s:  # once the other process is gone the directory opens
         s.ensure_collection(SPEC)
 
 
