@@ -42,6 +42,8 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--conversation", is_flag=True, help="Ask MTRAG-UN questions with the whole conversation, not the last turn.")
 @click.option("--max-passages", type=int, default=0,
               help="At most N passages per domain (SQuAD: in all), the asked questions' gold passages kept (0: all).")
+@click.option("--max-documents", type=int, default=0,
+              help="Only N whole documents (a stable hash sample, all their passages) and the questions on them (0: all).")
 @click.option("--workers", type=int, default=4, show_default=True, help="Questions asked concurrently.")
 @click.option("--site-timeout", type=float, default=60.0, show_default=True,
               help="Seconds the gateway waits for a site (shared machines are slow; failures are counted).")
@@ -54,7 +56,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep gateways (and uncached sites) here (default: a temporary directory).")
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
-             strategies: str, top_k_sites: int, conversation: bool, max_passages: int, workers: int,
+             strategies: str, top_k_sites: int, conversation: bool, max_passages: int, max_documents: int, workers: int,
              site_timeout: float, cache: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
@@ -69,7 +71,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
-                            limit_unanswerable=limit_unanswerable, max_passages=max_passages, top_k_sites=top_k_sites,
+                            limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
                             conversation=conversation, workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir)
     if smoke:

@@ -43,6 +43,7 @@ class EvalSettings:
     limit: int = 0  # answerable questions (0: all in the split)
     limit_unanswerable: int = 0  # unanswerable questions (0: all in the split; -1: none)
     max_passages: int = 0  # per domain (SQuAD: overall), gold passages kept: the CI smoke run
+    max_documents: int = 0  # whole documents, a stable hash sample; questions follow their gold
     top_k_sites: int = 0  # 0: the gateway's configured default
     conversation: bool = False
     # Seconds the gateway waits for a site. Above the deployment default (10 s) because a shared
@@ -85,6 +86,20 @@ def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: in
     answerable = sample([q for q in chosen if q.answerable], limit)
     unanswerable = [] if limit_unanswerable < 0 else sample([q for q in chosen if not q.answerable], limit_unanswerable)
     return answerable + unanswerable
+
+
+def sample_documents(ds: Dataset, max_documents: int) -> Dataset:
+    """A smaller corpus that keeps sites realistic: `max_documents` whole documents (every passage,
+    distractors included) chosen by a stable hash of `doc_id`, and only the answerable questions
+    whose gold passages all stay (unanswerable ones are kept: they have no gold)."""
+    from hansa.evaluation.datasets import stable_hash
+
+    doc_ids = sorted({p.doc_id for p in ds.passages}, key=lambda d: stable_hash("hansa-eval-docs/v1", d))
+    keep = set(doc_ids[:max_documents])
+    passages = tuple(p for p in ds.passages if p.doc_id in keep)
+    ids = {p.id for p in passages}
+    questions = tuple(q for q in ds.questions if not q.answerable or (q.gold and set(q.gold) <= ids))
+    return Dataset(ds.name, passages, questions, ds.caveat, ds.sharder, ds.federation_sizes)
 
 
 def cap_passages(passages: Sequence[Passage], questions: Sequence[Question], per_domain: int) -> tuple[Passage, ...]:
@@ -230,6 +245,8 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
     if unknown or not settings.strategies:
         raise InputError(f"unknown strategies {sorted(unknown)}; choose from {', '.join(STRATEGIES)}")
     ds = load_dataset(settings.dataset, settings.data)
+    if settings.max_documents:
+        ds = sample_documents(ds, settings.max_documents)
     questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable)
     if not questions:
         raise InputError(f"no {settings.split} questions selected")
