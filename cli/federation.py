@@ -6,6 +6,7 @@ signed-off HTTP calls — and differ only in data and questions.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from contextlib import ExitStack
@@ -51,8 +52,12 @@ class LocalFederation:
         gateway_tap: Callable[[Any], Any] | None = None,
         site_env: Mapping[str, str] | None = None,
         gateway_env: Mapping[str, str] | None = None,
+        site_cache: Any | None = None,
     ) -> None:
+        """`site_cache` (a hansa.evaluation.sitecache.SiteCache): build each site into the cache, or
+        reuse the cached build of identical content and configuration (`hansa eval`)."""
         self.workdir = workdir
+        self.site_cache = site_cache
         self.documents = documents
         self.progress = progress
         self.gateway_tap = gateway_tap
@@ -81,41 +86,16 @@ class LocalFederation:
         from hansa.gateway.service import Gateway
         from hansa.gateway.registry import SiteRegistry
         from hansa.plugin.api import create_site_app
-        from hansa.plugin.communities import build_communities
-        from hansa.plugin.ingest import ingest_paths
-        from hansa.plugin.install import install_site
         from hansa.plugin.publish import publish_summaries
-        from hansa.plugin.site import SiteContext
         from hansa.sync.keys import SiteIdentity
 
         t0 = time.perf_counter()
         # The gateway's signing key first: every site answers only requests signed with it.
         gateway_key = gateway_identity(self.workdir / "gateway").public_key_b64
         for site_id, docs in sorted(self.documents.items()):
-            home = self.workdir / site_id
-            docs_dir = home / "docs"
-            docs_dir.mkdir(parents=True, exist_ok=True)
-            (docs_dir / f"{site_id}.jsonl").write_text(
-                "".join(json.dumps({"id": d["id"], "title": d["title"], "text": d["text"]}, ensure_ascii=False) + "\n"
-                        for d in docs),
-                encoding="utf-8",
-            )
-            ctx = self._stack.enter_context(
-                SiteContext.open(role_config(
-                    home, HANSA_SITE_SITE_ID=site_id, HANSA_SITE_GATEWAY_PUBLIC_KEY=gateway_key, **self.site_env))
-            )
-            self.progress(f"site {site_id}: install, ingest {len(docs)} documents")
-            install_site(ctx)
-            ingest = ingest_paths(ctx, [docs_dir])
-            self.progress(f"site {site_id}: Leiden communities and summaries")
-            comm = build_communities(ctx)
+            ctx, info = self._open_site(site_id, docs, gateway_key)
             server = self._stack.enter_context(BackgroundServer(create_site_app(ctx)))
-            self.sites[site_id] = SiteHandle(site_id, ctx, server, {
-                "url": server.url,
-                "documents": len(docs),
-                "chunks": getattr(ingest, "chunks", None),
-                "communities": getattr(comm, "communities", None),
-            })
+            self.sites[site_id] = SiteHandle(site_id, ctx, server, {"url": server.url, **info})
 
         gw_home = self.workdir / "gateway"
         gw_home.mkdir(parents=True, exist_ok=True)
@@ -142,6 +122,54 @@ class LocalFederation:
             handle.info["published_summaries"] = getattr(published, "summaries", None)
             handle.info["publication_bytes"] = getattr(published, "bytes", None)
         self.setup_seconds = time.perf_counter() - t0
+
+    def _open_site(self, site_id: str, docs: Sequence[Mapping[str, str]], gateway_key: str) -> tuple[Any, dict[str, Any]]:
+        """An opened, served-ready site: built here (install, ingest, Leiden communities and
+        summaries), or reused from the site cache when an identical build is complete there."""
+        from hansa.plugin.communities import build_communities
+        from hansa.plugin.ingest import ingest_paths
+        from hansa.plugin.install import install_site
+        from hansa.plugin.site import SiteContext
+
+        env = {"HANSA_SITE_SITE_ID": site_id, "HANSA_SITE_GATEWAY_PUBLIC_KEY": gateway_key, **self.site_env}
+        home = self.workdir / site_id
+        if self.site_cache is not None:
+            home = self.site_cache.slot(site_id, self.site_cache.digest(site_id, docs, role_config(home, **env)))
+            built = self.site_cache.complete(home)
+            if built is not None:
+                self.site_cache.reuse(home)
+                self.progress(f"site {site_id}: reused from the site cache ({home.name})")
+                ctx = self._stack.enter_context(SiteContext.open(role_config(home, **env)))
+                return ctx, {**built, "cached": True}
+            self.site_cache.prepare(home)
+        t0 = time.perf_counter()
+        docs_dir = home / "docs"
+        docs_dir.mkdir(parents=True, exist_ok=True)
+        (docs_dir / f"{site_id}.jsonl").write_text(
+            "".join(json.dumps({"id": d["id"], "title": d["title"], "text": d["text"]}, ensure_ascii=False) + "\n"
+                    for d in docs),
+            encoding="utf-8",
+        )
+        # Built in its own context, closed (so every store has flushed) before the cache marker is
+        # written; the served context opens afterwards. Building may embed through the cache;
+        # serving keeps the plain embedder, so query-time latencies are never flattered by cache hits.
+        with SiteContext.open(role_config(home, **env)) as ctx:
+            builder = dataclasses.replace(ctx, embedder=self.site_cache.embedder(ctx.embedder)) if self.site_cache else ctx
+            self.progress(f"site {site_id}: install, ingest {len(docs)} documents")
+            install_site(builder)
+            ingest = ingest_paths(builder, [docs_dir])
+            self.progress(f"site {site_id}: Leiden communities and summaries")
+            comm = build_communities(builder)
+        info = {
+            "documents": len(docs),
+            "chunks": getattr(ingest, "chunks", None),
+            "communities": getattr(comm, "communities", None),
+            "build_seconds": round(time.perf_counter() - t0, 2),
+        }
+        if self.site_cache is not None:
+            self.site_cache.mark_complete(home, info)
+        ctx = self._stack.enter_context(SiteContext.open(role_config(home, **env)))
+        return ctx, {**info, "cached": False}
 
     @property
     def gateway_url(self) -> str:

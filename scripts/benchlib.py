@@ -379,7 +379,7 @@ def mtrag_dir() -> Path:
 
 def mtrag_passages(limit: int | None = None) -> list[Any]:
     """MTRAG passages interleaved across the four domains (so any prefix mixes topics), stable order."""
-    from hansa.cli.mtrag import load_passages
+    from hansa.evaluation.mtrag import load_passages
 
     per_domain = load_passages(mtrag_dir())
     queues = [list(per_domain[d]) for d in sorted(per_domain)]
@@ -393,7 +393,7 @@ def mtrag_passages(limit: int | None = None) -> list[Any]:
 
 def mtrag_questions(limit: int | None = None) -> list[str]:
     """Texts of real MTRAG questions (last user turn), stable order."""
-    from hansa.cli.mtrag import load_questions
+    from hansa.evaluation.mtrag import load_questions
 
     texts = [q.text for q in load_questions(mtrag_dir())]
     return texts if limit is None else texts[:limit]

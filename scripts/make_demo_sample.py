@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from hansa.cli.mtrag import load_passages, load_rewrites
+from hansa.evaluation.mtrag import load_passages, load_rewrites
 
 SITES = ("clapnq", "fiqa", "govt")
 PER_SITE = 40

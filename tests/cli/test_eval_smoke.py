@@ -1,9 +1,10 @@
-"""`hansa eval` end to end on a small slice of MTRAG: every strategy, both federation sizes, real
-sites and gateway over loopback HTTP. Asserts the report's shape and the invariants that must hold
-whatever the numbers (the oracle asks exactly the gold sites; exhaustive asks every site)."""
+"""`hansa eval --smoke` end to end on both datasets: real sites and gateway over loopback HTTP,
+every strategy. Asserts the record fields, that every metric is in range, and the invariants that
+hold whatever the numbers (the oracle asks exactly the gold sites; exhaustive asks every site)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,32 +12,71 @@ from click.testing import CliRunner
 
 from hansa.cli import main
 
-pytestmark = pytest.mark.slow
+RECORD_FIELDS = {
+    "dataset", "federation_sites", "strategy", "split", "questions", "passages_total", "gold_site_recall",
+    "evidence_recall_at_10", "mrr", "answer_contains", "answer_f1", "abstain_unanswerable", "answered_answerable",
+    "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
+    "all_gold_sites_called", "answer_rouge_l", "gateway_storage_bytes", "raw_corpus_bytes",
+}
+SHARES = ("gold_site_recall", "all_gold_sites_called", "evidence_recall_at_10", "mrr", "answer_contains", "answer_f1",
+          "answer_em", "answer_rouge_l", "abstain_unanswerable", "answered_answerable", "abstention_auroc")
 
 
-def test_eval_smoke_writes_one_record_per_federation_and_strategy(tmp_path: Path, shared_dir: Path) -> None:
-    out, plot = tmp_path / "eval.json", tmp_path / "eval.png"
+@pytest.fixture(scope="module")
+def datasets_dir(request: pytest.FixtureRequest) -> Path:
+    env = os.environ.get("HANSA_EVAL_DATA")
+    return Path(env) if env else request.getfixturevalue("shared_dir") / "datasets"
+
+
+def test_eval_without_data_says_where_to_point_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HANSA_EVAL_DATA", raising=False)
+    result = CliRunner().invoke(main, ["--home", str(tmp_path), "eval", "--dataset", "squad", "--smoke"])
+    assert result.exit_code == 2 and "--data" in result.output and "HANSA_EVAL_DATA" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["mtrag", "squad"])
+def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, tmp_path: Path, datasets_dir: Path) -> None:
+    out = tmp_path / f"eval_{dataset}.json"
     result = CliRunner().invoke(main, [
-        "--home", str(tmp_path / "home"), "--log-level", "warning", "eval",
-        "--data", str(shared_dir / "datasets" / "mtrag"), "--sites", "4,8", "--limit", "6",
-        "--max-passages", "12", "--out", str(out), "--plot", str(plot), "--workdir", str(tmp_path / "work"),
+        "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", dataset,
+        "--data", str(datasets_dir / dataset), "--smoke", "--out", str(out), "--cache", str(tmp_path / "cache"),
+        "--workdir", str(tmp_path / "work"),
     ])
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
-    assert plot.stat().st_size > 0 and "gold passages" in doc["caveat"]
+    assert out.with_suffix(".png").stat().st_size > 0 and (tmp_path / f"eval_{dataset}_routing.png").stat().st_size > 0
+    assert doc["dataset"] == dataset and doc["split"] == "report" and "fit" in doc["split_rule"]
+    assert doc["questions"]["answerable"] == 6 and doc["questions"]["total"] == 8
     records = {(r["federation_sites"], r["strategy"]): r for r in doc["records"]}
-    for n in (4, 8):
-        for strategy in ("hansa", "exhaustive", "top1", "oracle", "full_information"):
-            r = records[(n, strategy)]
-            assert r["questions"] == 6
-            assert 0.0 <= r["gold_site_recall"] <= 1.0 and 0.0 <= r["evidence_recall_at_10"] <= 1.0
-            assert r["bytes_per_query"] > 0 and r["latency_ms_p50"] > 0
-        assert records[(n, "oracle")]["gold_site_recall"] == 1.0
-        assert records[(n, "exhaustive")]["gold_site_recall"] == 1.0
-        built = len(doc["federations"][f"fed{n}"]["sites"])  # a hash split may leave a shard empty
-        assert 4 <= built <= n
-        assert records[(n, "exhaustive")]["sites_called_per_query"] == built
-        assert records[(n, "top1")]["sites_called_per_query"] == 1.0
-        curves = doc["federations"][f"fed{n}"]["routing_gold_site_recall_at_k"]
-        assert set(curves) == {"summaries", "full_information", "centroid"}
-    assert records[(1, "centralized")]["sites_called_per_query"] == 1.0
+    assert set(records) == {(4, s) for s in ("hansa", "exhaustive", "top1", "oracle", "full_information")} | {(1, "centralized")}
+    for r in records.values():
+        assert RECORD_FIELDS <= set(r), RECORD_FIELDS - set(r)
+        assert r["dataset"] == dataset and r["split"] == "report"
+        for name in SHARES:
+            assert r[name] is None or 0.0 <= r[name] <= 1.0, (name, r[name])
+        assert r["bytes_per_query"] > 0 and 0 < r["latency_ms_p50"] <= r["latency_ms_p95"]
+        assert r["gateway_storage_bytes"] > 0 and r["raw_corpus_bytes"] > 0
+        assert r["answer_f1"] is not None and r["answered_answerable"] is not None
+        assert (r["answer_contains"] is not None) == (dataset == "squad")
+        assert (r["answer_rouge_l"] is not None) == (dataset == "mtrag")
+    assert records[(4, "oracle")]["gold_site_recall"] == 1.0 and records[(4, "oracle")]["questions"] == 6
+    assert records[(4, "oracle")]["abstain_unanswerable"] is None  # no gold site to ask
+    assert records[(4, "exhaustive")]["gold_site_recall"] == 1.0
+    assert records[(4, "hansa")]["abstain_unanswerable"] is not None
+    built = len(doc["federations"]["fed4"]["sites"])
+    assert records[(4, "exhaustive")]["sites_called_per_query"] == built
+    assert records[(4, "top1")]["sites_called_per_query"] == 1.0
+    curves = doc["federations"]["fed4"]["routing_gold_site_recall_at_k"]
+    assert set(curves) == {"summaries", "full_information", "centroid"}
+    assert all(0.0 <= v <= 1.0 for c in curves.values() for v in c.values())
+
+    again = CliRunner().invoke(main, [
+        "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", dataset,
+        "--data", str(datasets_dir / dataset), "--smoke", "--out", str(out), "--cache", str(tmp_path / "cache"),
+        "--strategies", "hansa,oracle",
+    ])
+    assert again.exit_code == 0, again.output
+    rerun = json.loads(out.read_text())
+    assert rerun["federations"]["fed4"]["sites_built"] == 0  # every site came from the cache
+    assert rerun["federations"]["fed4"]["sites_reused"] == built

@@ -1,0 +1,188 @@
+"""From outcomes to the report: one record per (dataset, federation, strategy, split), the JSON
+document, a Markdown table and two PNGs (evidence recall vs sites called; routing curves).
+
+Which questions each figure is over (so no number mixes populations):
+- routing and evidence (gold-site recall, all gold sites called, evidence recall@10, MRR) and
+  answer quality: answerable questions with gold passages (SQuAD short answers; MTRAG-UN reference
+  responses where a question has them);
+- `abstain_unanswerable`: unanswerable (and MTRAG-UN underspecified) questions;
+  `answered_answerable`: answerable ones;
+- cost and latency: every question asked.
+A figure with no question to stand on is null, never 0.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from hansa.evaluation import metrics
+from hansa.evaluation.runner import FederationRun, Outcome
+
+RECORD_COLUMNS = (
+    "federation_sites", "strategy", "questions", "gold_site_recall", "all_gold_sites_called", "evidence_recall_at_10",
+    "mrr", "answer_contains", "answer_f1", "answer_rouge_l", "abstain_unanswerable", "answered_answerable",
+    "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
+)
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    return round(float(np.percentile(np.asarray(values, dtype=float), q)), 2) if values else None
+
+
+def correct(o: Outcome) -> bool:
+    """Right for selective answering: answered, answerable, and (SQuAD) containing a reference answer
+    or (no short answers: MTRAG) citing a gold passage."""
+    q = o.question
+    if o.abstained or not q.answerable:
+        return False
+    if q.answers:
+        return bool(metrics.contains_answer(metrics.answer_text(o.answer), q.answers))
+    return bool(set(q.gold) & set(o.ranked_docs))
+
+
+def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome], passages_total: int) -> dict[str, Any]:
+    answerable = [o for o in outcomes if o.question.answerable and o.question.gold]
+    unanswerable = [o for o in outcomes if not o.question.answerable]
+    short = [o for o in answerable if o.question.answers]
+    long_ref = [o for o in answerable if o.question.references]
+    text = {id(o): metrics.answer_text(o.answer) for o in short + long_ref}
+    rc = metrics.risk_coverage([0.0 if o.abstained else o.confidence for o in outcomes], [correct(o) for o in outcomes])
+    return {
+        "dataset": dataset,
+        "federation_sites": n_sites,
+        "strategy": outcomes[0].strategy,
+        "split": split,
+        "questions": len(outcomes),
+        "answerable_questions": len([o for o in outcomes if o.question.answerable]),
+        "unanswerable_questions": len(unanswerable),
+        "passages_total": passages_total,
+        "gold_site_recall": _mean(metrics.gold_site_recall(o.asked_sites, o.gold_sites) for o in answerable),
+        "all_gold_sites_called": _mean(metrics.all_gold_sites_called(o.asked_sites, o.gold_sites) for o in answerable),
+        "evidence_recall_at_10": _mean(metrics.evidence_recall_at(o.ranked_docs, o.question.gold, 10) for o in answerable),
+        "mrr": _mean(metrics.reciprocal_rank(o.ranked_docs, o.question.gold) for o in answerable),
+        "answer_contains": _mean(metrics.contains_answer(text[id(o)], o.question.answers) for o in short),
+        "answer_em": _mean(metrics.exact_match(text[id(o)], o.question.answers) for o in short),
+        "answer_f1": _mean([metrics.token_f1(text[id(o)], o.question.answers) for o in short]
+                           or [metrics.token_f1(text[id(o)], o.question.references) for o in long_ref]),
+        "answer_rouge_l": _mean(metrics.rouge_l(text[id(o)], o.question.references) for o in long_ref),
+        "answer_words_mean": _mean(len(metrics.answer_text(o.answer).split()) for o in outcomes if not o.abstained),
+        "abstain_unanswerable": _mean(float(o.abstained) for o in unanswerable),
+        "answered_answerable": _mean(float(not o.abstained) for o in outcomes if o.question.answerable),
+        "abstention_auroc": metrics.auroc([0.0 if o.abstained else o.confidence for o in outcomes],
+                                          [o.question.answerable for o in outcomes]),
+        "risk_coverage": rc,
+        "sites_called_per_query": round(statistics.fmean(len(o.asked_sites) for o in outcomes), 3),
+        "bytes_per_query": round(statistics.fmean(o.bytes for o in outcomes), 1),
+        "failed_site_calls_per_query": round(statistics.fmean(o.failed_calls for o in outcomes), 3),
+        "gateway_overhead_ms_p50": _pct([o.gateway_ms for o in outcomes], 50),
+        "gateway_overhead_ms_p95": _pct([o.gateway_ms for o in outcomes], 95),
+        "latency_ms_p50": _pct([o.e2e_ms for o in outcomes], 50),
+        "latency_ms_p95": _pct([o.e2e_ms for o in outcomes], 95),
+        "latency_ms_mean": round(statistics.fmean(o.e2e_ms for o in outcomes), 1),
+    }
+
+
+def records_of(dataset: str, split: str, runs: Sequence[FederationRun]) -> list[dict[str, Any]]:
+    out = []
+    for run in runs:
+        by_strategy: dict[str, list[Outcome]] = {}
+        for o in run.outcomes:
+            by_strategy.setdefault(o.strategy, []).append(o)
+        for outcomes in by_strategy.values():
+            record = summarize(dataset, split, run.n_sites, outcomes, run.meta["passages_total"])
+            record["gateway_storage_bytes"] = run.meta["gateway_storage_bytes"]
+            record["raw_corpus_bytes"] = run.meta["raw_corpus_bytes"]
+            out.append(record)
+    return out
+
+
+def table(records: Sequence[dict[str, Any]]) -> str:
+    head = "| " + " | ".join(RECORD_COLUMNS) + " |\n|" + "---|" * len(RECORD_COLUMNS) + "\n"
+    return head + "".join("| " + " | ".join("–" if r.get(c) is None else str(r[c]) for c in RECORD_COLUMNS) + " |\n"
+                          for r in records)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_tradeoff(records: Sequence[dict[str, Any]], title: str, caveat: str, path: Path) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sizes = sorted({r["federation_sites"] for r in records})
+    markers = dict(zip(sizes, "*osD^v"))
+    for r in records:
+        if r["evidence_recall_at_10"] is None:
+            continue
+        ax.scatter(r["sites_called_per_query"], r["evidence_recall_at_10"], marker=markers[r["federation_sites"]], s=60)
+        ax.annotate(f"{r['strategy']} ({r['federation_sites']})", (r["sites_called_per_query"], r["evidence_recall_at_10"]),
+                    fontsize=8, xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("sites called per question")
+    ax.set_ylabel("evidence recall@10")
+    ax.set_title(title + " — " + ", ".join(f"{m} = {n} site{'s' * (n > 1)}" for n, m in markers.items()), fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.text(0.01, 0.01, caveat, fontsize=6, wrap=True)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_routing_curves(federations: dict[str, dict[str, Any]], title: str, path: Path) -> None:
+    curves = {name: meta["routing_gold_site_recall_at_k"] for name, meta in federations.items()
+              if meta.get("routing_gold_site_recall_at_k")}
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, max(1, len(curves)), figsize=(4.5 * max(1, len(curves)), 3.8), squeeze=False)
+    for ax, (name, by_router) in zip(axes[0], curves.items()):
+        for router, points in by_router.items():
+            ks = [int(k.split("=")[1]) for k in points]
+            ax.plot(ks, list(points.values()), marker="o", label=router)
+        ax.set_title(f"{title}, {name}", fontsize=9)
+        ax.set_xlabel("sites called (k)")
+        ax.set_ylabel("gold-site recall")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def document(result: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """The JSON a run writes: what was asked of what, build costs per federation, one record per
+    (dataset, federation, strategy, split)."""
+    import os
+    import platform
+
+    from hansa.evaluation import split as split_rule
+
+    ds = result["dataset"]
+    questions = result["questions"]
+    runs: Sequence[FederationRun] = result["runs"]
+    return {
+        "dataset": ds.name,
+        "caveat": ds.caveat,
+        "split": settings.split,
+        "split_rule": split_rule.__doc__.strip().split("\n\n")[1].replace("\n", " "),
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(settings).items()},
+        "machine": {"cpu_count": os.cpu_count(), "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+                    "python": platform.python_version()},
+        "questions": {"total": len(questions), "answerable": sum(q.answerable for q in questions),
+                      "by_kind": {k: sum(q.kind == k for q in questions) for k in sorted({q.kind for q in questions})}},
+        "passages_total": len(result["passages"]),
+        "raw_corpus_bytes": sum(len(p.text.encode("utf-8")) for p in result["passages"]),
+        "federations": {f"fed{r.n_sites}": r.meta for r in runs},
+        "records": records_of(ds.name, settings.split, runs),
+    }

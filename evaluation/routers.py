@@ -1,0 +1,89 @@
+"""Reference routers that rank sites without calling them, and gold-site recall curves over k.
+
+full information: every chunk embedding of every site at the gateway, sites ranked by their best
+chunk. hansa may not ship it (it is exactly what must not leave a site); it is the bar summary-only
+routing is measured against. centroid: one mean chunk vector per site, the simplest summary.
+summaries: the gateway's own index and scorer over the signed community summaries.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from hansa.evaluation.metrics import recall_at_k_curve
+
+ROUTERS = ("summaries", "full_information", "centroid")
+
+
+class FullInformationRouter:
+    """Chunk ids are deterministic (plugin.chunking), so the vectors are read back from each site's
+    Milvus rather than recomputed: exactly what the sites index."""
+
+    def __init__(self, fed: Any) -> None:
+        from hansa.plugin.chunking import chunk_text
+        from hansa.plugin.readers import read_path
+        from hansa.plugin.site import CHUNKS
+
+        vecs, owners = [], []
+        for site_id, handle in fed.sites.items():
+            site_cfg = handle.ctx.cfg.site
+            docs = read_path(handle.ctx.cfg.home / "docs")  # what the site ingested, read as ingest reads it
+            ids = [c.id for d in docs for c in chunk_text(d.id, d.text, site_cfg.chunk_size, site_cfg.chunk_overlap)]
+            got = handle.ctx.vectors.get(CHUNKS, ids)
+            if len(got) != len(ids):
+                raise RuntimeError(f"site {site_id}: {len(ids) - len(got)} chunk vectors missing")
+            vecs.extend(got.values())
+            owners.extend([site_id] * len(got))
+        self.matrix = np.vstack(vecs).astype(np.float32)
+        self.owners = np.asarray(owners)
+        self.sites = sorted(set(owners))
+        self._columns = {s: np.flatnonzero(self.owners == s) for s in self.sites}
+
+    def rank_many(self, qvecs: np.ndarray) -> list[list[tuple[str, float]]]:
+        """For each question vector, (site, best chunk score) best first."""
+        names = list(self._columns)
+        out = []
+        for start in range(0, len(qvecs), 256):  # bounded memory: 256 x chunks scores at a time
+            scores = qvecs[start:start + 256] @ self.matrix.T
+            best = np.column_stack([scores[:, cols].max(axis=1) for cols in self._columns.values()])
+            for row in best:
+                order = np.argsort(-row, kind="stable")
+                out.append([(names[i], float(row[i])) for i in order])
+        return out
+
+    def centroids(self) -> tuple[list[str], np.ndarray]:
+        means = []
+        for site in self.sites:
+            mean = self.matrix[self._columns[site]].mean(axis=0)
+            means.append(mean / np.linalg.norm(mean))
+        return self.sites, np.vstack(means)
+
+
+def summary_ranking(fed: Any, qvec: np.ndarray, top_m: int) -> list[str]:
+    """Sites as the gateway's summary router ranks them for a question vector."""
+    from hansa.gateway.router import score_sites
+
+    index = fed.gateway_service.index
+    return [s.site_id for s in score_sites(index.search(qvec, top_m), set(fed.sites))]
+
+
+def routing_curves(fed: Any, full: FullInformationRouter, qvecs: np.ndarray, gold_sites: Sequence[Sequence[str]],
+                   full_ranked: Sequence[Sequence[tuple[str, float]]], top_m: int, max_k: int = 8) -> dict[str, dict[str, float]]:
+    """Mean gold-site recall at k = 1..max_k for each router, over questions that have gold sites."""
+    names, cents = full.centroids()
+    max_k = min(max_k, len(names))
+    sums = {r: np.zeros(max_k) for r in ROUTERS}
+    n = 0
+    for qvec, gold, ranked_full in zip(qvecs, gold_sites, full_ranked):
+        if not gold:
+            continue
+        rankings = {
+            "summaries": summary_ranking(fed, qvec, top_m),
+            "full_information": [s for s, _ in ranked_full],
+            "centroid": [names[i] for i in np.argsort(-(cents @ qvec), kind="stable")],
+        }
+        for r, ranked in rankings.items():
+            sums[r] += recall_at_k_curve(ranked, gold, max_k)
+        n += 1
+    return {r: {f"k={k + 1}": round(float(v[k]) / max(n, 1), 4) for k in range(max_k)} for r, v in sums.items()}

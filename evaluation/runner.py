@@ -1,0 +1,270 @@
+"""One evaluation run: build (or reuse) each federation, ask every question through every strategy,
+and turn the answers into per-question outcomes.
+
+Strategies, all against the same sites in the same run, over real signed HTTP:
+  hansa            the gateway as configured (summary routing, fusion)
+  exhaustive       every site is asked (the cost ceiling)
+  centralized      one site holding every passage (the quality a federation gives up)
+  top1             DGRAG's m = k = 1: only the best-matching summary's site
+  oracle           only the gold site(s) (the cost floor; answerable questions only)
+  full_information sites ranked by their single best chunk, under hansa's selection rule — needs
+                   every chunk embedding at the gateway, so hansa may not ship it.
+
+Speed: question vectors for the reference routers are embedded in one batch; routing curves are
+computed without calling sites; the questions themselves are asked by a thread pool (`workers`),
+since a question mostly waits on sites. The gateway drives are `LocalFederation.query` (HTTP).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from hansa.core.errors import HansaError, InputError
+from hansa.evaluation import metrics
+from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
+from hansa.evaluation.split import sample, select
+
+STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    dataset: str
+    data: Path
+    federations: tuple[int, ...]
+    strategies: tuple[str, ...] = STRATEGIES
+    split: str = "report"
+    limit: int = 0  # answerable questions (0: all in the split)
+    limit_unanswerable: int = 0  # unanswerable questions (0: all in the split; -1: none)
+    max_passages: int = 0  # per domain (SQuAD: overall), gold passages kept: the CI smoke run
+    max_documents: int = 0  # whole documents, a stable hash sample; questions follow their gold
+    top_k_sites: int = 0  # 0: the gateway's configured default
+    conversation: bool = False
+    # Seconds the gateway waits for a site. Above the deployment default (10 s) because a shared
+    # 2-core machine under load makes sites slow, and a timed-out site would be scored as a routing
+    # or abstention result; failed calls are still counted per record.
+    site_timeout_s: float = 60.0
+    workers: int = 4
+    cache: Path | None = None  # None: build into the work directory, nothing reused
+    workdir: Path | None = None
+
+
+@dataclass
+class Outcome:
+    """One question asked through one strategy, as the gateway answered it."""
+
+    strategy: str
+    question: Question
+    gold_sites: list[str]
+    asked_sites: list[str]
+    ranked_docs: list[str]
+    answer: str
+    abstained: bool
+    confidence: float
+    bytes: int
+    gateway_ms: float
+    e2e_ms: float
+    failed_calls: int = 0  # sites that timed out or failed
+
+
+@dataclass
+class FederationRun:
+    n_sites: int
+    outcomes: list[Outcome] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: int) -> list[Question]:
+    """The split's answerable questions (first `limit` in hash order) and unanswerable ones."""
+    chosen = select(ds.questions, split)
+    answerable = sample([q for q in chosen if q.answerable], limit)
+    unanswerable = [] if limit_unanswerable < 0 else sample([q for q in chosen if not q.answerable], limit_unanswerable)
+    return answerable + unanswerable
+
+
+def sample_documents(ds: Dataset, max_documents: int) -> Dataset:
+    """A smaller corpus that keeps sites realistic: `max_documents` whole documents (every passage,
+    distractors included) chosen by a stable hash of `doc_id`, and only the answerable questions
+    whose gold passages all stay (unanswerable ones are kept: they have no gold)."""
+    from hansa.evaluation.datasets import stable_hash
+
+    doc_ids = sorted({p.doc_id for p in ds.passages}, key=lambda d: stable_hash("hansa-eval-docs/v1", d))
+    keep = set(doc_ids[:max_documents])
+    passages = tuple(p for p in ds.passages if p.doc_id in keep)
+    ids = {p.id for p in passages}
+    questions = tuple(q for q in ds.questions if not q.answerable or (q.gold and set(q.gold) <= ids))
+    return Dataset(ds.name, passages, questions, ds.caveat, ds.sharder, ds.federation_sizes)
+
+
+def cap_passages(passages: Sequence[Passage], questions: Sequence[Question], per_domain: int) -> tuple[Passage, ...]:
+    """At most `per_domain` passages per domain (SQuAD has one, ""): the questions' gold passages
+    first, then the rest in their stable order, so every question keeps its evidence."""
+    gold = {g for q in questions for g in q.gold}
+    out: list[Passage] = []
+    for domain in sorted({p.domain for p in passages}):
+        mine = [p for p in passages if p.domain == domain]
+        keep = [p for p in mine if p.id in gold]
+        keep += [p for p in mine if p.id not in gold][: max(0, per_domain - len(keep))]
+        out += sorted(keep, key=lambda p: p.id)
+    return tuple(out)
+
+
+def _gateway_overhead_ms(trace: dict[str, Any]) -> float:
+    """Everything but waiting for sites: total minus calls where the trace has both, else the
+    routing and fusion stages."""
+    if "total_ms" in trace and "calls_ms" in trace:
+        return max(0.0, float(trace["total_ms"]) - float(trace["calls_ms"]))
+    return float(trace.get("routing_ms", 0.0)) + float(trace.get("fusion_ms", 0.0))
+
+
+def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict[str, Any], e2e_ms: float) -> Outcome:
+    trace = response.get("trace", {})
+    docs: list[str] = []
+    for c in response.get("citations", []):
+        if c["doc_id"] not in docs:
+            docs.append(c["doc_id"])
+    return Outcome(
+        strategy=strategy, question=q, gold_sites=gold_sites,
+        asked_sites=[c["site_id"] for c in trace.get("per_site", [])], ranked_docs=docs,
+        answer=str(response.get("answer", "")), abstained=metrics.abstained(response),
+        confidence=metrics.confidence(response),
+        bytes=int(trace.get("bytes_in", 0)) + int(trace.get("bytes_out", 0)),
+        gateway_ms=_gateway_overhead_ms(trace), e2e_ms=e2e_ms,
+        failed_calls=sum(1 for c in trace.get("per_site", []) if c.get("status") != "ok"),
+    )
+
+
+def _ask(fed: Any, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    t0 = time.perf_counter()
+    resp = fed.query(body, timeout=300)
+    e2e = (time.perf_counter() - t0) * 1000
+    if resp.status_code != 200:
+        raise HansaError(f"gateway answered {resp.status_code} to {body!r:.200}: {resp.text[:300]}")
+    return resp.json(), e2e
+
+
+def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any]:
+    infos = [h.info for h in fed.sites.values()]
+    summaries = sum(int(i.get("published_summaries") or 0) for i in infos)
+    dim = int(next(iter(fed.sites.values())).ctx.embedder.dim)
+    raw = sum(len(p.text.encode("utf-8")) for ps in sites.values() for p in ps)
+    storage = sum(int(i.get("publication_bytes") or 0) for i in infos)
+    return {
+        "sites": {s: len(ps) for s, ps in sites.items()},
+        "passages_total": sum(len(ps) for ps in sites.values()),
+        "chunks": sum(int(i.get("chunks") or 0) for i in infos),
+        "setup_seconds": round(fed.setup_seconds, 1),
+        "sites_built": sum(1 for i in infos if not i.get("cached")),
+        "sites_reused": sum(1 for i in infos if i.get("cached")),
+        "build_seconds_sum": round(sum(float(i.get("build_seconds") or 0.0) for i in infos), 1),
+        "published_summaries": summaries,
+        # what the gateway holds: the signed publications it verified (vectors + metadata), and
+        # the bare float32 vectors inside them
+        "gateway_storage_bytes": storage,
+        "gateway_vector_bytes": summaries * dim * 4,
+        "raw_corpus_bytes": raw,
+        "gateway_storage_share_of_raw": round(storage / raw, 4) if raw else None,
+    }
+
+
+def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequence[Question], n_sites: int,
+                   settings: EvalSettings, root: Path, cache: Any, progress: Progress) -> FederationRun:
+    from hansa.cli.federation import LocalFederation
+    from hansa.evaluation.routers import FullInformationRouter, routing_curves
+
+    subset = Dataset(ds.name, passages, ds.questions, ds.caveat, ds.sharder, ds.federation_sizes)
+    sites = subset.sites(n_sites)
+    site_of = {p.id: s for s, ps in sites.items() for p in ps}
+    docs = {s: [p.as_document() for p in ps] for s, ps in sites.items()}
+    central = n_sites == 1
+    strategies = ["centralized"] if central else [s for s in settings.strategies if s != "centralized"]
+    gateway_env = {"HANSA_GATEWAY_SITE_TIMEOUT_S": str(settings.site_timeout_s)}
+    if settings.top_k_sites:
+        gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
+    run = FederationRun(n_sites)
+    with LocalFederation(root / f"fed{n_sites}", docs, progress=progress, gateway_env=gateway_env,
+                         site_cache=cache) as fed:
+        run.meta = _federation_meta(fed, sites)
+        progress(f"fed{n_sites}: ready in {run.meta['setup_seconds']} s "
+                 f"({run.meta['sites_built']} sites built, {run.meta['sites_reused']} reused)")
+        gw = fed.gateway_config.gateway
+        texts = [q.asked(settings.conversation) for q in questions]
+        gold_sites = [sorted({site_of[g] for g in q.gold if g in site_of}) for q in questions]
+        plans: list[dict[str, dict[str, Any]]] = [{} for _ in questions]
+        if not central:
+            t0 = time.perf_counter()
+            embedder = next(iter(fed.sites.values())).ctx.embedder
+            qvecs = embedder.embed(texts)
+            full = FullInformationRouter(fed)
+            full_ranked = full.rank_many(qvecs)
+            run.meta["routing_gold_site_recall_at_k"] = routing_curves(
+                fed, full, qvecs, gold_sites, full_ranked, gw.top_m_summaries)
+            run.meta["routing_curves_seconds"] = round(time.perf_counter() - t0, 1)
+            top_k = settings.top_k_sites or gw.top_k_sites
+            for plan, text, gold, ranked in zip(plans, texts, gold_sites, full_ranked):
+                floor = ranked[0][1] - gw.site_margin  # hansa's selection rule over the full ranking
+                plan.update({
+                    "hansa": {"question": text},
+                    "exhaustive": {"question": text, "sites": sorted(fed.sites)},
+                    "top1": {"question": text, "top_k_sites": 1},
+                    "full_information": {"question": text, "sites": [s for s, sc in ranked[:top_k] if sc >= floor]},
+                })
+                if gold:
+                    plan["oracle"] = {"question": text, "sites": gold}
+        else:
+            for plan, text in zip(plans, texts):
+                plan["centralized"] = {"question": text, "sites": ["central"]}
+
+        def ask_all(i: int) -> list[Outcome]:
+            return [outcome_of(s, questions[i], gold_sites[i], *_ask(fed, plans[i][s]))
+                    for s in strategies if s in plans[i]]
+
+        t0 = time.perf_counter()
+        done = 0
+        with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
+            for result in pool.map(ask_all, range(len(questions))):
+                run.outcomes.extend(result)
+                done += 1
+                if done % 50 == 0:
+                    progress(f"fed{n_sites}: {done}/{len(questions)} questions")
+        wall = time.perf_counter() - t0
+        run.meta["ask_seconds"] = round(wall, 1)
+        run.meta["questions_per_second"] = round(len(questions) / wall, 3) if wall else None
+    return run
+
+
+def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str, Any]:
+    """Every federation of `settings`, then the centralized site; returns runs and inputs."""
+    unknown = set(settings.strategies) - set(STRATEGIES)
+    if unknown or not settings.strategies:
+        raise InputError(f"unknown strategies {sorted(unknown)}; choose from {', '.join(STRATEGIES)}")
+    ds = load_dataset(settings.dataset, settings.data)
+    if settings.max_documents:
+        ds = sample_documents(ds, settings.max_documents)
+    questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable)
+    if not questions:
+        raise InputError(f"no {settings.split} questions selected")
+    passages = cap_passages(ds.passages, questions, settings.max_passages) if settings.max_passages else ds.passages
+    progress(f"{ds.name}: {len(passages)} passages, {len(questions)} {settings.split} questions "
+             f"({sum(q.answerable for q in questions)} answerable), strategies {list(settings.strategies)}")
+    sizes = [n for n in settings.federations if n > 1]
+    if "centralized" in settings.strategies:
+        sizes.append(1)
+    runs: list[FederationRun] = []
+    with ExitStack() as stack:
+        root = settings.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hansa-eval-")))
+        cache = None
+        if settings.cache is not None:
+            from hansa.evaluation.sitecache import SiteCache
+
+            cache = SiteCache(settings.cache)
+            stack.callback(cache.close)
+        for n in sizes:
+            runs.append(run_federation(ds, passages, questions, n, settings, root, cache, progress))
+    return {"dataset": ds, "questions": questions, "passages": passages, "runs": runs}
