@@ -209,7 +209,7 @@ def squad_cases(root: Path, n: int, seed: int) -> tuple[list[Case], list[Case]]:
 def mtrag_cases(root: Path, n: int, seed: int, embedder: Any) -> list[Case]:
     """MTRAG has no short answers: the gold passage's sentence closest to the question gets its first
     year, number, or mid-sentence capitalized name changed."""
-    from hansa.cli.mtrag import load_passages, load_questions
+    from hansa.evaluation.mtrag import load_passages, load_questions
 
     passages = {p.id: p for ps in load_passages(root).values() for p in ps}
     questions = [q for q in load_questions(root, set(passages)) if len(q.gold) == 1]

@@ -19,7 +19,7 @@ from hansa.adapters.embedder.local_model import PACKAGED_MODEL_ID, model_digest,
 from hansa.adapters.embedder.onnx import OnnxEmbedder, mean_pool
 from hansa.adapters.embedder.onnx_export import META, cache_key, cached_graph
 from hansa.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
-from hansa.cli.mtrag import load_passages, load_questions
+from hansa.evaluation.mtrag import load_passages, load_questions
 from hansa.core.config import load_config
 from hansa.core.errors import BackendError, ConfigError, InputError
 
