@@ -107,6 +107,9 @@ class GatewayConfig:
     query_refill_per_s: float = 2.0
     publish_burst: int = 10
     publish_refill_per_s: float = 1 / 60
+    # The gate's and abstention's calibration (gateway/engine/calibration.py), relative to the
+    # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
+    calibration_file: str = "gate-calibration.json"
 
 
 @dataclass
