@@ -25,7 +25,7 @@ from hansa.core.config import GatewayConfig
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
-from hansa.gateway.engine.assess import Assessment, assess
+from hansa.gateway.engine.assess import Assessment, assess, passages
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.fuse import fuse_answer
@@ -170,7 +170,9 @@ class QueryEngine:
             origin = calls.round("origin", [request.origin])
             origin_assessment = assess(request.question, origin.calls if origin else (),
                                        routing.best_summary(request.origin))
-            decision = gate.decide(origin_assessment)
+            with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
+            decision = (with_evidence(request.question, passages(origin.calls if origin else ()), origin_assessment)
+                        if callable(with_evidence) else gate.decide(origin_assessment))
             t = clock.add("gate", t)
             to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
 

@@ -1,7 +1,9 @@
 """Stage: gate — with an origin, is the origin's own answer good enough (DGRAG)?
 
 Contract: when the request names an `origin`, the engine calls the origin first, assesses its
-answer (engine.assess) and asks the policy's gate `decide(assessment) -> GateDecision`:
+answer (engine.assess) and asks the policy's gate `decide(assessment) -> GateDecision` (or, for
+a gate that reads the evidence itself, `decide_with_evidence(question, passages, assessment)`:
+engine.llm_gate):
 `answer=True` returns the origin's answer without calling anyone else; `answer=False` escalates
 to the routed sites (the origin's evidence is kept for fusion, and it is not called twice).
 Without an origin no gate runs. A gate must be cheap and must not raise on any assessment.

@@ -11,7 +11,6 @@ from typing import Any, Iterator
 import pytest
 from click.testing import CliRunner
 
-from hansa.core.config import GatewayConfig
 from hansa.core.errors import InputError, NotFoundError, VerificationError
 from hansa.gateway import calibrate as fitting
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
@@ -28,8 +27,6 @@ from hansa.gateway.engine import (
 )
 from hansa.gateway.engine.abstain import NO_ANSWER
 from hansa.gateway.service import Gateway
-from hansa.gateway.transport import InProcessSiteTransport
-from hansa.plugin.api import create_site_app
 
 GOVT_Q = "What does FEMA do after a disaster?"
 RIVER_Q = "Where does the Penobscot River flow?"
@@ -46,19 +43,10 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> ApiKeyStore:
     return ApiKeyStore(tmp_path_factory.mktemp("gate-keys") / API_KEYS_FILE)
 
 
-def open_gateway(federation: Any, keys: ApiKeyStore, **cfg: Any) -> Gateway:
-    apps = {site_id: create_site_app(h.ctx) for site_id, h in federation.sites.items()}
-    embedder = next(iter(federation.sites.values())).ctx.embedder
-    return Gateway.open(GatewayConfig(top_k_sites=1, site_timeout_s=60.0, **cfg), embedder=embedder,
-                        vector_store=federation.gateway_vectors, registry=federation.registry, api_keys=keys,
-                        transport=lambda identity, c: InProcessSiteTransport(identity, apps))
-
-
 @pytest.fixture(scope="module")
-def gw(federation, keys, tmp_path_factory) -> Iterator[Gateway]:
-    assert federation.gateway_service.index.flush(60)
+def gw(in_process_gateway, keys, tmp_path_factory) -> Iterator[Gateway]:
     missing = tmp_path_factory.mktemp("no-calibration") / "absent.json"  # the defaults
-    service = open_gateway(federation, keys, calibration_file=str(missing))
+    service = in_process_gateway(keys, calibration_file=str(missing))
     yield service
     service.close()
 
@@ -117,11 +105,11 @@ def test_gated_refuses_an_unknown_origin_and_one_the_client_may_not_speak_for(gw
     '{"version": 1, "gate": {"features": ["best_relevance"], "mean": [NaN]}}',
 ])
 def test_a_corrupt_calibration_falls_back_to_safe_defaults_with_a_log_line(
-        content: str, federation, keys: ApiKeyStore, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        content: str, in_process_gateway, keys: ApiKeyStore, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "gate-calibration.json"
     path.write_text(content, encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="hansa.gateway.engine.calibration"):
-        service = open_gateway(federation, keys, calibration_file=str(path))
+        service = in_process_gateway(keys, calibration_file=str(path))
     try:
         assert service.calibration.gate is None and service.calibration.abstain is None
         assert any("unusable" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
@@ -133,11 +121,11 @@ def test_a_corrupt_calibration_falls_back_to_safe_defaults_with_a_log_line(
         service.close()
 
 
-def test_a_calibration_round_trips_and_becomes_the_gateways_default(federation, keys, tmp_path: Path) -> None:
+def test_a_calibration_round_trips_and_becomes_the_gateways_default(in_process_gateway, keys, tmp_path: Path) -> None:
     path = tmp_path / "cal.json"
     Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.05)).save(path)
     assert load_calibration(path).to_json() == json.loads(path.read_text())
-    service = open_gateway(federation, keys, calibration_file=str(path))
+    service = in_process_gateway(keys, calibration_file=str(path))
     try:
         trace = service.query(QueryRequest(question=GOVT_Q, origin="govt"), client="gate").trace
         assert trace["policy"]["gate"] == "calibrated" and trace["policy"]["abstainer"] == "calibrated"
