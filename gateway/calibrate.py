@@ -5,8 +5,8 @@ at query time (engine.assess over signed site answers), so collection runs real 
 `Gateway.engine` (no rate limits: this is the operator's own batch) with policies that stop where
 the features are known:
 
-- gate rows: for each question and each candidate origin site, the origin alone is asked (a gate
-  that always answers locally) and its assessment is recorded; label = the origin holds gold
+- gate rows: for each question and each candidate origin site, the origin alone is asked (named
+  as the only site) and its assessment is recorded — what the gate sees of it; label = the origin holds gold
   evidence (in-domain). DGRAG's Table 2 escalation rates are the complement on each label.
 - abstain rows: each question is routed as usual (no origin) and the final assessment recorded;
   label = the question is answerable.
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from hansa.core.errors import InputError
-from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, GateDecision,
-                                  QueryPolicy, QueryRequest)
+from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, QueryPolicy,
+                                  QueryRequest)
 from hansa.gateway.engine.calibration import FEATURES, MODELS, Calibration, Example, fit_model
 
 DEFAULT_MIN_IN_DOMAIN_ANSWERED = 0.90  # in-domain escalation target is <= 15%: keep a margin on the fit split
@@ -57,16 +57,6 @@ class Row:
 
 
 @dataclass(frozen=True)
-class _AnswerLocally:
-    """Collection only: take the origin's answer so only the origin is called."""
-
-    name: str = "collect-origin"
-
-    def decide(self, assessment: Assessment) -> GateDecision:
-        return GateDecision(True, "collecting the origin's features")
-
-
-@dataclass(frozen=True)
 class _SkipFusion:
     """Collection only: the assessment is all we need; abstaining skips fusing an answer."""
 
@@ -82,13 +72,15 @@ def _features(a: Assessment) -> dict[str, float]:
 
 def gate_rows(gateway: Any, questions: Iterable[LabelledQuestion], origins: Sequence[str]) -> list[Row]:
     """One row per (answerable question, origin): the origin's own assessment, labelled in-domain."""
-    policy = QueryPolicy(name="collect-gate", gate=_AnswerLocally(), abstainer=_SkipFusion())
+    policy = QueryPolicy(name="collect-gate", abstainer=_SkipFusion())
     rows = []
     for q in questions:
         if not q.answerable or not q.gold_sites:
             continue
         for origin in origins:
-            result = gateway.engine.run(QueryRequest(question=q.text, origin=origin), policy=policy)
+            # the origin alone, named explicitly: the same features the gate computes for it
+            # (its calls, and its best summary among the question's top-m matches)
+            result = gateway.engine.run(QueryRequest(question=q.text, sites=(origin,)), policy=policy)
             rows.append(Row("gate", Example(_features(result.assessment), origin in q.gold_sites, q.id), origin))
     return rows
 

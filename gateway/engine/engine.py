@@ -17,7 +17,7 @@ run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Mapping, Sequence
 
 from hansa.adapters.embedder.base import Embedder
@@ -38,6 +38,7 @@ from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.transport import SiteTransport
+from hansa.plugin.retrieval import content_words
 from hansa.sync.wire import RetrieveRequest
 
 
@@ -173,6 +174,11 @@ class QueryEngine:
             with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
             decision = (with_evidence(request.question, passages(origin.calls if origin else ()), origin_assessment)
                         if callable(with_evidence) else gate.decide(origin_assessment))
+            if decision.answer and content_words(request.question):
+                # never abstain on the origin's word alone: what it cannot answer, the federation may
+                verdict = abstainer.judge(request.question, origin_assessment)
+                if verdict.abstain:
+                    decision = replace(decision, answer=False, reason=f"the origin would abstain ({verdict.reason})")
             t = clock.add("gate", t)
             to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
 

@@ -222,3 +222,12 @@ def test_the_calibrate_command_fits_from_rows_and_refuses_bad_ones(tmp_path: Pat
     res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(data), "--out", str(out)],
                              env={"HANSA_HOME": str(tmp_path / "home")})
     assert res.exit_code != 0 and "rows.jsonl:1" in res.output and "Traceback" not in res.output
+
+
+def test_an_origin_that_would_abstain_escalates_before_the_federation_abstains(gw: Gateway) -> None:
+    policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)),
+                         abstainer=CalibratedAbstainer(relevance_rule(0.99)))
+    result = gw.query(QueryRequest(question=GOVT_Q, origin="govt", top_k_sites=2), client="gate", policy=policy)
+    assert result.trace["gate"]["decision"] == "escalate" and "the origin would abstain" in result.trace["gate"]["reason"]
+    assert sorted(called(result.trace)) == ["clapnq", "govt"] and result.abstained
+    assert "Searched 2 sites" in result.answer
