@@ -217,7 +217,7 @@ class QueryEngine:
         else:
             abstention = abstainer.judge(request.question, assessment)
             t = clock.add("abstain", t)
-            if abstention.abstain:
+            if abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
                 fused = FusedAnswer(answer=no_answer_text(calls.called, assessment.best_relevance), citations=(),
                                     sentences=(), note=abstention.reason)
             else:
