@@ -139,6 +139,9 @@ class GatewayConfig:
     proxy_hops: int = 0
     # Site reliability learned from fusion (gateway/reliability.py): how fast old evidence fades.
     reliability_half_life_hours: float = 168.0
+    # The gate's and abstention's calibration (gateway/engine/calibration.py), relative to the
+    # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
+    calibration_file: str = "gate-calibration.json"
 
 
 @dataclass

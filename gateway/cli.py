@@ -172,6 +172,37 @@ def identity(ctx: click.Context) -> None:
     click.echo(gateway_identity(gateway_home(_config(ctx))).public_key_b64)
 
 
+@gateway.command()
+@click.option("--data", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="JSON lines of fit-split rows {model: gate|abstain, question_id, label, features} "
+                   "(gateway.calibrate.gate_rows / abstain_rows write them).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the calibration (default: [gateway] calibration_file in the gateway home).")
+@click.option("--min-in-domain-answered", type=click.FloatRange(0.01, 1.0), default=None,
+              help="Share of in-domain origins the gate must answer locally on the fit rows (default 0.90).")
+@click.option("--min-answerable-answered", type=click.FloatRange(0.01, 1.0), default=None,
+              help="Share of answerable questions that must not abstain on the fit rows (default 0.92).")
+@click.pass_context
+@_friendly
+def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_answered: float | None,
+              min_answerable_answered: float | None) -> None:
+    """Fit the gate and abstention (logistic models) on labelled fit-split rows; the gateway loads
+    the file at its next start. Prints the fit's rates (on the fit rows themselves)."""
+    from hansa.gateway import calibrate as fitting
+    from hansa.gateway.service import calibration_path
+
+    cfg = _config(ctx)
+    rows = fitting.read_rows(data)
+    cal = fitting.calibrate(
+        rows, note=f"hansa gateway calibrate --data {data.name}",
+        min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,
+        min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED)
+    path = out or calibration_path(cfg.gateway, gateway_home(cfg))
+    cal.save(path)
+    click.echo(json.dumps({"calibration": str(path), "fit_rates": fitting.rates(cal, rows),
+                           **{k: v["fit"] for k, v in cal.to_json().items() if isinstance(v, dict)}}, indent=2))
+
+
 # -- the federation's root of trust ---------------------------------------------------------------
 @gateway.group("federation")
 def federation() -> None:

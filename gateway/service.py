@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from importlib import resources
+from pathlib import Path
 from typing import Any, Callable
 
 from hansa.adapters.embedder.base import Embedder
@@ -28,7 +29,7 @@ from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
-from hansa.gateway.engine import QueryEngine, QueryPolicy, QueryRequest, QueryResult
+from hansa.gateway.engine import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
 from hansa.gateway.ratelimit import TokenBucketLimiter
@@ -39,14 +40,20 @@ from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import EmbeddingSpace
 
 
+def calibration_path(cfg: GatewayConfig, gateway_dir: Path) -> Path:
+    """Where the gate's calibration lives: `[gateway] calibration_file`, relative to the gateway home."""
+    return gateway_dir / cfg.calibration_file  # an absolute setting replaces gateway_dir
+
+
 class Gateway:
     """The gateway service. Attributes: `cfg` (GatewayConfig), `registry`, `index`, `space`,
-    `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `query_limits`,
+    `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `calibration`, `query_limits`,
     `publish_limits`. Thread-safe for concurrent queries and publications."""
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
-                 resources_to_close: ExitStack | None = None, reliability: SiteReliability | None = None) -> None:
+                 calibration: Calibration | None = None, resources_to_close: ExitStack | None = None,
+                 reliability: SiteReliability | None = None) -> None:
         self.cfg = cfg
         self.embedder = embedder
         self.index = index
@@ -58,8 +65,9 @@ class Gateway:
         self.query_limits = TokenBucketLimiter("query", cfg.query_burst, cfg.query_refill_per_s)
         self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
         self.publications = SitePublications(registry, index, self.publish_limits)
+        self.calibration = calibration or Calibration()
         self.reliability = reliability
-        self.engine = QueryEngine(cfg, embedder, index, registry, transport, reliability)
+        self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.calibration, reliability)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
 
@@ -114,10 +122,12 @@ class Gateway:
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head
             # files) by SitePublications, which purges sets of sites revoked while we were down.
             index = SummaryIndex(vector_store, space, gateway_dir / "publications")
+            calibration = load_calibration(calibration_path(gcfg, gateway_dir))
             reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
             owned.callback(reliability.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
-                     api_keys=api_keys, identity=identity, resources_to_close=owned, reliability=reliability)
+                     api_keys=api_keys, identity=identity, calibration=calibration, resources_to_close=owned,
+                     reliability=reliability)
         except BaseException:
             owned.close()
             raise

@@ -12,23 +12,25 @@ bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a st
 run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
-`policy`.
+`policy`, `origin_assessment` (the gate's input) with an origin, `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Mapping, Sequence
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
-from hansa.gateway.engine.assess import Assessment, assess
+from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
+from hansa.gateway.engine.assess import Assessment, assess, passages
+from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.fuse import fuse_answer
-from hansa.gateway.engine.gate import AlwaysEscalate, Gate, GateDecision
-from hansa.gateway.engine.policy import QueryPolicy
+from hansa.gateway.engine.gate import Gate, GateDecision
+from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
 from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, trace_json
@@ -37,6 +39,7 @@ from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
+from hansa.plugin.retrieval import content_words
 from hansa.sync.wire import RetrieveRequest
 
 
@@ -49,13 +52,21 @@ class QueryResult:
     calls: tuple[SiteCall, ...] = field(default=(), repr=False)  # every call, all rounds
     decision: GateDecision | None = None
     assessment: Assessment | None = None
+    abstention: AbstainDecision | None = None
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstention is not None and self.abstention.abstain
 
     def to_json(self) -> dict[str, Any]:
-        """The body of a POST /v1/query answer."""
-        body = {"answer": self.answer, "citations": self.citations, "trace": self.trace}
+        """The body of a POST /v1/query answer. `confidence` is the abstention score (higher: the
+        evidence answers the question), for risk-coverage curves."""
+        out = {"answer": self.answer, "citations": self.citations, "trace": self.trace, "abstained": self.abstained}
+        if self.abstention is not None:
+            out["confidence"] = round(self.abstention.score, 4)
         if self.fused.conflicts:
-            body["conflicts"] = self.fused.conflicts_json()
-        return body
+            out["conflicts"] = self.fused.conflicts_json()
+        return out
 
 
 class _Clock:
@@ -118,24 +129,26 @@ class _Calls:
 
 class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
-                 transport: SiteTransport, reliability: SiteReliability | None = None) -> None:
+                 transport: SiteTransport, calibration: Calibration | None = None,
+                 reliability: SiteReliability | None = None) -> None:
         self.cfg = cfg
+        self.calibration = calibration or Calibration()
         self.embedder = embedder
         self.index = index
         self.registry = registry
         self.transport = transport
         self.reliability = reliability  # learned site weights for fusion (None: every site weighs the same)
 
-    def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner]:
-        return (policy.router or SummaryRouter(self.cfg.site_margin), policy.gate or AlwaysEscalate(),
-                policy.refiner or OneRound())
+    def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
+        return (policy.router or SummaryRouter(self.cfg.site_margin), policy.gate or default_gate(self.calibration),
+                policy.refiner or OneRound(), policy.abstainer or default_abstainer(self.calibration))
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
         """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
         origins the asking client may speak for (None: any)."""
         policy = policy or QueryPolicy()
-        router, gate, refiner = self.defaults(policy)
+        router, gate, refiner, abstainer = self.defaults(policy)
         clock = _Clock()
         records = {r.site_id: r for r in self.registry.list()}
         authorize_origin(request, records, allowed_origins)
@@ -157,11 +170,20 @@ class QueryEngine:
             return assess(request.question, calls.calls, best)
 
         decision: GateDecision | None = None
+        origin_assessment: Assessment | None = None
         to_call = list(routing.selected)
         if request.origin is not None:
             origin = calls.round("origin", [request.origin])
-            decision = gate.decide(assess(request.question, origin.calls if origin else (),
-                                          routing.best_summary(request.origin)))
+            origin_assessment = assess(request.question, origin.calls if origin else (),
+                                       routing.best_summary(request.origin))
+            with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
+            decision = (with_evidence(request.question, passages(origin.calls if origin else ()), origin_assessment)
+                        if callable(with_evidence) else gate.decide(origin_assessment))
+            if decision.answer and content_words(request.question):
+                # never abstain on the origin's word alone: what it cannot answer, the federation may
+                verdict = abstainer.judge(request.question, origin_assessment)
+                if verdict.abstain:
+                    decision = replace(decision, answer=False, reason=f"the origin would abstain ({verdict.reason})")
             t = clock.add("gate", t)
             to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
 
@@ -193,17 +215,29 @@ class QueryEngine:
                 assessment = assessed()
             t = clock.add("refine", t)
 
+        abstention: AbstainDecision | None = None
         if not calls.calls and stop_reason == "budget":
             note = "the query's budget ran out before any site could be asked"
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
         else:
-            fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability)
+            abstention = abstainer.judge(request.question, assessment)
+            t = clock.add("abstain", t)
+            if abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
+                fused = FusedAnswer(answer=no_answer_text(calls.called, assessment.best_relevance), citations=(),
+                                    sentences=(), note=abstention.reason)
+            else:
+                fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability)
         clock.add("fuse", t)
         total_ms = clock.elapsed_ms()
-        trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, calls.rounds,
-                            calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+        trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
+                            calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+        if origin_assessment is not None:
+            trace["origin_assessment"] = origin_assessment.to_json()  # what the gate decided on
+        trace["abstained"] = abstention is not None and abstention.abstain
+        if abstention is not None:
+            trace["abstention"] = abstention.to_json()
         return QueryResult(fused.answer, [c.to_json() for c in fused.citations], trace, fused, tuple(calls.calls),
-                           decision, assessment)
+                           decision, assessment, abstention)
 
     @staticmethod
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,

@@ -9,16 +9,20 @@ policy per call:
     result = gateway.query(QueryRequest(question=q, origin="govt"), client="eval",
                            policy=QueryPolicy(name="gated", gate=MyCalibratedGate()))
 
-Strategies yet to come (gated, tiers, refine, learned) are policies: a Gate, a Refiner, a Router.
-`None` fields take the gateway's defaults (SummaryRouter with [gateway] site_margin, AlwaysEscalate,
-OneRound).
+Strategies (gated, tiers, refine, learned) are policies: a Gate, a Refiner, a Router, an
+Abstainer. `None` fields take the gateway's defaults (SummaryRouter with [gateway] site_margin; the
+loaded calibration's gate and abstainer, else AlwaysEscalate and the EvidenceRule; OneRound).
+`gated(calibration)` is the evaluation's `gated` strategy: origin first, the calibrated gate, then
+escalation, with calibrated abstention.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from hansa.gateway.engine.gate import Gate
+from hansa.gateway.engine.abstain import Abstainer, CalibratedAbstainer, EvidenceRule
+from hansa.gateway.engine.calibration import Calibration
+from hansa.gateway.engine.gate import AlwaysEscalate, CalibratedGate, Gate
 from hansa.gateway.engine.refine import Refiner
 from hansa.gateway.engine.route import Router
 
@@ -29,8 +33,26 @@ class QueryPolicy:
     router: Router | None = None
     gate: Gate | None = None
     refiner: Refiner | None = None
+    abstainer: Abstainer | None = None
     mode: str = "local"  # the retrieval mode sites are asked for (tiers will choose per site)
 
-    def to_json(self, router: Router, gate: Gate, refiner: Refiner) -> dict[str, Any]:
-        return {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),
-                "refiner": getattr(refiner, "name", type(refiner).__name__), "mode": self.mode}
+    def to_json(self, router: Router, gate: Gate, refiner: Refiner, abstainer: Abstainer | None = None) -> dict[str, Any]:
+        out = {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),
+               "refiner": getattr(refiner, "name", type(refiner).__name__), "mode": self.mode}
+        if abstainer is not None:
+            out["abstainer"] = getattr(abstainer, "name", type(abstainer).__name__)
+        return out
+
+
+def default_gate(calibration: Calibration) -> Gate:
+    return CalibratedGate(calibration.gate) if calibration.gate is not None else AlwaysEscalate()
+
+
+def default_abstainer(calibration: Calibration) -> Abstainer:
+    return CalibratedAbstainer(calibration.abstain) if calibration.abstain is not None else EvidenceRule()
+
+
+def gated(calibration: Calibration) -> QueryPolicy:
+    """The `gated` strategy: the origin answers first and the calibrated gate decides (always escalate
+    without a gate model); abstention as calibrated."""
+    return QueryPolicy(name="gated", gate=default_gate(calibration), abstainer=default_abstainer(calibration))

@@ -3,7 +3,7 @@ and a small real federation (two sites built from the bundled sample, a gateway 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -33,3 +33,25 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFedera
     root: Path = tmp_path_factory.mktemp("federation")
     with LocalFederation(root, docs) as fed:
         yield fed
+
+
+@pytest.fixture(scope="session")
+def in_process_gateway(federation: LocalFederation) -> Callable[..., Any]:
+    """A factory of Gateway services over the federation's real sites through InProcessSiteTransport
+    (signed and verified, no sockets): `in_process_gateway(api_keys, **GatewayConfig fields)`. The
+    caller closes what it opens."""
+    from hansa.core.config import GatewayConfig
+    from hansa.gateway.service import Gateway
+    from hansa.gateway.transport import InProcessSiteTransport
+    from hansa.plugin.api import create_site_app
+
+    assert federation.gateway_service.index.flush(60)  # the durable copy a new gateway restores from
+    apps = {site_id: create_site_app(h.ctx) for site_id, h in federation.sites.items()}
+    embedder = next(iter(federation.sites.values())).ctx.embedder
+
+    def open_gateway(api_keys: Any, **cfg: Any) -> Gateway:
+        return Gateway.open(GatewayConfig(**{"top_k_sites": 1, "site_timeout_s": 60.0, **cfg}), embedder=embedder,
+                            vector_store=federation.gateway_vectors, registry=federation.registry, api_keys=api_keys,
+                            transport=lambda identity, c: InProcessSiteTransport(identity, apps))
+
+    return open_gateway

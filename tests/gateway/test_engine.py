@@ -43,7 +43,7 @@ from hansa.sync.wire import Citation, PartialAnswer
 
 GOVT_Q = "What does FEMA do after a disaster?"
 RIVER_Q = "Where does the Penobscot River flow?"
-STAGES = {"route", "call", "assess", "refine", "fuse"}
+STAGES = {"route", "call", "assess", "refine", "abstain", "fuse"}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,212 @@
+"""Calibrated confidences for the gate and for abstention: a logistic model over Assessment features.
+
+Why a logistic regression: the features (engine.assess) are few and roughly monotone in "the
+evidence answers the question", and what the gate and abstention need is a *probability* whose
+threshold can be set to a target rate (in-domain escalation, answerable coverage) on the fit split.
+scikit-learn's LogisticRegression fits it (already installed with sentence-transformers; declared in
+setup.cfg); scoring at query time is one dot product in numpy, so the gateway never imports sklearn
+on the query path.
+
+The calibration file (JSON, `[gateway] calibration_file` in the gateway home) holds one model per
+decision, each with everything needed to score and to know what it was fit on:
+
+    {"version": 1,
+     "gate":    {"features": [...], "mean": [...], "scale": [...], "coefficients": [...],
+                 "intercept": b, "threshold": t, "fit": {"digest": "sha256:...", "size": n, ...}},
+     "abstain": {... the same shape ...}}
+
+Loading never raises: a missing, unreadable or malformed file (or one naming a feature the gateway
+does not compute) yields `Calibration()` — no models, so the gate always escalates and abstention
+falls back to its evidence rule — and one clear log line saying why.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hansa.core.errors import InputError
+from hansa.gateway.engine.assess import Assessment
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+CALIBRATION_FILE = "gate-calibration.json"
+# What a model may weigh: Assessment's numeric fields (counts included: "how many passages").
+FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary", "sites_answered", "passages")
+MODELS = ("gate", "abstain")
+
+
+def feature_vector(assessment: Assessment, names: Sequence[str]) -> np.ndarray:
+    return np.array([float(getattr(assessment, n)) for n in names], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class LogisticModel:
+    """P(positive | features) = sigmoid(coefficients . (x - mean) / scale + intercept)."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coefficients: tuple[float, ...]
+    intercept: float
+    threshold: float
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def probability(self, assessment: Assessment) -> float:
+        x = (feature_vector(assessment, self.features) - np.asarray(self.mean)) / np.asarray(self.scale)
+        z = float(np.dot(np.asarray(self.coefficients), x) + self.intercept)
+        return 1.0 / (1.0 + math.exp(-max(min(z, 500.0), -500.0)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
+                "coefficients": list(self.coefficients), "intercept": self.intercept, "threshold": self.threshold,
+                "fit": dict(self.fit)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "LogisticModel":
+        if not isinstance(obj, dict):
+            raise InputError("a model must be an object")
+        names = obj.get("features")
+        if not isinstance(names, list) or not names or any(n not in FEATURES for n in names):
+            raise InputError(f"model features must be a non-empty list drawn from {FEATURES}")
+        n = len(names)
+        vecs = {}
+        for key in ("mean", "scale", "coefficients"):
+            v = obj.get(key)
+            if not isinstance(v, list) or len(v) != n or not all(_finite(x) for x in v):
+                raise InputError(f"model {key!r} must be {n} finite numbers")
+            vecs[key] = tuple(float(x) for x in v)
+        if any(s <= 0 for s in vecs["scale"]):
+            raise InputError("model 'scale' must be positive")
+        for key in ("intercept", "threshold"):
+            if not _finite(obj.get(key)):
+                raise InputError(f"model {key!r} must be a finite number")
+        if not 0.0 <= float(obj["threshold"]) <= 1.0:
+            raise InputError("model 'threshold' must lie in [0, 1]")
+        fit = obj.get("fit", {})
+        return cls(tuple(names), vecs["mean"], vecs["scale"], vecs["coefficients"], float(obj["intercept"]),
+                   float(obj["threshold"]), fit if isinstance(fit, dict) else {})
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    gate: LogisticModel | None = None
+    abstain: LogisticModel | None = None
+    source: str = "defaults"  # where it came from (a path, or why the defaults apply)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": VERSION}
+        for name in MODELS:
+            model = getattr(self, name)
+            if model is not None:
+                out[name] = model.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any, source: str = "") -> "Calibration":
+        if not isinstance(obj, dict) or obj.get("version") != VERSION:
+            raise InputError(f"a calibration must be an object with version {VERSION}")
+        models = {name: LogisticModel.from_json(obj[name]) for name in MODELS if obj.get(name) is not None}
+        return cls(**models, source=source)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def load_calibration(path: Path) -> Calibration:
+    """The calibration at `path`, or the safe defaults (no models) with one log line saying why."""
+    if not path.is_file():
+        log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
+        return Calibration(source=f"defaults ({path} not found)")
+    try:
+        cal = Calibration.from_json(json.loads(path.read_text(encoding="utf-8")), source=str(path))
+    except (OSError, ValueError, InputError) as exc:
+        log.warning("gate calibration %s is unusable (%s): falling back to defaults — the gate always "
+                    "escalates, abstention uses its evidence rule", path, exc)
+        return Calibration(source=f"defaults ({path} unusable)")
+    log.info("gate calibration loaded from %s (gate: %s, abstain: %s)", path,
+             cal.gate is not None, cal.abstain is not None)
+    return cal
+
+
+# -- fitting ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled row: an assessment's features and whether it is a positive (gate: the origin's
+    answer suffices, i.e. the origin holds gold evidence; abstain: the question is answerable)."""
+
+    features: Mapping[str, float]
+    label: bool
+    question_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"question_id": self.question_id, "label": self.label, "features": dict(self.features)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Example":
+        if not isinstance(obj, dict) or not isinstance(obj.get("label"), bool) or not isinstance(obj.get("features"), dict):
+            raise InputError("each row needs a boolean 'label' and a 'features' object")
+        feats = obj["features"]
+        if any(not _finite(v) for v in feats.values()):
+            raise InputError("features must be finite numbers")
+        return cls({k: float(v) for k, v in feats.items()}, obj["label"], str(obj.get("question_id", "")))
+
+
+def examples_digest(examples: Sequence[Example], names: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for e in sorted(examples, key=lambda e: (e.question_id, e.label, tuple(e.features.get(n, 0.0) for n in names))):
+        h.update(json.dumps([e.question_id, e.label, [round(e.features.get(n, 0.0), 6) for n in names]]).encode())
+    return "sha256:" + h.hexdigest()
+
+
+def fit_model(examples: Sequence[Example], *, min_positive_rate: float, features: Sequence[str] = FEATURES,
+              split: str = "fit", note: str = "") -> LogisticModel:
+    """Fit P(label) on `examples` and pick the *highest* threshold that still keeps at least
+    `min_positive_rate` of the positives at or above it (gate: 0.85 -> in-domain escalation at most
+    15%; abstain: 0.90 -> answer at least 90% of answerable questions). A higher threshold can only
+    reject more negatives, so this is the most selective threshold meeting the positives' target."""
+    from sklearn.linear_model import LogisticRegression  # fitting only: never on the query path
+
+    names = tuple(features)
+    if any(n not in FEATURES for n in names):
+        raise InputError(f"features must be drawn from {FEATURES}")
+    labels = np.array([e.label for e in examples], dtype=bool)
+    if labels.all() or not labels.any():
+        raise InputError("calibration needs both positive and negative examples")
+    if not 0.0 < min_positive_rate <= 1.0:
+        raise InputError("min_positive_rate must lie in (0, 1]")
+    x = np.array([[e.features.get(n, 0.0) for n in names] for e in examples], dtype=np.float64)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    clf = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
+    clf.fit((x - mean) / scale, labels)
+    model = LogisticModel(names, tuple(mean.tolist()), tuple(scale.tolist()), tuple(clf.coef_[0].tolist()),
+                          float(clf.intercept_[0]), 0.5)
+    probs = np.array([model.probability(Assessment(**{n: e.features.get(n, 0.0) for n in names}))  # type: ignore[arg-type]
+                      for e in examples])
+    pos = np.sort(probs[labels])
+    # keep ceil(rate * n_pos) positives: the threshold is the smallest of the kept (highest) scores
+    keep = max(1, math.ceil(min_positive_rate * len(pos) - 1e-9))
+    threshold = float(pos[len(pos) - keep])
+    neg = probs[~labels]
+    fit = {"digest": examples_digest(examples, names), "size": len(examples), "positives": int(labels.sum()),
+           "split": split, "min_positive_rate": min_positive_rate,
+           "positive_rate": round(float((probs[labels] >= threshold).mean()), 4),
+           "negative_rejected": round(float((neg < threshold).mean()), 4), "note": note}
+    return LogisticModel(names, model.mean, model.scale, model.coefficients, model.intercept, threshold, fit)

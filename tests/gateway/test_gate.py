@@ -1,0 +1,233 @@
+"""DGRAG's gate and abstention on the fast tier: the Gateway service over the real sites of the
+`federation` fixture (clapnq, govt), reached through InProcessSiteTransport (signed and verified).
+Models are either fit here on features collected from these sites, or hand-set with a stated rule."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from hansa.core.errors import InputError, NotFoundError, VerificationError
+from hansa.gateway import calibrate as fitting
+from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
+from hansa.gateway.app import create_gateway_app
+from hansa.gateway.engine import (
+    CalibratedAbstainer,
+    CalibratedGate,
+    Calibration,
+    LogisticModel,
+    QueryPolicy,
+    QueryRequest,
+    gated,
+    load_calibration,
+)
+from hansa.gateway.engine.abstain import NO_ANSWER
+from hansa.gateway.service import Gateway
+
+GOVT_Q = "What does FEMA do after a disaster?"
+RIVER_Q = "Where does the Penobscot River flow?"
+
+
+def relevance_rule(cut: float) -> LogisticModel:
+    """A hand-set model: P = sigmoid(best_relevance - cut), threshold 0.5, i.e. 'confident when the
+    best passage's relevance reaches `cut`' (stated, not fit: tests the mechanism, not the fit)."""
+    return LogisticModel(("best_relevance",), (0.0,), (1.0,), (1.0,), -cut, 0.5)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> ApiKeyStore:
+    return ApiKeyStore(tmp_path_factory.mktemp("gate-keys") / API_KEYS_FILE)
+
+
+@pytest.fixture(scope="module")
+def gw(in_process_gateway, keys, tmp_path_factory) -> Iterator[Gateway]:
+    missing = tmp_path_factory.mktemp("no-calibration") / "absent.json"  # the defaults
+    service = in_process_gateway(keys, calibration_file=str(missing))
+    yield service
+    service.close()
+
+
+def called(trace: dict[str, Any]) -> list[str]:
+    return [c["site_id"] for c in trace["per_site"]]
+
+
+# -- the gate ----------------------------------------------------------------------------------------
+
+def test_the_calibrated_gate_answers_from_the_origin_that_holds_the_evidence_and_records_why(gw: Gateway) -> None:
+    policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)))
+    local = gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="gate", policy=policy)
+    assert called(local.trace) == ["govt"] and local.trace["stop_reason"] == "answered by the origin"
+    gate = local.trace["gate"]
+    assert gate["decision"] == "answer" and gate["confidence"] >= gate["threshold"] == 0.5
+    assert gate["features"] == {"best_relevance": local.trace["origin_assessment"]["best_relevance"]}
+    assert local.trace["policy"]["gate"] == "calibrated" and local.citations[0]["site_id"] == "govt"
+    assert not local.abstained and local.to_json()["abstained"] is False
+
+
+def test_the_calibrated_gate_escalates_when_the_origin_lacks_the_evidence(gw: Gateway) -> None:
+    policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)))
+    result = gw.query(QueryRequest(question=RIVER_Q, origin="govt"), client="gate", policy=policy)
+    gate = result.trace["gate"]
+    assert gate["decision"] == "escalate" and gate["confidence"] < gate["threshold"]
+    assert called(result.trace)[0] == "govt" and "clapnq" in called(result.trace)
+    assert [r["kind"] for r in result.trace["rounds"]] == ["origin", "routed"]
+    assert result.citations and result.citations[0]["site_id"] == "clapnq"
+
+
+def test_the_gated_strategy_without_a_calibration_always_escalates(gw: Gateway) -> None:
+    assert gw.calibration.gate is None and "not found" in gw.calibration.source
+    result = gw.query(QueryRequest(question=GOVT_Q, origin="clapnq", top_k_sites=2), client="gate",
+                      policy=gated(gw.calibration))
+    assert result.trace["gate"]["decision"] == "escalate" and result.trace["policy"]["name"] == "gated"
+    assert "govt" in called(result.trace) and "origin_assessment" in result.trace
+
+
+def test_gated_refuses_an_unknown_origin_and_one_the_client_may_not_speak_for(gw: Gateway, keys: ApiKeyStore) -> None:
+    policy = gated(Calibration(gate=relevance_rule(0.3)))
+    with pytest.raises(NotFoundError, match="origin 'atlantis'"):
+        gw.query(QueryRequest(question=GOVT_Q, origin="atlantis"), client="gate", policy=policy)
+    keys.create("clapnq-desk", origins=["clapnq"])
+    with pytest.raises(VerificationError, match="may not speak for origin 'govt'"):
+        gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="clapnq-desk", policy=policy)
+
+
+# -- the calibration file ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", [
+    "not json {", json.dumps({"version": 99}), json.dumps([1, 2]),
+    json.dumps({"version": 1, "gate": {**relevance_rule(0.3).to_json(), "features": ["shoe_size"]}}),
+    json.dumps({"version": 1, "gate": {**relevance_rule(0.3).to_json(), "threshold": 2}}),
+    json.dumps({"version": 1, "gate": {**relevance_rule(0.3).to_json(), "coefficients": [1, 2]}}),
+    '{"version": 1, "gate": {"features": ["best_relevance"], "mean": [NaN]}}',
+])
+def test_a_corrupt_calibration_falls_back_to_safe_defaults_with_a_log_line(
+        content: str, in_process_gateway, keys: ApiKeyStore, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "gate-calibration.json"
+    path.write_text(content, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="hansa.gateway.engine.calibration"):
+        service = in_process_gateway(keys, calibration_file=str(path))
+    try:
+        assert service.calibration.gate is None and service.calibration.abstain is None
+        assert any("unusable" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
+        key = keys.create(f"corrupt-{len(keys.list())}")
+        resp = create_gateway_app(service).test_client().post(
+            "/v1/query", json={"question": GOVT_Q, "origin": "govt"}, headers={"Authorization": f"Bearer {key}"})
+        assert resp.status_code == 200 and resp.get_json()["trace"]["gate"]["decision"] == "escalate"
+    finally:
+        service.close()
+
+
+def test_a_calibration_round_trips_and_becomes_the_gateways_default(in_process_gateway, keys, tmp_path: Path) -> None:
+    path = tmp_path / "cal.json"
+    Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.05)).save(path)
+    assert load_calibration(path).to_json() == json.loads(path.read_text())
+    service = in_process_gateway(keys, calibration_file=str(path))
+    try:
+        trace = service.query(QueryRequest(question=GOVT_Q, origin="govt"), client="gate").trace
+        assert trace["policy"]["gate"] == "calibrated" and trace["policy"]["abstainer"] == "calibrated"
+        assert trace["gate"]["decision"] == "answer" and called(trace) == ["govt"]
+    finally:
+        service.close()
+
+
+# -- abstention --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy", [None, "gated"])
+def test_hi_abstains_plainly_and_says_what_was_searched(gw: Gateway, keys: ApiKeyStore, policy: str | None) -> None:
+    chosen = gated(Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.05))) if policy else None
+    result = gw.query(QueryRequest(question="hi", origin="govt" if policy else None), client="gate", policy=chosen)
+    body = result.to_json()
+    assert body["abstained"] is True and result.trace["abstained"] is True and body["citations"] == []
+    assert body["answer"].startswith(NO_ANSWER)
+    for site in called(result.trace):
+        assert site in body["answer"]
+    assert result.trace["abstention"]["reason"] == "the question has no content word to look for"
+    key = keys.create(f"hi-{policy or 'default'}")
+    resp = create_gateway_app(gw).test_client().post("/v1/query", json={"question": "hi"},
+                                                      headers={"Authorization": f"Bearer {key}"})
+    assert resp.status_code == 200 and resp.get_json()["abstained"] is True
+
+
+def test_an_answerable_question_is_answered_with_its_confidence(gw: Gateway) -> None:
+    body = gw.query(QueryRequest(question=GOVT_Q), client="gate").to_json()
+    assert body["abstained"] is False and body["citations"] and not body["answer"].startswith(NO_ANSWER)
+    assert body["confidence"] == round(body["trace"]["assessment"]["best_relevance"], 4) > 0
+
+
+def test_the_calibrated_abstainer_abstains_below_its_threshold(gw: Gateway) -> None:
+    strict = QueryPolicy(abstainer=CalibratedAbstainer(relevance_rule(0.99)))  # nothing is that relevant
+    result = gw.query(QueryRequest(question=GOVT_Q), client="gate", policy=strict)
+    assert result.abstained and result.citations == [] and "0.99" not in result.answer
+    assert result.trace["abstention"]["score"] < result.trace["abstention"]["threshold"] == 0.5
+    assert "best evidence scored" in result.answer and result.trace["assessment"]["passages"] > 0
+
+
+# -- fitting -----------------------------------------------------------------------------------------
+
+def site_questions(federation: Any) -> list[fitting.LabelledQuestion]:
+    """Questions made from the federation's own passages (their titles), labelled by the site that
+    holds them: the fixture's in-domain / out-of-domain ground truth."""
+    return [fitting.LabelledQuestion(d["id"], f"What is known about {d['title']}?", (site,))
+            for site, docs in federation.documents.items() for d in docs]
+
+
+def test_fit_on_collected_features_meets_its_fit_target_and_records_its_data(gw: Gateway, federation,
+                                                                              tmp_path: Path) -> None:
+    questions = site_questions(federation)
+    rows = fitting.gate_rows(gw, questions, sorted(federation.documents))
+    assert len(rows) == 2 * len(questions) and sum(r.example.label for r in rows) == len(questions)
+    cal = fitting.calibrate(rows, min_in_domain_answered=0.9)
+    assert cal.gate is not None and cal.abstain is None  # no abstain rows: that model stays default
+    fit = cal.gate.fit
+    with_evidence = [r.example for r in rows if r.example.features["passages"] > 0]  # the rest escalate by rule
+    assert fit["size"] == len(with_evidence) and fit["digest"].startswith("sha256:") and fit["positive_rate"] >= 0.9
+    assert fit["digest"] == fitting.calibrate(list(reversed(rows))).gate.fit["digest"]  # order-free
+    in_domain = [r.example for r in rows if r.example.label]
+    in_domain_with_evidence = [e for e in with_evidence if e.label]
+    escalated = (len(in_domain) - len(in_domain_with_evidence)) + (1 - fit["positive_rate"]) * len(in_domain_with_evidence)
+    assert fitting.rates(cal, rows)["escalation_in_domain"] == pytest.approx(escalated / len(in_domain), abs=1e-3)
+    # the rows round-trip through the file `hansa gateway calibrate --data` reads
+    data = tmp_path / "rows.jsonl"
+    fitting.write_rows(data, rows)
+    assert [r.to_json() for r in fitting.read_rows(data)] == [r.to_json() for r in rows]
+
+
+def test_calibrate_needs_both_labels() -> None:
+    rows = [fitting.Row("gate", fitting.Example({"best_relevance": 0.5, "passages": 2}, True, "q")),
+            fitting.Row("gate", fitting.Example({"best_relevance": 0.1, "passages": 0}, False, "q"))]
+    with pytest.raises(InputError, match="both labels"):
+        fitting.calibrate(rows)
+
+
+def test_the_calibrate_command_fits_from_rows_and_refuses_bad_ones(tmp_path: Path) -> None:
+    from hansa.cli import main
+
+    rows = [fitting.Row("abstain", fitting.Example({"best_relevance": 0.2 + i / 50, "coverage": (i % 5) / 5,
+                                                                  "passages": 3},
+                                                   i >= 10, f"q{i}")) for i in range(30)]
+    data = tmp_path / "rows.jsonl"
+    fitting.write_rows(data, rows)
+    out = tmp_path / "home" / "cal.json"
+    res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(data), "--out", str(out)],
+                             env={"HANSA_HOME": str(tmp_path / "home")})
+    assert res.exit_code == 0, res.output
+    cal = load_calibration(out)
+    assert cal.abstain is not None and cal.gate is None and cal.abstain.fit["size"] == 30
+    assert json.loads(res.output)["fit_rates"]["answered_answerable"] >= 0.92
+    data.write_text('{"model": "gate", "label": "yes", "features": {}}\n', encoding="utf-8")
+    res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(data), "--out", str(out)],
+                             env={"HANSA_HOME": str(tmp_path / "home")})
+    assert res.exit_code != 0 and "rows.jsonl:1" in res.output and "Traceback" not in res.output
+
+
+def test_an_origin_that_would_abstain_escalates_before_the_federation_abstains(gw: Gateway) -> None:
+    policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)),
+                         abstainer=CalibratedAbstainer(relevance_rule(0.99)))
+    result = gw.query(QueryRequest(question=GOVT_Q, origin="govt", top_k_sites=2), client="gate", policy=policy)
+    assert result.trace["gate"]["decision"] == "escalate" and "the origin would abstain" in result.trace["gate"]["reason"]
+    assert sorted(called(result.trace)) == ["clapnq", "govt"] and result.abstained
+    assert "Searched 2 sites" in result.answer
