@@ -26,7 +26,9 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from hansa.core.errors import HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.gateway.answers import all_failed, readable_citations, site_summary
 from hansa.gateway.engine import QueryRequest
+from hansa.gateway.openai_api import create_openai_blueprint
 from hansa.gateway.publishing import PublicationConflict
 from hansa.gateway.service import Gateway
 from hansa.sync.wire import validate_site_id
@@ -90,7 +92,11 @@ def create_gateway_app(gateway: Gateway) -> Flask:
     @app.post("/v1/query")
     def query() -> Response:
         client = gateway.api_keys.authenticate(request.headers.get("Authorization"))  # before reading any body
-        return _json(gateway.query(QueryRequest.from_json(_body()), client).to_json())
+        result = gateway.query(QueryRequest.from_json(_body()), client)
+        sites = site_summary(result.calls)
+        if all_failed(sites):  # not a 200 "No answer": the per-site detail says why
+            return _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites}, 502)
+        return _json({**result.to_json(), "citations": readable_citations(result.fused), "sites": sites})
 
     @app.get("/v1/sites")
     def sites() -> Response:
@@ -104,4 +110,5 @@ def create_gateway_app(gateway: Gateway) -> Flask:
     def health() -> Response:
         return _json(gateway.health())
 
+    app.register_blueprint(create_openai_blueprint(gateway))  # /v1/chat/completions, /v1/models
     return app
