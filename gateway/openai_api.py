@@ -7,10 +7,10 @@ Endpoints (a Flask blueprint registered by gateway.app):
                                   server-sent events (`data: {chunk}` ... `data: [DONE]`)
 
 Authentication is the gateway's own: an API key as a bearer token, checked before any body is read
-(the same check as /v1/query). The last message must be the user's question; the user's earlier
-messages become QueryRequest.conversation (system and assistant messages are accepted and not
-used: the federation answers from the sites' evidence only). An optional `hansa` object in the
-body carries /v1/query's other fields (origin, budget, top_k_sites, top_k, sites).
+(the same check as /v1/query). The last user message is the question; the user's earlier
+messages become QueryRequest.conversation (system, developer and assistant messages are accepted and
+not used: the federation answers from the sites' evidence only). Roles outside those (tool,
+function) and content parts other than text are refused.
 
 Citations and the per-site summary travel in the response twice over: as the message's
 `annotations` (OpenAI's url_citation shape: `url` is `hansa://<site>/<doc>`, plus title, snippet,
@@ -44,11 +44,13 @@ log = get_logger(__name__)
 
 MODEL_ID = "hansa-federation"
 ROLES = frozenset({"system", "developer", "user", "assistant"})
-# Parameters OpenAI clients commonly send that change nothing for an extractive federation.
-IGNORED = frozenset({"temperature", "top_p", "max_tokens", "max_completion_tokens", "presence_penalty",
-                     "frequency_penalty", "user", "seed", "stop", "logit_bias", "metadata", "store",
-                     "stream_options", "response_format", "parallel_tool_calls", "service_tier"})
-KNOWN = IGNORED | {"model", "messages", "stream", "n", "hansa"}
+# Parameters OpenAI clients commonly send that change nothing for an extractive federation: accepted
+# when well-typed (as openapi.json documents them), then ignored.
+IGNORED: dict[str, tuple[type, ...]] = {
+    "temperature": (int, float), "top_p": (int, float), "max_tokens": (int,), "max_completion_tokens": (int,),
+    "presence_penalty": (int, float), "frequency_penalty": (int, float), "seed": (int,), "user": (str,),
+    "stream_options": (dict,)}
+KNOWN = frozenset(IGNORED) | {"model", "messages", "stream", "n"}
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 409: "conflict_error", 413: "invalid_request_error",
                 429: "rate_limit_error"}
@@ -85,19 +87,22 @@ def error_body(exc: BaseException, status: int) -> dict[str, Any]:
     return {"error": err}
 
 
-def _text(content: Any, i: int) -> str:
-    """A message's text: a string, or a list of text parts (images, audio, files are refused)."""
+def _text(content: Any, i: int, role: str) -> str:
+    """A message's text: a string, or a list of text parts (images, audio, files are refused). A
+    user message holds one part, so each turn stays one bounded question (as openapi.json says)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list) and content:
-        texts = []
         for j, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            if not isinstance(part, dict) or part.get("type") != "text" or set(part) != {"type", "text"} \
+                    or not isinstance(part.get("text"), str):
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise ChatError(f"messages[{i}].content[{j}]: only text parts are supported, got {kind!r}",
-                                f"messages[{i}].content", "unsupported_content")
-            texts.append(part["text"])
-        return "\n".join(texts)
+                raise ChatError(f"messages[{i}].content[{j}]: only text parts {{type: text, text}} are supported, "
+                                f"got {kind!r}", f"messages[{i}].content", "unsupported_content")
+        if role == "user" and len(content) > 1:
+            raise ChatError(f"messages[{i}].content: a user message holds one text part", f"messages[{i}].content",
+                            "unsupported_content")
+        return "\n".join(part["text"] for part in content)
     raise ChatError(f"messages[{i}].content must be a string or a non-empty list of text parts",
                     f"messages[{i}].content", "invalid_content")
 
@@ -109,11 +114,14 @@ def parse_chat(body: Any) -> tuple[QueryRequest, bool]:
     extra = sorted(set(body) - KNOWN)
     if extra:
         raise ChatError(f"unrecognized request argument(s): {extra}", extra[0], "unknown_parameter")
+    for name, types in IGNORED.items():
+        if name in body and (not isinstance(body[name], types) or isinstance(body[name], bool)):
+            raise ChatError(f"{name} must be of type {'/'.join(t.__name__ for t in types)}", name, "invalid_type")
     if body.get("model") != MODEL_ID:
         raise ChatError(f"the model {body.get('model')!r} does not exist; this gateway serves {MODEL_ID!r}",
                         "model", "model_not_found", 404)
     n = body.get("n", 1)
-    if n != 1 or isinstance(n, bool):
+    if n != 1 or isinstance(n, bool) or not isinstance(n, (int, float)):
         raise ChatError("n must be 1: the federation gives one answer", "n", "unsupported_value")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -127,22 +135,19 @@ def parse_chat(body: Any) -> tuple[QueryRequest, bool]:
             role = m.get("role") if isinstance(m, dict) else None
             raise ChatError(f"messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}",
                             f"messages[{i}].role", "invalid_role")
-        text = _text(m.get("content"), i)
+        if not {"role", "content"} <= set(m) <= {"role", "content", "name"} or not isinstance(m.get("name", ""), str):
+            raise ChatError(f"messages[{i}] must hold role, content and optionally name (a string)",
+                            f"messages[{i}]", "invalid_message")
+        text = _text(m["content"], i, m["role"])
         if m["role"] == "user":
             turns.append(text)
-    if messages[-1]["role"] != "user":
-        raise ChatError("the last message must be the user's question", f"messages[{len(messages) - 1}].role",
-                        "invalid_role")
+    if not turns:
+        raise ChatError("messages must hold a user message: the last one is the question", "messages",
+                        "no_user_message")
     if len(turns) > MAX_CONVERSATION_TURNS + 1:
         raise ChatError(f"too many user turns: at most {MAX_CONVERSATION_TURNS + 1}", "messages", "too_long")
-    extension = body.get("hansa", {})
-    if not isinstance(extension, dict) or {"question", "conversation"} & set(extension):
-        raise ChatError("hansa must be an object of /v1/query fields other than question and conversation",
-                        "hansa", "invalid_extension")
     try:
-        query = QueryRequest.from_json({**extension, "question": turns[-1], "conversation": turns[:-1]})
-    except ChatError:
-        raise
+        query = QueryRequest(question=turns[-1], conversation=tuple(turns[:-1]))
     except InputError as exc:
         raise ChatError(str(exc), "messages", "invalid_value") from exc
     return query, stream
