@@ -112,3 +112,36 @@ def test_query_carries_the_site_summary_and_readable_citations(federation) -> No
     assert out["sites"]["successful"] >= 1 and out["sites"]["partial"] is False
     assert all(c["title"] for c in out["citations"])
     assert all(c["snippet"] in out["answer"] for c in out["citations"] if c["used"])
+
+
+# -- every called site failed: a 502 with the per-site detail, on both APIs ------------------------------
+@pytest.fixture(scope="module")
+def dead_gateway(federation, tmp_path_factory):
+    from hansa.adapters.vector.milvus import MilvusVectorStore
+    from hansa.core.config import GatewayConfig
+    from hansa.gateway.app import create_gateway_app
+    from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.service import Gateway
+    from hansa.sync.keys import SiteIdentity
+
+    root = tmp_path_factory.mktemp("dead")
+    store = MilvusVectorStore(str(root / "x.db"))
+    registry = SiteRegistry(root / "gateway" / "registry.json")
+    registry.enroll("dead", "http://127.0.0.1:9/nobody", [SiteIdentity.generate().public_key_b64])  # port 9: discard, closed
+    cfg = GatewayConfig(site_timeout_s=2.0, allow_private_addresses=True)
+    gw = Gateway.open(cfg, embedder=next(iter(federation.sites.values())).ctx.embedder, vector_store=store,
+                      registry=registry)
+    yield create_gateway_app(gw).test_client(), {"Authorization": "Bearer " + gw.api_keys.create("dead-test")}
+    gw.close()
+    store.close()
+
+
+def test_when_every_called_site_fails_the_answer_is_a_502_with_the_detail(dead_gateway) -> None:
+    client, auth = dead_gateway
+    resp = client.post("/v1/query", json={"question": USER["content"], "sites": ["dead"]}, headers=auth)
+    assert resp.status_code == 502, resp.get_json()
+    sites = resp.get_json()["sites"]
+    assert sites["total"] == 1 and sites["successful"] == 0 and sites["failed"] + sites["timed_out"] == 1
+    assert sites["partial"] is True and sites["details"][0]["site_id"] == "dead"
+    chat = client.post("/v1/chat/completions", json=body(), headers=auth)  # routes to no one: a 200 "No answer"
+    assert chat.status_code == 200 and chat.get_json()["hansa"]["sites"]["total"] == 0
