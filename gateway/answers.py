@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from hansa.adapters.llm.base import LLM
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
+from hansa.gateway.engine import QueryResult
 from hansa.gateway.fusion import FusedAnswer
+from hansa.gateway.synthesis import synthesize
 
 
 def readable_citations(fused: FusedAnswer) -> list[dict[str, Any]]:
@@ -50,3 +53,12 @@ def site_summary(calls: Sequence[SiteCall], selected: Sequence[str] = ()) -> dic
 def all_failed(summary: dict[str, Any]) -> bool:
     """True when sites were called and none answered: the query is a 502, not a 200 "No answer"."""
     return summary["successful"] == 0 and summary["failed"] + summary["timed_out"] > 0
+
+
+def synthesized(result: QueryResult, llm: LLM | None, question: str) -> tuple[str, dict[str, Any]]:
+    """The answer to send and its trace: the checked LLM answer when an LLM is configured (the
+    trace's `synthesis` says which answer was used and the tokens spent), else the extractive one."""
+    if llm is None:
+        return result.answer, result.trace
+    out = synthesize(llm, question, result.fused)
+    return out.answer, {**result.trace, "synthesis": out.trace}

@@ -35,7 +35,8 @@ from werkzeug.exceptions import HTTPException
 from hansa.core.errors import HansaError, InputError, NotFoundError
 from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
-from hansa.gateway.answers import all_failed, readable_citations, site_summary
+from hansa.adapters.llm.base import LLM
+from hansa.gateway.answers import all_failed, readable_citations, site_summary, synthesized
 from hansa.gateway.engine import QueryRequest
 from hansa.gateway.engine.request import MAX_CONVERSATION_TURNS
 from hansa.gateway.service import Gateway
@@ -174,7 +175,7 @@ def _sse(obj: Any) -> str:
     return f"data: {dumps(obj).decode()}\n\n"
 
 
-def create_openai_blueprint(gateway: Gateway) -> Blueprint:
+def create_openai_blueprint(gateway: Gateway, llm: LLM | None = None) -> Blueprint:
     bp = Blueprint("openai", __name__)
 
     @bp.errorhandler(HansaError)
@@ -209,10 +210,11 @@ def create_openai_blueprint(gateway: Gateway) -> Blueprint:
         sites = site_summary(result.calls)
         if all_failed(sites):
             raise UpstreamError(sites)
+        answer, trace = synthesized(result, llm, query.question)
         citations = readable_citations(result.fused)
-        message = {"role": "assistant", "content": result.answer, "refusal": None,
-                   "annotations": annotations(result.answer, citations)}
-        extension = {"citations": citations, "sites": sites, "trace": result.trace}
+        message = {"role": "assistant", "content": answer, "refusal": None,
+                   "annotations": annotations(answer, citations)}
+        extension = {"citations": citations, "sites": sites, "trace": trace}
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": MODEL_ID}
         if not stream:
             return _json({**head, "object": "chat.completion",
