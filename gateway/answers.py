@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from hansa.adapters.llm.base import LLM
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.engine import QueryResult
+from hansa.gateway.engine.request import Budget
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.synthesis import synthesize
 
@@ -50,8 +51,12 @@ def site_summary(calls: Sequence[SiteCall], selected: Sequence[str] = ()) -> dic
             "details": [c.trace_json() for c in calls]}
 
 
-def all_failed(summary: dict[str, Any]) -> bool:
-    """True when sites were called and none answered: the query is a 502, not a 200 "No answer"."""
+def all_failed(summary: dict[str, Any], budget: Budget) -> bool:
+    """True when sites were called and none answered on their own account: the query is a 502, not
+    a 200 "No answer". A query whose own time or byte budget cut the calls short is not the sites'
+    failure (the client asked for it): that stays a 200 with `partial: true`."""
+    if budget.time_ms is not None or budget.bytes is not None:
+        return False
     return summary["successful"] == 0 and summary["failed"] + summary["timed_out"] > 0
 
 

@@ -98,7 +98,7 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
         query = QueryRequest.from_json(_body())
         result = gateway.query(query, client)
         sites = site_summary(result.calls)
-        if all_failed(sites):  # not a 200 "No answer": the per-site detail says why
+        if all_failed(sites, query.budget):  # not a 200 "No answer": the per-site detail says why
             return _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites}, 502)
         answer, trace = synthesized(result, llm, query.question)
         return _json({"answer": answer, "citations": readable_citations(result.fused), "trace": trace, "sites": sites})

@@ -208,7 +208,7 @@ def create_openai_blueprint(gateway: Gateway, llm: LLM | None = None) -> Bluepri
         query, stream = parse_chat(_body())
         result = gateway.query(query, client)
         sites = site_summary(result.calls)
-        if all_failed(sites):
+        if all_failed(sites, query.budget):
             raise UpstreamError(sites)
         answer, trace = synthesized(result, llm, query.question)
         citations = readable_citations(result.fused)
