@@ -27,3 +27,23 @@ def test_an_off_topic_answer_citing_anything_fails() -> None:
 
 def test_without_a_gold_passage_there_is_nothing_to_check() -> None:
     assert answer_check("anything", "a question", [])["ok"] is None
+
+
+def test_the_demo_prints_only_the_citations_the_answer_uses(capsys, tmp_path) -> None:
+    from hansa.cli.demo import DemoResult, _print_human
+
+    answer = {"question": "q?", "answer": "The Rhone meets the Saone at Lyon. [1]", "gold_site": "rivers",
+              "gold_site_cited": True, "client_latency_ms": 12.0,
+              "answer_check": {"ok": True, "gold_sentence": "x", "shared_words": ["lyon", "saone"]},
+              "citations": [{"n": 1, "site_id": "rivers", "doc_id": "rhone", "title": "The Rhone", "score": 0.9,
+                             "used": True, "snippet": "The Rhone meets the Saone at Lyon.", "page": 3,
+                             "source": "atlas:rhone.pdf"},
+                            {"n": 2, "site_id": "kitchen", "doc_id": "soup", "title": "Onion soup", "score": 0.1,
+                             "used": False}],
+              "sites": {"total": 2, "successful": 2, "skipped": 0, "failed": 0, "timed_out": 0, "partial": False},
+              "trace": {"sites_considered": [], "per_site": [], "total_ms": 10.0}}
+    _print_human(DemoResult(tmp_path, 1.0, {}, [answer]))
+    out = capsys.readouterr().out
+    assert "The Rhone — rivers, atlas:rhone.pdf, p. 3" in out and '"The Rhone meets the Saone at Lyon."' in out
+    assert "Onion soup" not in out
+    assert "answer matches the gold passage: yes (shares lyon, saone)" in out
