@@ -24,7 +24,9 @@ from hansa.plugin.retrieval import content_words
 SUPPORT_OVERLAP = 0.6
 MAX_TOKENS = 256
 _MARKER = re.compile(r"\[(\d+)\]")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=\])\s+(?=[A-Z])")
+# A sentence ends at . ! ? before the next word, or after its markers ("... Lyon. [1] Next"): a
+# marker after the full stop still belongs to the sentence before it.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?!\[)|(?<=\])\s+(?=[A-Z])")
 SYSTEM = ("Answer the question using ONLY the numbered evidence. After every sentence put the number of the "
           "evidence it comes from in brackets, like [1]. Do not add facts that the evidence does not state. "
           "Be brief: at most three sentences.")

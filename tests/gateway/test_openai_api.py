@@ -145,3 +145,26 @@ def test_when_every_called_site_fails_the_answer_is_a_502_with_the_detail(dead_g
     assert sites["partial"] is True and sites["details"][0]["site_id"] == "dead"
     chat = client.post("/v1/chat/completions", json=body(), headers=auth)  # routes to no one: a 200 "No answer"
     assert chat.status_code == 200 and chat.get_json()["hansa"]["sites"]["total"] == 0
+
+
+class EchoFirstEvidence:
+    """A stand-in for a hosted LLM (hansa's LLM port): restates the first evidence line, citing it."""
+
+    def complete(self, messages, *, max_tokens: int = 512, temperature: float = 0.0) -> str:
+        first = messages[-1]["content"].split("\n")[1]  # "[n] sentence" after "Evidence:"
+        marker, sentence = first.split(" ", 1)
+        return f"{sentence} {marker} The moon is made of cheese {marker}."
+
+
+def test_with_an_llm_both_apis_answer_from_checked_synthesis(federation) -> None:
+    from hansa.gateway.app import create_gateway_app
+
+    client = create_gateway_app(federation.gateway_service, llm=EchoFirstEvidence()).test_client()
+    auth = {"Authorization": f"Bearer {federation.api_key}"}
+    out = client.post("/v1/query", json={"question": USER["content"]}, headers=auth).get_json()
+    synthesis = out["trace"]["synthesis"]
+    assert synthesis["answer"] == "llm" and [d["sentence"] for d in synthesis["dropped"]][0].startswith("The moon")
+    assert "cheese" not in out["answer"] and __import__("re").search(r"\[\d+\]", out["answer"])
+    chat = client.post("/v1/chat/completions", json=body(), headers=auth).get_json()
+    assert chat["hansa"]["trace"]["synthesis"]["answer"] == "llm"
+    assert chat["choices"][0]["message"]["content"] == out["answer"]

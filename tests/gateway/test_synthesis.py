@@ -71,3 +71,8 @@ def test_smollm2_answers_only_with_checked_sentences(llm_base_url: str, llm_mode
         assert " ".join(kept) == out.answer and not dropped
     else:
         assert out.answer == FUSED.answer
+
+
+def test_a_marker_after_the_full_stop_belongs_to_its_sentence() -> None:
+    kept, dropped = check("The Saone joins the Rhone at Lyon. [1] Paris is big [1].", evidence(FUSED))
+    assert kept == ["The Saone joins the Rhone at Lyon. [1]"] and dropped[0]["sentence"] == "Paris is big [1]."
