@@ -20,6 +20,7 @@ import click
 
 from hansa.core.errors import HansaError
 from hansa.cli.federation import LocalFederation
+from hansa.plugin.retrieval import answer_sentences, content_words
 
 
 @dataclass
@@ -48,6 +49,7 @@ def run_demo(
 
     `gateway_tap` wraps the gateway's WSGI app (tests use it to record every byte the gateway
     receives, to prove that no chunk text crosses the boundary)."""
+    texts = {p["id"]: p["text"] for p in passages}
     by_site: dict[str, list[dict[str, Any]]] = {}
     for p in passages:
         by_site.setdefault(p["site"], []).append(p)
@@ -68,10 +70,27 @@ def run_demo(
                 "gold_site": q.get("site"),
                 "gold_site_cited": q.get("site") in cited_sites,
                 "gold_passages_cited": sorted(set(q.get("gold", [])) & cited_docs),
+                "answer_check": answer_check(body.get("answer", ""), q["question"],
+                                             [texts[g] for g in q.get("gold", []) if g in texts]),
                 "client_latency_ms": round(elapsed_ms, 1),
                 **body,
             })
     return result
+
+
+def answer_check(answer: str, question: str, gold_texts: list[str]) -> dict[str, Any]:
+    """Does the answer say what the gold passage says? Citing the right site is not enough (a
+    cited site can still contribute off-topic sentences), so the answer itself is tested: the gold
+    passages' answer sentence is the one sharing most content words with the question, and the
+    answer must hold at least one of its content words that the question does not already hold.
+    `ok` is None when there is no gold passage to check against."""
+    asked = content_words(question)
+    candidates = [s for text in gold_texts for _, s in answer_sentences(text)]
+    if not candidates:
+        return {"ok": None, "gold_sentence": None, "shared_words": []}
+    gold = max(candidates, key=lambda s: len(content_words(s) & asked))
+    shared = sorted((content_words(gold) - asked) & content_words(answer))
+    return {"ok": bool(shared), "gold_sentence": gold, "shared_words": shared}
 
 
 def _print_human(result: DemoResult) -> None:
@@ -82,14 +101,27 @@ def _print_human(result: DemoResult) -> None:
     for i, a in enumerate(result.answers, 1):
         click.echo(f"\n[{i}] Q: {a['question']}")
         click.echo(f"    A: {a.get('answer', '').strip()}")
-        for n, c in enumerate(a.get("citations", [])[:5], 1):
-            click.echo(f"       [{n}] {c['site_id']}: {c['title']} ({c['doc_id']})")
+        for c in a.get("citations", []):  # only those the answer uses, as a reader can follow them
+            if not c.get("used", True):
+                continue
+            where = ", ".join(x for x in (c.get("source") or c["doc_id"], f"p. {c['page']}" if c.get("page") else "") if x)
+            click.echo(f"       [{c.get('n', '?')}] {c['title']} — {c['site_id']}, {where}")
+            if c.get("snippet"):
+                click.echo(f"           \"{c['snippet']}\"")
         trace = a.get("trace", {})
         considered = ", ".join(f"{s['site_id']}={s['score']:.2f}" for s in trace.get("sites_considered", []))
         per_site = ", ".join(f"{s['site_id']} {s['status']} {s['latency_ms']:.0f}ms {s['bytes_in']}B"
                              for s in trace.get("per_site", []))
         click.echo(f"    routing: {considered}")
         click.echo(f"    called:  {per_site}")
+        check = a["answer_check"]
+        verdict = {True: "yes", False: "NO", None: "n/a"}[check["ok"]]
+        shared = f" (shares {', '.join(check['shared_words'][:5])})" if check["shared_words"] else ""
+        click.echo(f"    answer matches the gold passage: {verdict}{shared}")
+        sites = a.get("sites", {})
+        if sites:
+            click.echo(f"    sites: {sites['successful']}/{sites['total']} answered, {sites['failed']} failed, "
+                       f"{sites['timed_out']} timed out{' (partial)' if sites['partial'] else ''}")
         click.echo(f"    gold site {a['gold_site']} cited: {'yes' if a['gold_site_cited'] else 'NO'}; "
                    f"latency {a['client_latency_ms']:.0f} ms (gateway total {trace.get('total_ms', 0):.0f} ms)")
 

@@ -26,7 +26,10 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from hansa.core.errors import HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.adapters.llm.base import LLM
+from hansa.gateway.answers import all_failed, readable_citations, site_summary, synthesized
 from hansa.gateway.engine import QueryRequest
+from hansa.gateway.openai_api import create_openai_blueprint
 from hansa.gateway.publishing import PublicationConflict
 from hansa.gateway.service import Gateway
 from hansa.sync.wire import validate_site_id
@@ -50,8 +53,10 @@ def _body() -> Any:
     return loads_strict(data)
 
 
-def create_gateway_app(gateway: Gateway) -> Flask:
-    """A Flask app serving `gateway`; the caller owns (and closes) the gateway."""
+def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
+    """A Flask app serving `gateway`; the caller owns (and closes) the gateway. With `llm` (the
+    configured [llm], hansa.adapters.llm.open_llm) answers are synthesized from the fused evidence
+    and checked (gateway.synthesis); without it they are extractive."""
     cfg = gateway.cfg
     openapi = gateway.openapi()
     app = Flask(__name__)
@@ -90,7 +95,13 @@ def create_gateway_app(gateway: Gateway) -> Flask:
     @app.post("/v1/query")
     def query() -> Response:
         client = gateway.api_keys.authenticate(request.headers.get("Authorization"))  # before reading any body
-        return _json(gateway.query(QueryRequest.from_json(_body()), client).to_json())
+        query = QueryRequest.from_json(_body())
+        result = gateway.query(query, client)
+        sites = site_summary(result.calls)
+        if all_failed(sites, query.budget):  # not a 200 "No answer": the per-site detail says why
+            return _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites}, 502)
+        answer, trace = synthesized(result, llm, query.question)
+        return _json({"answer": answer, "citations": readable_citations(result.fused), "trace": trace, "sites": sites})
 
     @app.get("/v1/sites")
     def sites() -> Response:
@@ -104,4 +115,5 @@ def create_gateway_app(gateway: Gateway) -> Flask:
     def health() -> Response:
         return _json(gateway.health())
 
+    app.register_blueprint(create_openai_blueprint(gateway, llm))  # /v1/chat/completions, /v1/models
     return app

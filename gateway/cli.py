@@ -140,6 +140,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     """Serve the gateway API until interrupted."""
     from werkzeug.serving import make_server
 
+    from hansa.adapters.llm import open_llm
     from hansa.gateway.app import create_gateway_app
     from hansa.gateway.service import Gateway
 
@@ -147,7 +148,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
     host = host or cfg.gateway.host
     port = cfg.gateway.port if port is None else port
     with Gateway.open(cfg) as gw:  # closing it lets the durable write-behind finish
-        server = make_server(host, port, create_gateway_app(gw), threaded=True)
+        server = make_server(host, port, create_gateway_app(gw, llm=open_llm(cfg)), threaded=True)
         click.echo(f"hansa gateway on http://{host}:{server.server_port} (registry {gw.registry.path}; "
                    f"sites set [site] gateway_public_key = {gw.identity.public_key_b64})")
         try:

@@ -300,7 +300,10 @@ def test_query_routes_to_the_site_whose_summaries_match(env, records, sites_http
     for key in ("routing_ms", "fusion_ms", "total_ms"):
         assert trace[key] >= 0
     assert body["answer"] == "The Rhone flows through Lyon, where the Saone joins it. [1]"
-    assert body["citations"] == [{"site_id": rivers, "doc_id": "rhone", "title": "The Rhone", "score": 0.9}]
+    assert body["citations"] == [{"site_id": rivers, "doc_id": "rhone", "title": "The Rhone", "score": 0.9, "n": 1,
+                                  "used": True, "snippet": "The Rhone flows through Lyon, where the Saone joins it."}]
+    assert body["sites"] == {"total": 1, "successful": 1, "skipped": 0, "failed": 0, "timed_out": 0, "partial": False,
+                             "details": trace["per_site"]}
 
     assert post(env, "/v1/query", {"question": FOOD_Q, "top_k_sites": 1}).get_json()["trace"]["sites_called"] == [kitchen]
     assert trace["selection"] == "routed"

@@ -1,0 +1,92 @@
+"""LLM synthesis of the answer from the fused evidence only, checked before it is trusted.
+
+Why check at all: a small model (the local SmolLM2) happily writes fluent sentences the evidence
+never said, and cites [7] when there are three citations. So the model sees only the fused
+sentences, numbered by their citation, and every sentence it writes must (1) carry at least one
+[n] marker, (2) point only at citations the evidence holds, and (3) be supported by the cited
+sentences: at least SUPPORT_OVERLAP of its content words (hansa.plugin.retrieval.content_words,
+the retrieval's own notion of a meaningful word) appear in them. Sentences that fail are dropped;
+when none survives, or the LLM times out or errs, the extractive answer stands. The returned
+`trace` says which answer was used, what was dropped and why, and the tokens spent (the LLM port
+returns text only, so tokens are estimated from words and marked so).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hansa.adapters.llm.base import LLM
+from hansa.core.errors import HansaError
+from hansa.gateway.fusion import FusedAnswer
+from hansa.plugin.retrieval import content_words
+
+SUPPORT_OVERLAP = 0.6
+MAX_TOKENS = 256
+_MARKER = re.compile(r"\[(\d+)\]")
+# A sentence ends at . ! ? before the next word, or after its markers ("... Lyon. [1] Next"): a
+# marker after the full stop still belongs to the sentence before it.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?!\[)|(?<=\])\s+(?=[A-Z])")
+SYSTEM = ("Answer the question using ONLY the numbered evidence. After every sentence put the number of the "
+          "evidence it comes from in brackets, like [1]. Do not add facts that the evidence does not state. "
+          "Be brief: at most three sentences.")
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    answer: str
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+def evidence(fused: FusedAnswer) -> dict[int, list[str]]:
+    """The cited sentences per citation number: all the model may say."""
+    out: dict[int, list[str]] = {}
+    for s in fused.sentences:
+        out.setdefault(s.citation, []).append(s.text)
+    return out
+
+
+def check(text: str, cited: dict[int, list[str]]) -> tuple[list[str], list[dict[str, str]]]:
+    """The supported sentences of `text`, and each dropped sentence with the reason."""
+    kept: list[str] = []
+    dropped: list[dict[str, str]] = []
+    for sentence in (s.strip() for s in _SENTENCE.split(text.strip())):
+        if not sentence:
+            continue
+        markers = {int(n) for n in _MARKER.findall(sentence)}
+        if not markers:
+            dropped.append({"sentence": sentence, "reason": "no [n] marker"})
+            continue
+        unknown = sorted(markers - set(cited))
+        if unknown:
+            dropped.append({"sentence": sentence, "reason": f"cites {unknown}, which the evidence does not hold"})
+            continue
+        words = content_words(_MARKER.sub(" ", sentence))
+        support = content_words(" ".join(t for n in markers for t in cited[n]))
+        share = len(words & support) / len(words) if words else 0.0
+        if share < SUPPORT_OVERLAP:
+            dropped.append({"sentence": sentence, "reason": f"only {share:.0%} of its words are in the cited evidence"})
+            continue
+        kept.append(sentence)
+    return kept, dropped
+
+
+def synthesize(llm: LLM | None, question: str, fused: FusedAnswer, *, max_tokens: int = MAX_TOKENS) -> Synthesis:
+    """The checked LLM answer, or the extractive one (`trace["answer"]` says which)."""
+    cited = evidence(fused)
+    if llm is None or not cited:
+        return Synthesis(fused.answer, {"answer": "extractive", "reason": "no LLM" if llm is None else "no evidence"})
+    prompt = "\n".join(f"[{n}] {t}" for n, texts in sorted(cited.items()) for t in texts)
+    messages = [{"role": "system", "content": SYSTEM},
+                {"role": "user", "content": f"Evidence:\n{prompt}\n\nQuestion: {question}"}]
+    try:
+        text = llm.complete(messages, max_tokens=max_tokens, temperature=0.0)
+    except HansaError as exc:  # BackendError: timeout, refused, HTTP error — the extractive answer stands
+        return Synthesis(fused.answer, {"answer": "extractive", "reason": f"LLM failed: {exc}"})
+    tokens = {"prompt": sum(len(m["content"].split()) for m in messages), "completion": len(text.split()),
+              "estimated": True}
+    kept, dropped = check(text, cited)
+    trace: dict[str, Any] = {"tokens": tokens, "dropped": dropped}
+    if not kept:
+        return Synthesis(fused.answer, {**trace, "answer": "extractive", "reason": "no LLM sentence was supported"})
+    return Synthesis(" ".join(kept), {**trace, "answer": "llm"})
