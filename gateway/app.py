@@ -101,7 +101,10 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
         if all_failed(sites, query.budget):  # not a 200 "No answer": the per-site detail says why
             return _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites}, 502)
         answer, trace = synthesized(result, llm, query.question)
-        return _json({"answer": answer, "citations": readable_citations(result.fused), "trace": trace, "sites": sites})
+        # the engine's body (abstained, confidence, conflicts), with the answer as written, readable
+        # citations and the per-site summary
+        return _json({**result.to_json(), "answer": answer, "citations": readable_citations(result.fused),
+                      "trace": trace, "sites": sites})
 
     @app.get("/v1/sites")
     def sites() -> Response:
