@@ -19,6 +19,7 @@ rebuilt from its durable copy on open and flushed on close.
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import replace
 from importlib import resources
 from typing import Any, Callable
 
@@ -40,7 +41,8 @@ from hansa.sync.wire import EmbeddingSpace
 
 class Gateway:
     """The gateway service. Attributes: `cfg` (GatewayConfig), `registry`, `index`, `space`,
-    `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `query_limits`,
+    `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `router` (the
+    configured learned router, or None for the engine's summary matching), `query_limits`,
     `publish_limits`. Thread-safe for concurrent queries and publications."""
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
@@ -58,6 +60,12 @@ class Gateway:
         self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
         self.publications = SitePublications(registry, index, self.publish_limits)
         self.engine = QueryEngine(cfg, embedder, index, registry, transport)
+        # The router HTTP queries get: None keeps the engine's default (summary matching).
+        self.router = None
+        if cfg.router == "learned":
+            from hansa.gateway.learned.router import open_router
+
+            self.router = open_router(cfg, index, registry.path.parent)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
 
@@ -126,6 +134,8 @@ class Gateway:
         origin allow-list applies). `policy` picks router/gate/refiner in-process (never from HTTP)."""
         self.registry.poll()  # a registry change made by another process applies from this query
         self.query_limits.charge(client, request.fan_out(self.cfg.top_k_sites))
+        if self.router is not None and (policy is None or policy.router is None):
+            policy = replace(policy or QueryPolicy(), router=self.router)
         return self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client))
 
     def publish(self, site_id: str, envelope: Any) -> dict[str, Any]:
