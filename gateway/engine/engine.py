@@ -196,7 +196,7 @@ class QueryEngine:
         clock.add("fuse", t)
         observe = getattr(router, "observe", None)  # a learning router logs what contributed
         if callable(observe):
-            observe(request.question, routing.considered, routing.selected, calls.called, fused)
+            observe(request.question, routing.considered, routing.selected, calls.calls, fused)
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner), routing, routing_ms, calls.rounds,
                             calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)

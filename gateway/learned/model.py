@@ -90,7 +90,10 @@ def data_digest(x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -> str:
     h.update(json.dumps(list(FEATURE_NAMES)).encode())
     h.update(np.ascontiguousarray(x, dtype="<f8").tobytes())
     h.update(np.ascontiguousarray(y, dtype="<i1").tobytes())
-    h.update("\n".join(groups).encode())
+    # the grouping's shape (row -> first-seen question index), not the digests themselves: those
+    # are keyed per gateway (outcomes.py), and the same data must give the same version anywhere
+    first: dict[str, int] = {}
+    h.update(np.asarray([first.setdefault(g, len(first)) for g in groups], dtype="<i8").tobytes())
     return h.hexdigest()
 
 

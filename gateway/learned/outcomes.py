@@ -1,9 +1,10 @@
 """The router's training data: what the gateway itself saw, one JSON line per routed question.
 
 Each record: a digest of the question, the model version that routed it, and for every site the
-router considered its features (FEATURE_NAMES order), whether it was called, whether it was called
-only to explore, and whether it contributed (at least one of its sentences survived fusion into
-the final answer). Only called sites carry a label; exploration (see router.py) makes sure some
+router considered its features (FEATURE_NAMES order), whether it was called and answered (a
+failed call carries no label), whether it was called only to explore, and whether it contributed
+(at least one of its sentences survived fusion into the final answer). Only answering sites carry
+a label; exploration (see router.py) makes sure some
 sites the router would not have asked are called too.
 
 Why a digest and not the question: questions are user data (a patient's symptom, an employee's
@@ -68,10 +69,12 @@ class OutcomeLog:
             return key
 
     def append(self, question: str, model_version: str | None, sites: Sequence[dict[str, Any]]) -> None:
-        """One record; `sites` items: {features (list), called, explored, contributed}."""
+        """One record; `sites` items: {features (list), called (answered: labelled), failed (called,
+        no answer: unlabelled), explored, contributed}."""
         record = {"q": self.digest(question), "model": model_version, "features": list(FEATURE_NAMES),
                   "sites": [{"x": [round(float(v), 6) for v in s["features"]], "called": bool(s["called"]),
-                             "explored": bool(s["explored"]), "contributed": bool(s["contributed"])} for s in sites]}
+                             "failed": bool(s.get("failed", False)), "explored": bool(s["explored"]),
+                             "contributed": bool(s["contributed"])} for s in sites]}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
             self.dir.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ import numpy as np
 from hansa.core.config import GatewayConfig
 from hansa.core.logs import get_logger
 from hansa.gateway.engine.policy import QueryPolicy
+from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.index import SummaryHit, SummaryIndex
 from hansa.gateway.learned.features import Published, site_features
@@ -75,6 +76,7 @@ class LearnedRouter:
     name: str = "learned"
     _model: RouterModel | None = field(default=None, init=False, repr=False)
     _stamp: tuple[int, int] | None = field(default=None, init=False, repr=False)
+    _loaded: bool = field(default=False, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _rng: random.Random = field(init=False, repr=False)
 
@@ -103,14 +105,14 @@ class LearnedRouter:
         except OSError:
             stamp = None
         with self._lock:
-            if stamp != self._stamp or (stamp is None and self._model is not None):
-                self._stamp = stamp
-                self._model = load_model(self.model_path)
+            if not self._loaded or stamp != self._stamp:  # once per change of the file: one log line
+                self._loaded, self._stamp = True, stamp
+                self._model = None if stamp is None else load_model(self.model_path)
                 if self._model is not None:
                     log.info("router.model_loaded", version=self._model.version, rows=self._model.rows,
                              threshold=round(self._model.threshold, 4))
                 elif stamp is None:
-                    pass  # load_model logged the missing file
+                    log.info("router.model_missing", path=str(self.model_path), fallback="summary matching")
             return self._model
 
     @property
@@ -163,8 +165,10 @@ class LearnedRouter:
     # -- learning from outcomes ------------------------------------------------------------------------
 
     def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
-                called: Collection[str], fused: FusedAnswer) -> None:
+                calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
         """Log the outcome of one question: a site contributed when a sentence of it survived fusion.
+        Only sites that answered carry a label (`called`); a failed call (timeout, error) says
+        nothing about relevance, so it is logged as `failed` and never trained on.
         A called site outside the router's own pick (a prefix of `considered`) was explored; an
         explored site that happens to be next in rank counts as picked, which only blurs the
         `explored` flag (kept for reporting), never a label."""
@@ -176,8 +180,10 @@ class LearnedRouter:
                 break
             own.add(s.site_id)
         contributed = {s.site_id for s in fused.sentences}
-        sites = [{"features": s.features, "called": s.site_id in called, "explored": s.site_id in called and s.site_id not in own,
-                  "contributed": s.site_id in contributed}
+        answered = {c.site_id for c in calls if c.status == OK}
+        failed = {c.site_id for c in calls} - answered
+        sites = [{"features": s.features, "called": s.site_id in answered, "failed": s.site_id in failed,
+                  "explored": s.site_id in answered and s.site_id not in own, "contributed": s.site_id in contributed}
                  for s in considered if isinstance(s, LearnedScore)]
         if sites:
             try:
