@@ -209,5 +209,10 @@ def open_router(cfg: GatewayConfig, index: SummaryIndex, gateway_dir: Path, *, e
 def learned_policy(gateway: Any, *, explore_share: float = 0.0, name: str = "learned") -> QueryPolicy:
     """`hansa eval`'s strategy `learned`: the gateway's own model and log, exploring only when
     asked (an evaluation measures the router's choice, not its exploration)."""
-    router = open_router(gateway.cfg, gateway.index, gateway.registry.path.parent, explore_share=explore_share)
+    own = getattr(gateway, "router", None)
+    if isinstance(own, LearnedRouter):  # the configured router's model and log, exploration as asked
+        router = LearnedRouter(own.model_path, own.published, own.outcomes, explore_share, own.explore_sites,
+                               own.margin)
+    else:
+        router = open_router(gateway.cfg, gateway.index, gateway.registry.path.parent, explore_share=explore_share)
     return QueryPolicy(name=name, router=router)

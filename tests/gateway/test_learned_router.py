@@ -237,3 +237,39 @@ def test_fit_refuses_one_class_and_bad_shapes() -> None:
         fit(x, np.zeros(4), ["a", "b", "c", "d"])
     with pytest.raises(ValueError, match="features"):
         fit(np.ones((4, 3)), np.array([0, 1, 0, 1]), ["a"] * 4)
+
+
+# -- operator surface: config and `hansa gateway router` ----------------------------------------------
+
+def test_router_config_keys_are_checked() -> None:
+    from hansa.core.config import load_config
+    from hansa.core.errors import ConfigError
+
+    cfg = load_config(env={"HANSA_GATEWAY_ROUTER": "learned", "HANSA_GATEWAY_ROUTER_EXPLORE_SHARE": "0.1"})
+    assert (cfg.gateway.router, cfg.gateway.router_explore_share) == ("learned", 0.1)
+    with pytest.raises(ConfigError, match="gateway.router"):
+        load_config(env={"HANSA_GATEWAY_ROUTER": "oracle"})
+    with pytest.raises(ConfigError, match="explore_share"):
+        load_config(env={"HANSA_GATEWAY_ROUTER_EXPLORE_SHARE": "1.5"})
+
+
+def test_cli_trains_shows_and_refuses_an_empty_log(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hansa.core.config import Config
+    from hansa.gateway.cli import gateway
+    from hansa.gateway.learned.router import router_dir
+
+    def run(*args: str):
+        return CliRunner().invoke(gateway, ["router", *args], obj={"config": Config(home=tmp_path)})
+
+    empty = run("train")
+    assert empty.exit_code == 1 and "at least 20" in empty.output
+    assert "falls back to summary matching" in run("show").output
+    synthetic_log(OutcomeLog(router_dir(tmp_path / "gateway")), 40)
+    trained = run("train")
+    assert trained.exit_code == 0, trained.output
+    out = json.loads(trained.output)
+    assert out["questions"] == 40 and out["features"] == list(FEATURE_NAMES) and len(out["data_digest"]) == 64
+    assert json.loads(run("show").output)["version"] == out["version"]
+    assert run("train", "--target-recall", "2").exit_code == 2
