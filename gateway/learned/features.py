@@ -32,6 +32,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log_summaries",   # log1p(summaries the site published)
     "log_entities",    # log1p(entities its published communities cover)
     "best_richness",   # log1p(entities of its best-matching community)
+    "best_position",   # log1p(position of its best summary in the whole top-m): 0 for the leader's
+    "hits_top16",      # its share of the 16 best hits overall
 )
 
 # (summaries published, entities covered) of a site; (0, 0) when unknown
@@ -53,6 +55,12 @@ def site_features(hits: Sequence[SummaryHit], routable: Collection[str], publish
     for h in hits:
         per_site.setdefault(h.site_id, []).append(h)
     n_hits = max(len(hits), 1)
+    position: dict[str, int] = {}
+    for i, h in enumerate(hits):
+        position.setdefault(h.site_id, i)
+    top16: dict[str, int] = {}
+    for h in hits[:16]:
+        top16[h.site_id] = top16.get(h.site_id, 0) + 1
     bests = [max(h.score for h in per_site[s.site_id]) for s in ranked]
     leader = max(bests)
     out = []
@@ -73,6 +81,8 @@ def site_features(hits: Sequence[SummaryHit], routable: Collection[str], publish
             math.log1p(max(summaries, 0)),
             math.log1p(max(entities, 0)),
             math.log1p(max(own[0].richness, 0)),
+            math.log1p(position[s.site_id]),
+            top16.get(s.site_id, 0) / min(16, n_hits),
         ], dtype=np.float64)
         out.append(SiteFeatures(s, vec))
     return out
