@@ -122,6 +122,14 @@ class GatewayConfig:
     top_k_sites: int = 5  # at most this many sites are asked (DGRAG's k) ...
     site_margin: float = 0.24  # ... and only those scoring within this of the best (gateway/router.py)
     site_timeout_s: float = 10.0
+    # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
+    # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary
+    # matching until a usable model exists). gateway/learned/ says how it learns.
+    router: str = "summary"
+    router_explore_share: float = 0.05  # share of questions that also ask router_explore_sites random sites
+    router_explore_sites: int = 2
+    router_log_max_records: int = 50_000  # outcome log: kept records = at most twice this
+    router_target_recall: float = 0.95  # training picks the threshold reaching this per-question recall
     max_request_bytes: int = 8 * 1024 * 1024
     allow_private_addresses: bool = False
     # Token buckets keyed by verified identity (API key name; publishing site id). A query costs one
@@ -179,6 +187,7 @@ class Config:
         return self.home / "state.sqlite"
 
 
+ROUTERS = ("summary", "learned")
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway")
 
 
@@ -245,6 +254,10 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
             _apply(obj, overrides, f"environment {prefix}*")
     if cfg.graph.backend not in ("embedded", "neo4j"):
         raise ConfigError(f"graph.backend must be 'embedded' or 'neo4j', not {cfg.graph.backend!r}")
+    if cfg.gateway.router not in ROUTERS:
+        raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
+    if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:
+        raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:
         raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
     return cfg

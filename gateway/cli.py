@@ -405,3 +405,6 @@ def sites(ctx: click.Context, as_json: bool) -> None:
 from hansa.gateway.cli_keys import api_key  # noqa: E402  (it imports helpers defined above)
 
 gateway.add_command(api_key)
+from hansa.gateway.cli_router import router  # noqa: E402  (it imports helpers defined above)
+
+gateway.add_command(router)

@@ -19,6 +19,7 @@ rebuilt from its durable copy on open and flushed on close.
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -47,7 +48,8 @@ def calibration_path(cfg: GatewayConfig, gateway_dir: Path) -> Path:
 
 class Gateway:
     """The gateway service. Attributes: `cfg` (GatewayConfig), `registry`, `index`, `space`,
-    `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `calibration`, `query_limits`,
+    `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `calibration`, `router` (the
+    configured learned router, or None for the engine's summary matching), `query_limits`,
     `publish_limits`. Thread-safe for concurrent queries and publications."""
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
@@ -68,6 +70,12 @@ class Gateway:
         self.calibration = calibration or Calibration()
         self.reliability = reliability
         self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.calibration, reliability)
+        # The router HTTP queries get: None keeps the engine's default (summary matching).
+        self.router = None
+        if cfg.router == "learned":
+            from hansa.gateway.learned.router import open_router
+
+            self.router = open_router(cfg, index, registry.path.parent)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
 
@@ -140,6 +148,8 @@ class Gateway:
         origin allow-list applies). `policy` picks router/gate/refiner in-process (never from HTTP)."""
         self.registry.poll()  # a registry change made by another process applies from this query
         self.query_limits.charge(client, request.fan_out(self.cfg.top_k_sites))
+        if self.router is not None and (policy is None or policy.router is None):
+            policy = replace(policy or QueryPolicy(), router=self.router)
         return self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client))
 
     def publish(self, site_id: str, envelope: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a st
 run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
-`policy`, `origin_assessment` (the gate's input) with an origin, `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain).
+`policy`, `origin_assessment` (the gate's input) with an origin, `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain), `router` {name, model_version, ...}.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from hansa.gateway.engine.gate import Gate, GateDecision
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, trace_json
+from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, router_json, trace_json
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
@@ -228,6 +228,9 @@ class QueryEngine:
             else:
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability)
         clock.add("fuse", t)
+        observe = getattr(router, "observe", None)  # a learning router logs what contributed
+        if callable(observe):
+            observe(request.question, routing.considered, routing.selected, calls.calls, fused)
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
                             calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
@@ -236,6 +239,7 @@ class QueryEngine:
         trace["abstained"] = abstention is not None and abstention.abstain
         if abstention is not None:
             trace["abstention"] = abstention.to_json()
+        trace["router"] = router_json(router)
         return QueryResult(fused.answer, [c.to_json() for c in fused.citations], trace, fused, tuple(calls.calls),
                            decision, assessment, abstention)
 

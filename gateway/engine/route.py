@@ -100,6 +100,14 @@ def route(
                    (t1 - t0) * 1000, (t2 - t1) * 1000)
 
 
+def router_json(router: Router) -> dict[str, Any]:
+    """What the trace records as `router`: its name and, for a learned router, its model version."""
+    describe = getattr(router, "describe", None)
+    if callable(describe):
+        return describe()
+    return {"name": getattr(router, "name", type(router).__name__), "model_version": None}
+
+
 def trace_json(routing: Routing) -> dict[str, Any]:
     return {"sites_considered": [s.to_json() for s in routing.considered], "sites_excluded": routing.excluded,
             "selection": routing.selection}

@@ -1,0 +1,59 @@
+"""`hansa gateway router ...`: the learned router's model (gateway/learned/).
+
+`train` fits a new model from the outcome log the gateway writes under `<home>/gateway/router/`
+and replaces `model.json` atomically; a running gateway with `[gateway] router = "learned"` picks
+it up at its next query. `show` prints the current model (or why routing falls back).
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from hansa.gateway.cli import _config, _friendly, gateway_home
+
+
+@click.group("router")
+def router() -> None:
+    """Train and inspect the learned router (used when [gateway] router = "learned")."""
+
+
+@router.command()
+@click.option("--target-recall", type=float, default=None,
+              help="Per-question recall of contributing sites the threshold must reach (default: [gateway] router_target_recall).")
+@click.option("--l2", type=float, default=1.0, show_default=True, help="L2 penalty of the logistic regression.")
+@click.option("--min-questions", type=int, default=20, show_default=True, help="Refuse to train on fewer logged questions.")
+@click.pass_context
+@_friendly
+def train(ctx: click.Context, target_recall: float | None, l2: float, min_questions: int) -> None:
+    """Retrain from the gateway's outcome log; print the new model's version and data digest."""
+    from hansa.gateway.learned.router import router_dir
+    from hansa.gateway.learned.train import summary, train_router
+
+    cfg = _config(ctx)
+    target = cfg.gateway.router_target_recall if target_recall is None else target_recall
+    if not 0 < target <= 1 or l2 < 0:
+        raise click.BadParameter("--target-recall must be in (0, 1] and --l2 >= 0")
+    try:
+        model, path = train_router(router_dir(gateway_home(cfg)), target_recall=target, l2=l2,
+                                   min_questions=min_questions, max_records=cfg.gateway.router_log_max_records)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(json.dumps(summary(model, path), indent=2))
+
+
+@router.command()
+@click.pass_context
+@_friendly
+def show(ctx: click.Context) -> None:
+    """Print the current model, or say why routing falls back to summary matching."""
+    from hansa.gateway.learned.model import load_model
+    from hansa.gateway.learned.router import MODEL_FILE, router_dir
+    from hansa.gateway.learned.train import summary
+
+    path = router_dir(gateway_home(_config(ctx))) / MODEL_FILE
+    model = load_model(path)
+    if model is None:
+        click.echo(f"no usable model at {path}: routing falls back to summary matching")
+        return
+    click.echo(json.dumps(summary(model, path), indent=2))
