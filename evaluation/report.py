@@ -49,6 +49,13 @@ def correct(o: Outcome) -> bool:
 
 
 def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome], passages_total: int) -> dict[str, Any]:
+    """One record. With an origin (gated), answer quality and routing are read from the in-domain
+    asks; the out-of-domain asks only give escalation_out_of_domain."""
+    gate_out = [o for o in outcomes if o.origin_kind == "out"]
+    escalation_in = _mean(float(bool(o.escalated)) for o in outcomes if o.origin_kind == "in")
+    escalation_out = _mean(float(bool(o.escalated)) for o in gate_out)
+    if gate_out:
+        outcomes = [o for o in outcomes if o.origin_kind != "out"] or list(gate_out)
     answerable = [o for o in outcomes if o.question.answerable and o.question.gold]
     unanswerable = [o for o in outcomes if not o.question.answerable]
     short = [o for o in answerable if o.question.answers]
@@ -87,6 +94,8 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "latency_ms_p50": _pct([o.e2e_ms for o in outcomes], 50),
         "latency_ms_p95": _pct([o.e2e_ms for o in outcomes], 95),
         "latency_ms_mean": round(statistics.fmean(o.e2e_ms for o in outcomes), 1),
+        "escalation_in_domain": escalation_in,
+        "escalation_out_of_domain": escalation_out,
     }
 
 

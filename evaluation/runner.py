@@ -9,6 +9,15 @@ Strategies, all against the same sites in the same run, over real signed HTTP:
   oracle           only the gold site(s) (the cost floor; answerable questions only)
   full_information sites ranked by their single best chunk, under hansa's selection rule — needs
                    every chunk embedding at the gateway, so hansa may not ship it.
+The query engine's strategies run through the same Gateway service in-process, with a policy per
+call (a client may not pick a policy over HTTP; see gateway/engine/policy.py):
+  gated            DGRAG: the user's own site (`origin`) answers first, the calibrated gate decides
+                   whether to escalate. Each answerable question is asked twice: with a gold site as
+                   origin (in-domain) and with a site holding none of its gold (out-of-domain);
+                   records carry escalation_in_domain / escalation_out_of_domain (DGRAG's Table 2).
+  tiers / refine   SCOUT-RAG: relevance tiers (global/local retrieval), then budgeted refinement.
+  learned          RAGRoute: the learned router over site-agnostic features (summary matching
+                   until a model is trained).
 
 Speed: question vectors for the reference routers are embedded in one batch; routing curves are
 computed without calling sites; the questions themselves are asked by a thread pool (`workers`),
@@ -30,6 +39,8 @@ from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
+ENGINE_STRATEGIES = ("gated", "learned")  # run in-process with a QueryPolicy (policy_for)
+EVAL_CLIENT = "eval"  # the in-process client name: no API key record, so no origin allow-list
 Progress = Callable[[str], None]
 
 
@@ -71,6 +82,8 @@ class Outcome:
     gateway_ms: float
     e2e_ms: float
     failed_calls: int = 0  # sites that timed out or failed
+    origin_kind: str = ""  # gated: "in" (origin holds gold) or "out" (it holds none)
+    escalated: bool | None = None  # gated: did the gate send the question past its origin
 
 
 @dataclass
@@ -123,8 +136,10 @@ def _gateway_overhead_ms(trace: dict[str, Any]) -> float:
     return float(trace.get("routing_ms", 0.0)) + float(trace.get("fusion_ms", 0.0))
 
 
-def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict[str, Any], e2e_ms: float) -> Outcome:
+def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict[str, Any], e2e_ms: float,
+               origin_kind: str = "") -> Outcome:
     trace = response.get("trace", {})
+    gate = trace.get("gate") if isinstance(trace.get("gate"), dict) else None
     docs: list[str] = []
     for c in response.get("citations", []):
         if c["doc_id"] not in docs:
@@ -137,7 +152,42 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
         bytes=int(trace.get("bytes_in", 0)) + int(trace.get("bytes_out", 0)),
         gateway_ms=_gateway_overhead_ms(trace), e2e_ms=e2e_ms,
         failed_calls=sum(1 for c in trace.get("per_site", []) if c.get("status") != "ok"),
+        origin_kind=origin_kind, escalated=None if gate is None else gate.get("decision") == "escalate",
     )
+
+
+def policy_for(strategy: str, gateway: Any) -> Any:
+    """The QueryPolicy of an engine strategy, built against the federation's gateway."""
+    from hansa.gateway.engine.policy import gated
+
+    if strategy == "gated":
+        return gated(gateway.calibration)
+    if strategy == "learned":
+        from hansa.gateway.learned.router import learned_policy
+
+        return learned_policy(gateway)
+    raise InputError(f"not an engine strategy: {strategy!r}")
+
+
+def _ask_engine(fed: Any, body: dict[str, Any], policy: Any) -> tuple[dict[str, Any], float]:
+    """Ask the federation's Gateway service in-process under `policy` (sites still answer over HTTP)."""
+    from hansa.gateway.engine import QueryRequest
+
+    t0 = time.perf_counter()
+    result = fed.gateway_service.query(QueryRequest.from_json(body), EVAL_CLIENT, policy=policy)
+    return result.to_json(), (time.perf_counter() - t0) * 1000
+
+
+def other_site(q: Question, sites: Sequence[str], gold_sites: Sequence[str]) -> str | None:
+    """An out-of-domain origin for `q`: a site holding none of its gold passages, chosen by a stable
+    hash (MTRAG: preferably a site of another domain, as DGRAG's out-of-domain questions)."""
+    from hansa.evaluation.datasets import stable_hash
+
+    candidates = [s for s in sites if s not in gold_sites]
+    domains = {g.split("-")[0] for g in gold_sites}
+    other_domain = [s for s in candidates if s.split("-")[0] not in domains]
+    pool = other_domain or candidates
+    return min(pool, key=lambda s: stable_hash("hansa-eval-origin/v1", f"{q.id}/{s}")) if pool else None
 
 
 def _ask(fed: Any, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
@@ -221,9 +271,28 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             for plan, text in zip(plans, texts):
                 plan["centralized"] = {"question": text, "sites": ["central"]}
 
+        engine = {s: policy_for(s, fed.gateway_service) for s in strategies if s in ENGINE_STRATEGIES}
+        site_ids = sorted(fed.sites)
+
+        def ask_engine(i: int, strategy: str) -> list[Outcome]:
+            q, gold, text = questions[i], gold_sites[i], texts[i]
+            if strategy != "gated":
+                return [outcome_of(strategy, q, gold, *_ask_engine(fed, {"question": text}, engine[strategy]))]
+            origins = [("in", gold[0])] if gold else []
+            ood = other_site(q, site_ids, gold)
+            if ood is not None:
+                origins.append(("out", ood))
+            return [outcome_of(strategy, q, gold, *_ask_engine(fed, {"question": text, "origin": origin}, engine[strategy]),
+                               origin_kind=kind) for kind, origin in origins]
+
         def ask_all(i: int) -> list[Outcome]:
-            return [outcome_of(s, questions[i], gold_sites[i], *_ask(fed, plans[i][s]))
-                    for s in strategies if s in plans[i]]
+            out = [outcome_of(s, questions[i], gold_sites[i], *_ask(fed, plans[i][s]))
+                   for s in strategies if s in plans[i]]
+            if not central:
+                for s in strategies:
+                    if s in engine:
+                        out += ask_engine(i, s)
+            return out
 
         t0 = time.perf_counter()
         done = 0
@@ -241,9 +310,9 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
 
 def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str, Any]:
     """Every federation of `settings`, then the centralized site; returns runs and inputs."""
-    unknown = set(settings.strategies) - set(STRATEGIES)
+    unknown = set(settings.strategies) - set(STRATEGIES) - set(ENGINE_STRATEGIES)
     if unknown or not settings.strategies:
-        raise InputError(f"unknown strategies {sorted(unknown)}; choose from {', '.join(STRATEGIES)}")
+        raise InputError(f"unknown strategies {sorted(unknown)}; choose from {', '.join(STRATEGIES + ENGINE_STRATEGIES)}")
     ds = load_dataset(settings.dataset, settings.data)
     if settings.max_documents:
         ds = sample_documents(ds, settings.max_documents)
