@@ -29,6 +29,7 @@ from hansa.core.errors import ConfigError
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
 from hansa.gateway.engine import QueryEngine, QueryPolicy, QueryRequest, QueryResult
+from hansa.gateway.history import HISTORY_FILE, SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
 from hansa.gateway.ratelimit import TokenBucketLimiter
@@ -41,7 +42,7 @@ from hansa.sync.wire import EmbeddingSpace
 class Gateway:
     """The gateway service. Attributes: `cfg` (GatewayConfig), `registry`, `index`, `space`,
     `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `query_limits`,
-    `publish_limits`. Thread-safe for concurrent queries and publications."""
+    `publish_limits`, `history` (which sites answers cite: a tier signal, `site-history.json`). Thread-safe for concurrent queries and publications."""
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
@@ -57,7 +58,8 @@ class Gateway:
         self.query_limits = TokenBucketLimiter("query", cfg.query_burst, cfg.query_refill_per_s)
         self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
         self.publications = SitePublications(registry, index, self.publish_limits)
-        self.engine = QueryEngine(cfg, embedder, index, registry, transport)
+        self.history = SiteHistory(registry.path.parent / HISTORY_FILE)  # tier signal; survives restarts
+        self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.history)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
 
@@ -157,6 +159,7 @@ class Gateway:
             return True
         self._closed = True
         try:
+            self.history.save()
             return self.index.close(timeout)
         finally:
             self._owned.close()

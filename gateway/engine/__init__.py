@@ -1,13 +1,16 @@
 """The gateway's query pipeline as named stages (issue 8): route -> gate -> call -> assess ->
 refine -> fuse, composed by `QueryEngine`; each stage's contract is in its module's docstring."""
 from hansa.gateway.engine.assess import Assessment, assess
+from hansa.gateway.engine.budgeted import BudgetedRefiner
 from hansa.gateway.engine.engine import QueryEngine, QueryResult
 from hansa.gateway.engine.gate import AlwaysEscalate, Gate, GateDecision
-from hansa.gateway.engine.policy import QueryPolicy
+from hansa.gateway.engine.policy import QueryPolicy, refine_policy, tiers_policy
 from hansa.gateway.engine.refine import OneRound, RefineState, RefineStep, Refiner
 from hansa.gateway.engine.request import Budget, QueryRequest
 from hansa.gateway.engine.route import Router, Routing, SummaryRouter
+from hansa.gateway.engine.tiers import TierCutoffs, TieredRouter
 
-__all__ = ["AlwaysEscalate", "Assessment", "Budget", "Gate", "GateDecision", "OneRound", "QueryEngine",
-           "QueryPolicy", "QueryRequest", "QueryResult", "RefineState", "RefineStep", "Refiner", "Router",
-           "Routing", "SummaryRouter", "assess"]
+__all__ = ["AlwaysEscalate", "Assessment", "Budget", "BudgetedRefiner", "Gate", "GateDecision", "OneRound",
+           "QueryEngine", "QueryPolicy", "QueryRequest", "QueryResult", "RefineState", "RefineStep", "Refiner",
+           "Router", "Routing", "SummaryRouter", "TierCutoffs", "TieredRouter", "assess", "refine_policy",
+           "tiers_policy"]

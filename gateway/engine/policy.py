@@ -9,18 +9,21 @@ policy per call:
     result = gateway.query(QueryRequest(question=q, origin="govt"), client="eval",
                            policy=QueryPolicy(name="gated", gate=MyCalibratedGate()))
 
-Strategies yet to come (gated, tiers, refine, learned) are policies: a Gate, a Refiner, a Router.
-`None` fields take the gateway's defaults (SummaryRouter with [gateway] site_margin, AlwaysEscalate,
-OneRound).
+Strategies are policies: a Gate, a Refiner, a Router. `None` fields take the gateway's defaults
+(SummaryRouter with [gateway] site_margin, AlwaysEscalate, OneRound). SCOUT-RAG's two:
+`tiers_policy(gateway)` (tiered first round only) and `refine_policy(gateway)` (tiers + budgeted
+Depth/Breadth/Hybrid refinement, the best answer seen returned).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from hansa.gateway.engine.budgeted import BudgetedRefiner
 from hansa.gateway.engine.gate import Gate
 from hansa.gateway.engine.refine import Refiner
 from hansa.gateway.engine.route import Router
+from hansa.gateway.engine.tiers import TierCutoffs, TieredRouter
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,21 @@ class QueryPolicy:
     router: Router | None = None
     gate: Gate | None = None
     refiner: Refiner | None = None
-    mode: str = "local"  # the retrieval mode sites are asked for (tiers will choose per site)
+    mode: str = "local"  # the retrieval mode sites are asked for (a tiered router's sites: their tier's)
 
     def to_json(self, router: Router, gate: Gate, refiner: Refiner) -> dict[str, Any]:
         return {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),
                 "refiner": getattr(refiner, "name", type(refiner).__name__), "mode": self.mode}
+
+
+def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:
+    """SCOUT-RAG Stages I-II: tiered sites, HIGH asked globally and MODERATE locally, one round.
+    `gateway` is a hansa.gateway.service.Gateway (its index gives richness, its history history)."""
+    router = TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs())
+    return QueryPolicy(name="tiers", router=router)
+
+
+def refine_policy(gateway: Any, cutoffs: TierCutoffs | None = None, refiner: BudgetedRefiner | None = None) -> QueryPolicy:
+    """SCOUT-RAG Stages I-III: the tiered first round, then budgeted refinement."""
+    router = TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs())
+    return QueryPolicy(name="refine", router=router, refiner=refiner or BudgetedRefiner())
