@@ -12,7 +12,10 @@ bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a st
 run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
-`policy`.
+`policy`. With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
+a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
+{site: question}; with a refiner that judges answers each round carries the fused answer's
+`quality` and `best_round` says whose answer was returned.
 """
 from __future__ import annotations
 
