@@ -294,19 +294,31 @@ def check_signed_response(status: int, headers: Any, raw: bytes, keys: Any, requ
         raise CallFailed(INVALID, f"response signature refused ({exc.reason}): {exc}", len(raw)) from exc
 
 
+def per_target(request: RetrieveRequest | Sequence[RetrieveRequest], n: int) -> list[RetrieveRequest]:
+    """One request per target: the same one for all, or the given list (which must match)."""
+    if isinstance(request, RetrieveRequest):
+        return [request] * n
+    requests = list(request)
+    if len(requests) != n:
+        raise ValueError(f"{len(requests)} retrieve requests for {n} sites")
+    return requests
+
+
 # One call of one site: (target, signed body, deadline (monotonic), byte cap) -> (answer, bytes read).
 OneCall = Callable[[SiteTarget, bytes, float, int], tuple[PartialAnswer, int]]
 
 
 def run_calls(
     sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
-    request: RetrieveRequest,
+    request: RetrieveRequest | Sequence[RetrieveRequest],
     timeout_s: float,
     one: OneCall,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
 ) -> list[SiteCall]:
     """Run `one` for every site at once under one deadline; one SiteCall per site, in input order.
 
+    `request` is one request for every site, or one per site in the same order (SCOUT-RAG's tiers
+    ask some sites in global mode and others in local mode within one round).
     Returns by `timeout_s` (plus scheduling noise) whatever the sites do: a call still running then
     is reported as a timeout and left to end on its own deadline."""
     if timeout_s <= 0:
@@ -314,11 +326,12 @@ def run_calls(
     if not sites:
         return []
     targets = [SiteTarget(*s) for s in sites]
-    body = dumps(request.to_json())
+    requests = per_target(request, len(targets))
+    bodies = [dumps(r.to_json()) for r in requests]
     start = time.monotonic()
     deadline = start + timeout_s
 
-    def run(target: SiteTarget) -> SiteCall:
+    def run(target: SiteTarget, body: bytes) -> SiteCall:
         t0 = time.monotonic()
         site_id = target.site_id
         try:
@@ -334,12 +347,12 @@ def run_calls(
 
     pool = ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="hansa-site-call")
     try:
-        futures = [pool.submit(run, t) for t in targets]
+        futures = [pool.submit(run, t, b) for t, b in zip(targets, bodies)]
         wait(futures, timeout=timeout_s)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     calls: list[SiteCall] = []
-    for target, fut in zip(targets, futures):
+    for target, body, fut in zip(targets, bodies, futures):
         if fut.done() and not fut.cancelled():
             calls.append(fut.result())
         else:
@@ -353,7 +366,7 @@ def run_calls(
 
 def call_sites(
     sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
-    request: RetrieveRequest,
+    request: RetrieveRequest | Sequence[RetrieveRequest],
     timeout_s: float,
     *,
     identity: SiteIdentity,

@@ -340,5 +340,12 @@ class SummaryIndex:
         names = sets if among is None else [validate_site_id(s) for s in among]
         return {s: len(sets[s].rows) for s in names if s in sets and sets[s].rows}
 
+    def richness(self, among: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """(published communities, entities they cover) per site of `among` that publishes: what
+        the index keeps of each summary's Richness (chunks and documents are checked on
+        publication but not kept, so SCOUT-RAG's richness here counts communities and entities)."""
+        sets = dict(self._sites)
+        return {s: (len(sets[s].rows), sum(r[4] for r in sets[s].rows.values())) for s in among if s in sets}
+
     def count(self) -> int:
         return len(self.ann)

@@ -31,6 +31,7 @@ from hansa.core.errors import ConfigError
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
 from hansa.gateway.engine import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
+from hansa.gateway.history import HISTORY_FILE, SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
 from hansa.gateway.ratelimit import TokenBucketLimiter
@@ -49,8 +50,9 @@ def calibration_path(cfg: GatewayConfig, gateway_dir: Path) -> Path:
 class Gateway:
     """The gateway service. Attributes: `cfg` (GatewayConfig), `registry`, `index`, `space`,
     `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `calibration`, `router` (the
-    configured learned router, or None for the engine's summary matching), `query_limits`,
-    `publish_limits`. Thread-safe for concurrent queries and publications."""
+    configured learned router, or None for the engine's summary matching), `history` (which sites
+    answers cite: a tier signal, `site-history.json`), `query_limits`, `publish_limits`.
+    Thread-safe for concurrent queries and publications."""
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
@@ -69,7 +71,9 @@ class Gateway:
         self.publications = SitePublications(registry, index, self.publish_limits)
         self.calibration = calibration or Calibration()
         self.reliability = reliability
-        self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.calibration, reliability)
+        self.history = SiteHistory(registry.path.parent / HISTORY_FILE)  # tier signal; survives restarts
+        self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.calibration, reliability,
+                                  self.history)
         # The router HTTP queries get: None keeps the engine's default (summary matching).
         self.router = None
         if cfg.router == "learned":
@@ -183,6 +187,7 @@ class Gateway:
             return True
         self._closed = True
         try:
+            self.history.save()
             return self.index.close(timeout)
         finally:
             self._owned.close()

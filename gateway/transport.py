@@ -47,7 +47,7 @@ __all__ = ["SiteTransport", "HttpSiteTransport", "InProcessSiteTransport", "Site
 
 
 class SiteTransport(Protocol):
-    """Ask every target the same retrieve request at once.
+    """Ask every target a retrieve request at once: the same one, or one per target (in order).
 
     Contract: one SiteCall per target, in input order, returned by `timeout_s` whatever the sites
     do; a call is "ok" only when the response is signed by one of the target's registry keys,
@@ -58,7 +58,7 @@ class SiteTransport(Protocol):
     def call(
         self,
         targets: Sequence[SiteTarget],
-        request: RetrieveRequest,
+        request: RetrieveRequest | Sequence[RetrieveRequest],
         timeout_s: float,
         *,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
@@ -75,7 +75,7 @@ class HttpSiteTransport:
     def call(
         self,
         targets: Sequence[SiteTarget],
-        request: RetrieveRequest,
+        request: RetrieveRequest | Sequence[RetrieveRequest],
         timeout_s: float,
         *,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
@@ -100,7 +100,7 @@ class InProcessSiteTransport:
     def call(
         self,
         targets: Sequence[SiteTarget],
-        request: RetrieveRequest,
+        request: RetrieveRequest | Sequence[RetrieveRequest],
         timeout_s: float,
         *,
         max_response_bytes: int = MAX_RESPONSE_BYTES,

@@ -1,7 +1,7 @@
 """Stage: call — one round of calls to sites through the transport, measured.
 
-Contract: `call_round(transport, site_ids, records, request, timeout_s, max_response_bytes)` asks
-every named site at once (in the given order) and returns a `Round`: one SiteCall per site (see
+Contract: `call_round(transport, kind, site_ids, records, request, timeout_s, max_response_bytes)`
+asks every named site at once (in the given order; `request` one for all, or one per site) and returns a `Round`: one SiteCall per site (see
 gateway.transport.SiteTransport: never raises for a site's failure) and the wall time spent
 waiting, which the trace subtracts from the total to report the gateway's own overhead. Site
 targets (URL, keys) come from the registry records only: no request can make the gateway call an
@@ -21,9 +21,10 @@ from hansa.sync.wire import RetrieveRequest
 
 @dataclass(frozen=True)
 class Round:
-    kind: str  # "origin", "routed", "refine"
+    kind: str  # "origin", "routed", "refine" (or the refiner's name for it: depth, breadth, hybrid)
     calls: tuple[SiteCall, ...]
     wait_ms: float
+    requests: tuple[RetrieveRequest, ...] = ()  # what each call asked, when sites were asked differently
 
     @property
     def bytes_out(self) -> int:
@@ -43,11 +44,12 @@ def call_round(
     kind: str,
     site_ids: Sequence[str],
     records: Mapping[str, SiteRecord],
-    request: RetrieveRequest,
+    request: RetrieveRequest | Sequence[RetrieveRequest],
     timeout_s: float,
     max_response_bytes: int,
 ) -> Round:
     targets = [SiteTarget(s, records[s].url, records[s].public_keys) for s in site_ids]
     t0 = time.perf_counter()
     calls = transport.call(targets, request, timeout_s, max_response_bytes=max_response_bytes) if targets else []
-    return Round(kind, tuple(calls), (time.perf_counter() - t0) * 1000)
+    per_site = () if isinstance(request, RetrieveRequest) else tuple(request)
+    return Round(kind, tuple(calls), (time.perf_counter() - t0) * 1000, per_site)

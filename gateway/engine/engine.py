@@ -13,6 +13,10 @@ run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
 `policy`, `origin_assessment` (the gate's input) with an origin, `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain), `router` {name, model_version, ...}.
+With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
+a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
+{site: question}; with a refiner that judges answers each round carries the fused answer's
+`quality` and `best_round` says whose answer was returned.
 """
 from __future__ import annotations
 
@@ -34,13 +38,15 @@ from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
 from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, router_json, trace_json
+from hansa.gateway.engine.tiers import tiers_of
 from hansa.gateway.fusion import FusedAnswer
+from hansa.gateway.history import SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
 from hansa.plugin.retrieval import content_words
-from hansa.sync.wire import RetrieveRequest
+from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
 
 
 @dataclass(frozen=True)
@@ -102,25 +108,38 @@ class _Calls:
         return [c.site_id for c in self.calls]
 
     def sites_left(self) -> int | None:
-        return None if self.budget.sites is None else self.budget.sites - len(self.calls)
+        """Distinct sites the budget still allows (a follow-up to a site already asked is free)."""
+        return None if self.budget.sites is None else self.budget.sites - len(set(self.called))
 
-    def round(self, kind: str, site_ids: Sequence[str]) -> Round | None:
-        """Call `site_ids` (at most as many as the budget has left) with the time and bytes left;
-        None when nothing is left to call them with (then `out_of_budget`) or nobody to call."""
+    def time_left_ms(self) -> float | None:
+        return None if self.budget.time_ms is None else self.budget.time_ms - self.clock.elapsed_ms()
+
+    def round(self, kind: str, site_ids: Sequence[str],
+              requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
+        """Call `site_ids` (at most as many new sites as the budget has left) with the time and
+        bytes left, each with its own request from `requests` (default: the query's); None when
+        nothing is left to call them with (then `out_of_budget`) or nobody to call."""
         left = self.sites_left()
         wanted = bool(site_ids)
-        site_ids = list(site_ids) if left is None else list(site_ids)[:max(left, 0)]
+        if left is not None:
+            seen = set(self.called)
+            new = [s for s in site_ids if s not in seen][:max(left, 0)]
+            site_ids = [s for s in site_ids if s in seen or s in new]
+        site_ids = list(site_ids)
         timeout_s = self.engine.cfg.site_timeout_s
         if self.budget.time_ms is not None:
             timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
+        wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
         cap = MAX_RESPONSE_BYTES
         if self.budget.bytes is not None and site_ids:  # what is left, shared by the round's answers
             spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
-            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - self.request_bytes)
+            sent = max(len(dumps(r.to_json())) for r in wire) if requests else self.request_bytes
+            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
         if not site_ids or timeout_s <= 0 or cap <= 0:
             self.out_of_budget = self.out_of_budget or wanted
             return None
-        rnd = call_round(self.engine.transport, kind, site_ids, self.records, self.retrieve, timeout_s, cap)
+        rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
+                         timeout_s, cap)
         self.clock.waiting_ms += rnd.wait_ms
         self.rounds.append(rnd)
         self.calls.extend(rnd.calls)
@@ -130,7 +149,7 @@ class _Calls:
 class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, calibration: Calibration | None = None,
-                 reliability: SiteReliability | None = None) -> None:
+                 reliability: SiteReliability | None = None, history: SiteHistory | None = None) -> None:
         self.cfg = cfg
         self.calibration = calibration or Calibration()
         self.embedder = embedder
@@ -138,6 +157,7 @@ class QueryEngine:
         self.registry = registry
         self.transport = transport
         self.reliability = reliability  # learned site weights for fusion (None: every site weighs the same)
+        self.history = history  # which sites final answers cite (a tier signal); None: not kept
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
         return (policy.router or SummaryRouter(self.cfg.site_margin), policy.gate or default_gate(self.calibration),
@@ -164,6 +184,9 @@ class QueryEngine:
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
         calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)
+        # SCOUT-RAG's tiers: a tiered router's sites carry the mode their tier asks for.
+        tier_modes = {s.site_id: s.mode for s in routing.considered if getattr(s, "mode", None)}
+        judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder)
 
         def assessed() -> Assessment:
             best = max((routing.best_summary(s) or 0.0 for s in calls.called), default=0.0)
@@ -187,8 +210,9 @@ class QueryEngine:
             t = clock.add("gate", t)
             to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
 
-        calls.round("routed", to_call)
+        calls.round("routed", to_call, {s: request.retrieve_request(tier_modes[s]) for s in to_call if s in tier_modes})
         t = clock.add("call", t)
+        judged.measure(calls)
         assessment = assessed()
         t = clock.add("assess", t)
 
@@ -202,16 +226,20 @@ class QueryEngine:
                 if len(calls.rounds) >= MAX_ROUNDS:
                     stop_reason = f"at most {MAX_ROUNDS} rounds"
                     break
-                step = refiner.next_round(RefineState(request, routing.considered, frozenset(calls.called),
-                                                      tuple(calls.calls), assessment, len(calls.rounds),
-                                                      calls.sites_left()))
-                fresh = [s for s in dict.fromkeys(step.sites) if s not in calls.called and s in records]
+                step = refiner.next_round(RefineState(
+                    request, routing.considered, frozenset(calls.called), tuple(calls.calls), assessment,
+                    len(calls.rounds), calls.sites_left(), tuple(judged.values), judged.latest, calls.time_left_ms(),
+                    tuple(r.wait_ms for r in calls.rounds)))
+                fresh = [s for s in dict.fromkeys(step.sites)
+                         if (s not in calls.called or s in step.followups) and s in records]
                 if step.stop is not None or not fresh:
                     stop_reason = step.stop or "no new site to ask"
                     break
-                if calls.round("refine", fresh) is None:
+                followups = {s: _followup(request, step.followups[s]) for s in fresh if s in step.followups}
+                if calls.round(step.kind, fresh, followups or None) is None:
                     stop_reason = "budget"
                     break
+                judged.measure(calls)
                 assessment = assessed()
             t = clock.add("refine", t)
 
@@ -219,6 +247,8 @@ class QueryEngine:
         if not calls.calls and stop_reason == "budget":
             note = "the query's budget ran out before any site could be asked"
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
+        elif judged.best is not None:
+            fused = judged.best  # the best answer seen, whichever round gave it
         else:
             abstention = abstainer.judge(request.question, assessment)
             t = clock.add("abstain", t)
@@ -231,9 +261,12 @@ class QueryEngine:
         observe = getattr(router, "observe", None)  # a learning router logs what contributed
         if callable(observe):
             observe(request.question, routing.considered, routing.selected, calls.calls, fused)
+        if self.history is not None and calls.calls:
+            self.history.record(calls.called, {s.site_id for s in fused.sentences})
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
                             calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+        _trace_refinement(trace, request.question, routing, calls.rounds, judged)
         if origin_assessment is not None:
             trace["origin_assessment"] = origin_assessment.to_json()  # what the gate decided on
         trace["abstained"] = abstention is not None and abstention.abstain
@@ -281,3 +314,51 @@ class QueryEngine:
         if fused.note:
             trace["note"] = fused.note
         return trace
+
+
+class _Judged:
+    """Best-answer tracking for refiners that judge answers (a `quality(question, fused)` method):
+    the answer fused after each round, its quality, and the best one seen."""
+
+    def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder) -> None:
+        self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
+        self.values: list[float] = []
+        self.measures: dict[int, Any] = {}  # round index -> quality measured after it
+        self.latest: Any = None
+        self.best: FusedAnswer | None = None
+        self.best_round: int | None = None
+        self._best_value = float("-inf")
+
+    def measure(self, calls: _Calls) -> None:
+        if self.quality is None or not calls.rounds:
+            return
+        fused = fuse_answer(self.vector, calls.calls, self.embedder)
+        self.latest = self.quality(self.question, fused)
+        value = float(self.latest.value)
+        self.values.append(value)
+        self.measures[len(calls.rounds) - 1] = self.latest
+        if value > self._best_value:  # ties keep the earlier, cheaper answer
+            self._best_value, self.best, self.best_round = value, fused, len(calls.rounds) - 1
+
+
+def _followup(request: QueryRequest, question: str) -> RetrieveRequest:
+    """A Depth follow-up: local mode, the query's top_k; clipped to what a site accepts."""
+    return replace(request.retrieve_request("local"), question=question[:MAX_QUESTION_CHARS].strip() or request.question)
+
+
+def _trace_refinement(trace: dict[str, Any], question: str, routing: Routing, rounds: Sequence[Round],
+                      judged: _Judged) -> None:
+    """Tiers, each round's modes/follow-ups and quality, and which round's answer was returned."""
+    tiers = tiers_of(routing.considered)
+    if tiers:
+        trace["tiers"] = tiers
+    for i, (entry, rnd) in enumerate(zip(trace["rounds"], rounds)):
+        if rnd.requests:
+            entry["modes"] = {c.site_id: r.mode for c, r in zip(rnd.calls, rnd.requests)}
+            followups = {c.site_id: r.question for c, r in zip(rnd.calls, rnd.requests) if r.question != question}
+            if followups:
+                entry["followups"] = followups
+        if i in judged.measures:
+            entry["quality"] = judged.measures[i].to_json()
+    if judged.best_round is not None:
+        trace["best_round"] = judged.best_round

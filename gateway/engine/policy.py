@@ -14,6 +14,8 @@ Abstainer. `None` fields take the gateway's defaults (SummaryRouter with [gatewa
 loaded calibration's gate and abstainer, else AlwaysEscalate and the EvidenceRule; OneRound).
 `gated(calibration)` is the evaluation's `gated` strategy: origin first, the calibrated gate, then
 escalation, with calibrated abstention.
+SCOUT-RAG's two: `tiers_policy(gateway)` (tiered first round only) and `refine_policy(gateway)`
+(tiers + budgeted Depth/Breadth/Hybrid refinement, the best answer seen returned).
 """
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ from typing import Any
 from hansa.gateway.engine.abstain import Abstainer, CalibratedAbstainer, EvidenceRule
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.gate import AlwaysEscalate, CalibratedGate, Gate
+from hansa.gateway.engine.budgeted import BudgetedRefiner
 from hansa.gateway.engine.refine import Refiner
 from hansa.gateway.engine.route import Router
+from hansa.gateway.engine.tiers import TierCutoffs, TieredRouter
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class QueryPolicy:
     gate: Gate | None = None
     refiner: Refiner | None = None
     abstainer: Abstainer | None = None
-    mode: str = "local"  # the retrieval mode sites are asked for (tiers will choose per site)
+    mode: str = "local"  # the retrieval mode sites are asked for (a tiered router's sites: their tier's)
 
     def to_json(self, router: Router, gate: Gate, refiner: Refiner, abstainer: Abstainer | None = None) -> dict[str, Any]:
         out = {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),
@@ -56,3 +60,16 @@ def gated(calibration: Calibration) -> QueryPolicy:
     """The `gated` strategy: the origin answers first and the calibrated gate decides (always escalate
     without a gate model); abstention as calibrated."""
     return QueryPolicy(name="gated", gate=default_gate(calibration), abstainer=default_abstainer(calibration))
+
+
+def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:
+    """SCOUT-RAG Stages I-II: tiered sites, HIGH asked globally and MODERATE locally, one round.
+    `gateway` is a hansa.gateway.service.Gateway (its index gives richness, its history history)."""
+    router = TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs())
+    return QueryPolicy(name="tiers", router=router)
+
+
+def refine_policy(gateway: Any, cutoffs: TierCutoffs | None = None, refiner: BudgetedRefiner | None = None) -> QueryPolicy:
+    """SCOUT-RAG Stages I-III: the tiered first round, then budgeted refinement."""
+    router = TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs())
+    return QueryPolicy(name="refine", router=router, refiner=refiner or BudgetedRefiner())

@@ -15,6 +15,7 @@ from flask import Flask, Response, redirect, request
 from werkzeug.serving import make_server
 
 from hansa.gateway.client import ERROR, INVALID, OK, TIMEOUT, call_sites
+from hansa.core.jsonsafe import dumps
 from hansa.sync.httpsig import HttpMessage, sign_response
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import PartialAnswer, RetrieveRequest
@@ -128,6 +129,17 @@ def test_a_good_site_answers_and_bytes_are_counted(sites: FakeSites) -> None:
     assert res.latency_ms > 0
     trace = res.trace_json()
     assert set(trace) == {"site_id", "status", "latency_ms", "bytes_out", "bytes_in"}
+
+
+def test_each_target_may_get_its_own_request(sites: FakeSites) -> None:
+    """SCOUT-RAG's tiers ask one site globally and another locally in the same round."""
+    local, wide = RetrieveRequest(question="where?", mode="local"), RetrieveRequest(question="where?", mode="global")
+    before = len(sites.bodies)
+    res = call_sites([("good", sites.url("good"), [SITE.public_key_b64])] * 2, [local, wide], 5.0,
+                     identity=GATEWAY, allow_private_addresses=True)
+    assert [r.status for r in res] == [OK, OK] and [r.bytes_out for r in res] == [len(dumps(local.to_json())),
+                                                                                 len(dumps(wide.to_json()))]
+    assert sorted(json.loads(b)["mode"] for b in sites.bodies[before:]) == ["global", "local"]
 
 
 def test_a_slow_site_times_out_without_holding_up_the_others(sites: FakeSites) -> None:
