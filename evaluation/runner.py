@@ -39,7 +39,7 @@ from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
-ENGINE_STRATEGIES = ("gated", "learned")  # run in-process with a QueryPolicy (policy_for)
+ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned")  # run in-process with a QueryPolicy (policy_for)
 EVAL_CLIENT = "eval"  # the in-process client name: no API key record, so no origin allow-list
 Progress = Callable[[str], None]
 
@@ -158,10 +158,14 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
 
 def policy_for(strategy: str, gateway: Any) -> Any:
     """The QueryPolicy of an engine strategy, built against the federation's gateway."""
-    from hansa.gateway.engine.policy import gated
+    from hansa.gateway.engine.policy import gated, refine_policy, tiers_policy
 
     if strategy == "gated":
         return gated(gateway.calibration)
+    if strategy == "tiers":
+        return tiers_policy(gateway)
+    if strategy == "refine":
+        return refine_policy(gateway)
     if strategy == "learned":
         from hansa.gateway.learned.router import learned_policy
 
