@@ -284,8 +284,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                 return [outcome_of(strategy, q, gold, *_ask_engine(fed, {"question": text}, engine[strategy]))]
             origins = [("in", gold[0])] if gold else []
             ood = other_site(q, site_ids, gold)
-            if ood is not None:
-                origins.append(("out", ood))
+            if ood is not None:  # an unanswerable question has no domain: its asks count for abstention
+                origins.append(("out" if q.answerable else "", ood))
             return [outcome_of(strategy, q, gold, *_ask_engine(fed, {"question": text, "origin": origin}, engine[strategy]),
                                origin_kind=kind) for kind, origin in origins]
 
