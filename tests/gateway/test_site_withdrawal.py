@@ -54,7 +54,7 @@ def _cited(fed: LocalFederation, question: str) -> set[tuple[str, str]]:
 def test_a_deleted_document_is_never_cited_again(fed: LocalFederation) -> None:
     assert ("north", "volcano") in _cited(fed, QUESTIONS[0])
     north = fed.sites["north"].ctx
-    index = fed.gateway_app.extensions["hansa.gateway"]["index"]
+    index = fed.gateway_service.index
     before = set(index.current("north").rows)
     held = {c.id for c in north.graph.communities() if "volcano" in c.doc_ids}
     assert held and held <= before

@@ -25,8 +25,8 @@ def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_pr
 
     docs = tmp_path / "docs"
     docs.mkdir()
-    for name, text in corpus.items():
-        (docs / name).write_text(text, encoding="utf-8")
+    for doc_id, text in corpus.items():  # ids are "docs/<file>": source "docs", the folder's name
+        (docs / Path(doc_id).name).write_text(text, encoding="utf-8")
     cfg = make_config(tmp_path / "home", HANSA_MILVUS_URI=milvus_server_uri)
     assert cfg.milvus_uri == milvus_server_uri
     with SiteContext.open(cfg) as ctx:
@@ -36,7 +36,7 @@ def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_pr
         assert not (tmp_path / "home" / "milvus.db").exists(), "no embedded Milvus Lite directory was made"
 
         answer = retrieve(ctx, RetrieveRequest(question="Who designed the Brightwater Lighthouse?", top_k=3))
-        assert answer.citations[0].doc_id == "lighthouse.md"
+        assert answer.citations[0].doc_id == "docs/lighthouse.md"
         assert "Margaret Ellison" in answer.answer
 
         # While this process holds the site open, another process reads the same collections: with

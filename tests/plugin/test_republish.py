@@ -20,6 +20,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError
 from hansa.gateway.app import create_gateway_app
+from hansa.gateway.service import Gateway
 from hansa.gateway.registry import SiteRegistry
 from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox, RetryPolicy
@@ -39,8 +40,9 @@ class LiveGateway:
         self.store = MilvusVectorStore(str(root / "gw.db"))
         self.registry = SiteRegistry(root / "gateway" / "registry.json")
         self.registry.enroll(site.site_id, "http://127.0.0.1:9/none", [load_identity(site).public_key_b64])
-        self.app = create_gateway_app(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
-                                      site.embedder, self.store, self.registry)
+        self.service = Gateway.open(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
+                                    embedder=site.embedder, vector_store=self.store, registry=self.registry)
+        self.app = create_gateway_app(self.service)
         self.server = make_server("127.0.0.1", 0, self.app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -52,7 +54,7 @@ class LiveGateway:
 
     def close(self) -> None:
         self.server.shutdown()
-        self.app.extensions["hansa.gateway"]["index"].close()
+        self.service.close()
         self.store.close()
 
 

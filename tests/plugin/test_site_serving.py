@@ -91,7 +91,7 @@ def served_home(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]
             docs = root / "docs"
             docs.mkdir()
             for name, text in corpus.items():
-                (docs / name).write_text(text, encoding="utf-8")
+                (docs / Path(name).name).write_text(text, encoding="utf-8")
             ingest_paths(ctx, [docs], progress=False)
             build_communities(ctx, progress=False)
         site_key = SiteIdentity.load(home / "keys").public_key
