@@ -140,3 +140,42 @@ def test_one_signed_query_id_per_question_and_a_degraded_health(pair) -> None:
     assert body_json["status"] == "degraded" and body_json["unreachable_sites"][SITE]["status"] == "invalid"
     site_view = next(s for s in client.get("/v1/sites").get_json()["sites"] if s["site_id"] == SITE)
     assert site_view["last_call"]["status"] == "invalid" and site_view["last_call"]["at"].endswith("Z")
+
+
+def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """GET /metrics, parsed by prometheus_client's own parser: {(sample name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    resp = client.get("/metrics")
+    assert resp.status_code == 200 and resp.content_type.startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(resp.get_data(as_text=True)) for s in family.samples}
+
+
+def test_metrics_count_real_queries_publications_and_refusals(pair) -> None:
+    from hansa.gateway.ratelimit import RateLimited
+
+    a = pair["a"]
+    client = create_gateway_app(a).test_client()
+    before = scrape(client)
+
+    def delta(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    a.query(QueryRequest(question=QUESTION, top_k_sites=1), client="m")  # nothing published: no site asked
+    assert client.post(f"/v1/sites/{SITE}/publications", json=publication(pair, 2)).status_code == 200
+    assert client.post(f"/v1/sites/{SITE}/publications", json=publication(pair, 1)).status_code == 409  # rollback
+    a.query(QueryRequest(question=QUESTION, top_k_sites=1), client="m")  # the site's answer fails verification
+    with pytest.raises(RateLimited):
+        for _ in range(10):
+            a.query(QueryRequest(question=QUESTION, top_k_sites=2), client="m")
+    after = scrape(client)
+    assert delta("hansa_gateway_queries_total", outcome="no_sites") == 1
+    assert delta("hansa_gateway_queries_total", outcome="error") >= 2  # every call to the site fails
+    assert delta("hansa_gateway_publications_total", result="accepted", reason="new") == 1
+    assert delta("hansa_gateway_publications_total", result="refused", reason="PublicationConflict") == 1
+    assert delta("hansa_gateway_rate_limited_total", limit="query") == 1
+    assert delta("hansa_gateway_site_calls_total", site=SITE, status="invalid") >= 2
+    assert delta("hansa_gateway_site_call_seconds_count", site=SITE) >= 2
+    assert after[("hansa_gateway_summaries", ())] == 1
