@@ -7,7 +7,9 @@ Endpoints:
                                          (fields: gateway.engine.request; "sites": call exactly these
                                          enrolled, active sites instead of the routed ones: baselines)
   GET  /v1/sites                         the registry, with each site's expiry and routability
-  GET  /v1/health                        liveness plus index size
+  GET  /v1/health                        liveness plus index size; "degraded" (still 200) when a
+                                         routable site failed its last call
+  GET  /metrics                          Prometheus metrics (gateway.metrics), every worker's
   GET  /v1/openapi.json                  the OpenAPI 3.1 description of all of the above
 
 What stays here is what belongs to HTTP: query clients authenticate with an API key
@@ -23,6 +25,7 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from hansa.core import metrics as prometheus
 from hansa.core.errors import HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
@@ -32,6 +35,7 @@ from hansa.gateway.engine import QueryRequest
 from hansa.gateway.openai_api import create_openai_blueprint
 from hansa.gateway.publishing import PublicationConflict
 from hansa.gateway.service import Gateway
+from hansa.sync.httpsig import QUERY_ID_HEADER
 from hansa.sync.wire import validate_site_id
 
 log = get_logger(__name__)
@@ -103,8 +107,10 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
         answer, trace = synthesized(result, llm, query.question)
         # the engine's body (abstained, confidence, conflicts), with the answer as written, readable
         # citations and the per-site summary
-        return _json({**result.to_json(), "answer": answer, "citations": readable_citations(result.fused),
+        resp = _json({**result.to_json(), "answer": answer, "citations": readable_citations(result.fused),
                       "trace": trace, "sites": sites})
+        resp.headers[QUERY_ID_HEADER] = str(result.trace.get("query_id", ""))
+        return resp
 
     @app.get("/v1/sites")
     def sites() -> Response:
@@ -113,6 +119,13 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
     @app.get("/v1/openapi.json")
     def openapi_spec() -> Response:
         return Response(openapi, mimetype="application/json")
+
+    @app.get("/metrics")
+    def metrics_endpoint() -> Response:
+        from hansa.gateway import metrics as gateway_metrics
+
+        gateway_metrics.SUMMARIES.set(gateway.index.count())
+        return Response(prometheus.render(), mimetype=None, content_type=prometheus.CONTENT_TYPE)
 
     @app.get("/v1/health")
     def health() -> Response:

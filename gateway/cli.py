@@ -134,29 +134,24 @@ def gateway() -> None:
 @gateway.command()
 @click.option("--host", default=None, help="Interface to bind (default: [gateway] host).")
 @click.option("--port", type=int, default=None, help="Port (default: [gateway] port).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Worker processes (default: [gateway] workers; more than one needs a Milvus server).")
 @click.pass_context
 @_friendly
-def serve(ctx: click.Context, host: str | None, port: int | None) -> None:
-    """Serve the gateway API until interrupted."""
-    from werkzeug.serving import make_server
-
-    from hansa.adapters.llm import open_llm
-    from hansa.gateway.app import create_gateway_app
-    from hansa.gateway.service import Gateway
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
+    """Serve the gateway API (gunicorn) until interrupted; HTTPS with [gateway] tls_cert/tls_key."""
+    from hansa.gateway.client import gateway_identity
+    from hansa.gateway.serving import serve_gateway, server_options
 
     cfg = _config(ctx)
-    host = host or cfg.gateway.host
-    port = cfg.gateway.port if port is None else port
-    with Gateway.open(cfg) as gw:  # closing it lets the durable write-behind finish
-        server = make_server(host, port, create_gateway_app(gw, llm=open_llm(cfg)), threaded=True)
-        click.echo(f"hansa gateway on http://{host}:{server.server_port} (registry {gw.registry.path}; "
-                   f"sites set [site] gateway_public_key = {gw.identity.public_key_b64})")
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.server_close()
+    options = server_options(cfg, host, port, workers)
+    public_key = gateway_identity(gateway_home(cfg)).public_key_b64  # created here, not raced by workers
+
+    def ready() -> None:
+        click.echo(f"hansa gateway on {options.scheme}://{options.bind} with {options.workers} worker(s) "
+                   f"(registry {open_registry(cfg).path}; sites set [site] gateway_public_key = {public_key})")
+
+    serve_gateway(cfg, options, on_ready=ready)
 
 
 @gateway.command()

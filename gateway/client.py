@@ -19,6 +19,7 @@ use the name: there is no second resolution for a DNS-rebinding host to switch i
 """
 from __future__ import annotations
 
+import contextvars
 import http.client
 import ipaddress
 import os
@@ -34,9 +35,12 @@ from urllib.parse import urlsplit
 from hansa.core.errors import ConflictError, HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.gateway.query_id import current as current_query_id
 from hansa.sync.membership import validate_site_url
 from hansa.sync.httpsig import (
+    QUERY_ID_HEADER,
     RETRIEVE_COMPONENTS,
+    RETRIEVE_TRACED_COMPONENTS,
     SITE_HEADER,
     HttpMessage,
     SignatureRefused,
@@ -231,7 +235,12 @@ def _read_capped(resp: http.client.HTTPResponse, conn: _PinnedHTTP | _PinnedHTTP
 def signed_headers(identity: SiteIdentity, site_id: str, target_uri: str, body: bytes) -> dict[str, str]:
     """The headers of a retrieve call to `site_id`, RFC 9421-signed by the gateway's `identity`."""
     headers = {"Content-Type": JSON_TYPE, "Accept": JSON_TYPE, SITE_HEADER: site_id}
-    headers.update(sign_request(identity, "POST", target_uri, headers, body, components=RETRIEVE_COMPONENTS))
+    components = RETRIEVE_COMPONENTS
+    query_id = current_query_id()  # the question this call serves, signed so a site may log it
+    if query_id is not None:
+        headers[QUERY_ID_HEADER] = query_id
+        components = RETRIEVE_TRACED_COMPONENTS
+    headers.update(sign_request(identity, "POST", target_uri, headers, body, components=components))
     return headers
 
 
@@ -347,7 +356,8 @@ def run_calls(
 
     pool = ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="hansa-site-call")
     try:
-        futures = [pool.submit(run, t, b) for t, b in zip(targets, bodies)]
+        # each call runs in a copy of the caller's context: the query id and log fields go with it
+        futures = [pool.submit(contextvars.copy_context().run, run, t, b) for t, b in zip(targets, bodies)]
         wait(futures, timeout=timeout_s)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

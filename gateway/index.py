@@ -266,6 +266,44 @@ class SummaryIndex:
         self.ann.replace(np.asarray(add_handles, dtype=np.int64), vectors, np.asarray(remove_handles, dtype=np.int64),
                          on_commit=switch)
 
+    def refresh_from_durable(self) -> list[str]:
+        """Load every site set another process made durable with a higher sequence than ours.
+
+        Why: gateway workers each hold the index in memory; a publication accepted by one worker
+        reaches the others through the durable copy (it flushes before announcing the change in
+        the shared state, hansa.gateway.shared_routing). Only newer sets are taken, so a worker
+        never rolls a set back; removals follow the registry (revocation), not a missing head."""
+        if self._durable is None:
+            return []
+        loaded: list[str] = []
+        for head in self._durable.heads():
+            site = head.site_id
+            held = self._sites.get(site)
+            if held is not None and held.sequence >= head.sequence:
+                continue
+            try:
+                vectors = self._durable.vectors(head)
+            except BackendError as exc:  # the writer is mid-save: the next change notice retries
+                log.warning("index.refresh_incomplete", site_id=site, error=str(exc))
+                continue
+            with self._lock:
+                previous = self._sites.get(site)
+                if previous is not None and previous.sequence >= head.sequence:
+                    continue
+                rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
+                new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows)
+                order = list(rows)
+                matrix = (np.stack([vectors[sid] for sid in order]) if order
+                          else np.zeros((0, self.space.dim), np.float32))
+                self._swap(previous, new, [rows[sid][0] for sid in order], matrix,
+                           [row[0] for row in previous.rows.values()] if previous else [])
+                self._stored[site] = head
+                self._unsaved.pop(site, None)
+            loaded.append(site)
+        if loaded:
+            log.info("index.refreshed", sites=loaded)
+        return loaded
+
     def remove_site(self, site_id: str) -> None:
         """Drop a site's whole set at once (revocation); its durable copy follows."""
         validate_site_id(site_id)

@@ -18,6 +18,7 @@ rebuilt from its durable copy on open and flushed on close.
 """
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 from dataclasses import replace
 from importlib import resources
@@ -27,19 +28,26 @@ from typing import Any, Callable
 from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.vector.base import VectorStore
 from hansa.core.config import Config, GatewayConfig
-from hansa.core.errors import ConfigError
+from hansa.core.errors import ConfigError, HansaError
+from hansa.core.logs import get_logger
+from hansa.core.shared_state import ChangeWatcher, SharedState
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
 from hansa.gateway.engine import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
 from hansa.gateway.history import HISTORY_FILE, SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
-from hansa.gateway.ratelimit import TokenBucketLimiter
+from hansa.gateway.query_id import new_query_id, query_scope
+from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
 from hansa.gateway.registry import SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import HttpSiteTransport, SiteTransport
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import EmbeddingSpace
+
+log = get_logger(__name__)
+ROUTING_KEY = "routing"  # the shared-state key bumped when any worker changes what is routable
+PUBLISH_FLUSH_S = 30.0  # a worker waits this long for a publication to be durable before announcing it
 
 
 def calibration_path(cfg: GatewayConfig, gateway_dir: Path) -> Path:
@@ -57,7 +65,7 @@ class Gateway:
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
                  calibration: Calibration | None = None, resources_to_close: ExitStack | None = None,
-                 reliability: SiteReliability | None = None) -> None:
+                 reliability: SiteReliability | None = None, shared: SharedState | None = None) -> None:
         self.cfg = cfg
         self.embedder = embedder
         self.index = index
@@ -66,9 +74,19 @@ class Gateway:
         self.transport = transport
         self.api_keys = api_keys
         self.identity = identity
-        self.query_limits = TokenBucketLimiter("query", cfg.query_burst, cfg.query_refill_per_s)
-        self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s)
+        # With `shared` (several worker processes): rate-limit buckets live in the shared file, and a
+        # change of what is routable made by one worker is reloaded by the others at their next request.
+        self.shared = shared
+        self.query_limits = TokenBucketLimiter("query", cfg.query_burst, cfg.query_refill_per_s, shared=shared)
+        self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s,
+                                                 shared=shared)
+        self._routing = ChangeWatcher(shared, ROUTING_KEY) if shared is not None else None
         self.publications = SitePublications(registry, index, self.publish_limits)
+        if shared is not None:
+            registry.on_untrusted(lambda site_id: shared.bump(ROUTING_KEY))
+        # The last call to each site: (status, at); /v1/health and sites_view() report it.
+        self._last_calls: dict[str, dict[str, str]] = {}
+        self._last_lock = threading.Lock()
         self.calibration = calibration or Calibration()
         self.reliability = reliability
         self.history = SiteHistory(registry.path.parent / HISTORY_FILE)  # tier signal; survives restarts
@@ -94,6 +112,7 @@ class Gateway:
         transport: SiteTransport | Callable[[SiteIdentity, GatewayConfig], SiteTransport] | None = None,
         api_keys: ApiKeyStore | None = None,
         identity: SiteIdentity | None = None,
+        shared: SharedState | None = None,
     ) -> "Gateway":
         """Wire a gateway. `cfg` is the whole Config (the defaults of every omitted part come from
         it: `<home>/gateway` state, the configured embedder and Milvus) or only its GatewayConfig
@@ -101,7 +120,9 @@ class Gateway:
 
         `api_keys` and `identity` default to the files beside the registry (`api-keys.json`,
         `keys/`); `transport` to signed HTTP with the gateway's identity. A callable `transport`
-        is given the identity and config (for transports that sign with the gateway's key)."""
+        is given the identity and config (for transports that sign with the gateway's key).
+        `shared`: the state the service's worker processes share (`<home>/state.sqlite`), or None
+        for one process."""
         full = cfg if isinstance(cfg, Config) else None
         gcfg = cfg.gateway if isinstance(cfg, Config) else cfg
         owned = ExitStack()
@@ -139,7 +160,7 @@ class Gateway:
             owned.callback(reliability.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
                      api_keys=api_keys, identity=identity, calibration=calibration, resources_to_close=owned,
-                     reliability=reliability)
+                     reliability=reliability, shared=shared)
         except BaseException:
             owned.close()
             raise
@@ -150,31 +171,95 @@ class Gateway:
     def query(self, request: QueryRequest, client: str, *, policy: QueryPolicy | None = None) -> QueryResult:
         """Answer `request` for `client` (an API key name; the rate-limit identity and the key whose
         origin allow-list applies). `policy` picks router/gate/refiner in-process (never from HTTP)."""
-        self.registry.poll()  # a registry change made by another process applies from this query
-        self.query_limits.charge(client, request.fan_out(self.cfg.top_k_sites))
-        if self.router is not None and (policy is None or policy.router is None):
-            policy = replace(policy or QueryPolicy(), router=self.router)
-        return self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client))
+        with query_scope(new_query_id()) as query_id:
+            from hansa.gateway import metrics
+
+            try:
+                self.sync()
+                try:
+                    self.query_limits.charge(client, request.fan_out(self.cfg.top_k_sites))
+                except RateLimited:
+                    metrics.RATE_LIMITED.labels(limit="query").inc()
+                    raise
+                if self.router is not None and (policy is None or policy.router is None):
+                    policy = replace(policy or QueryPolicy(), router=self.router)
+                result = self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client))
+            except Exception as exc:
+                if not isinstance(exc, HansaError) or exc.http_status >= 500:
+                    metrics.QUERIES.labels(outcome="error").inc()
+                raise
+            result.trace["query_id"] = query_id
+            self._remember_calls(result.calls)
+            metrics.record_query(result.trace, result.calls)
+            log.info("query.answered", sites=len(result.calls), outcome=metrics.query_outcome(result.trace, result.calls))
+            return result
 
     def publish(self, site_id: str, envelope: Any) -> dict[str, Any]:
         """Accept a site's signed publication (see gateway.publishing.SitePublications.publish)."""
+        from hansa.gateway import metrics
+
+        self.sync()
+        try:
+            accepted = self.publications.publish(site_id, envelope)
+        except RateLimited:
+            metrics.RATE_LIMITED.labels(limit="publication").inc()
+            metrics.PUBLICATIONS.labels(result="refused", reason="RateLimited").inc()
+            raise
+        except HansaError as exc:
+            metrics.PUBLICATIONS.labels(result="refused", reason=type(exc).__name__).inc()
+            raise
+        metrics.PUBLICATIONS.labels(result="accepted", reason="replay" if accepted.get("replay") else "new").inc()
+        if self.shared is not None and not accepted.get("replay"):
+            # other workers reload from the durable copy: it must hold the set before they are told
+            if not self.index.flush(PUBLISH_FLUSH_S):
+                log.warning("publication.not_durable_yet", site_id=site_id)
+            self.shared.bump(ROUTING_KEY)
+        return accepted
+
+    def sync(self) -> None:
+        """Apply what other processes changed: the registry (revocations, floors) and, when the
+        shared routing version moved, the site sets other workers accepted. Runs before each request."""
         self.registry.poll()
-        return self.publications.publish(site_id, envelope)
+        if self._routing is not None and self._routing.changed():
+            self.index.refresh_from_durable()
+
+    def _remember_calls(self, calls: Any) -> None:
+        at = utc_now().isoformat().replace("+00:00", "Z")
+        with self._last_lock:
+            for call in calls:
+                self._last_calls[call.site_id] = {"status": call.status, "at": at}
+
+    def last_call(self, site_id: str) -> dict[str, str] | None:
+        """This process's last call to `site_id`: {status, at}, or None if never called."""
+        with self._last_lock:
+            found = self._last_calls.get(site_id)
+            return dict(found) if found else None
 
     # -- views ----------------------------------------------------------------------------------------
 
     def sites_view(self) -> dict[str, Any]:
         """The registry as operators see it: every site with its expiry and routability."""
+        self.sync()
         now = utc_now()
         learned = {r["site_id"]: r for r in self.reliability.view()} if self.reliability else {}
-        return {"sites": [{**r.view(now), **({"reliability": learned[r.site_id]} if r.site_id in learned else {})}
+        return {"sites": [{**r.view(now), "last_call": self.last_call(r.site_id),
+                           **({"reliability": learned[r.site_id]} if r.site_id in learned else {})}
                           for r in self.registry.list()]}
 
     def health(self) -> dict[str, Any]:
+        self.sync()
         records = self.registry.list()
         now = utc_now()
-        return {"status": "ok", "sites": len(records), "routable_sites": sum(r.is_routable(now) for r in records),
-                "summaries": self.index.count(), "embedding": self.space.to_json()}
+        routable = [r for r in records if r.is_routable(now)]
+        # degraded (still 200): a routable site's last call from this process did not succeed
+        unreachable = {r.site_id: last for r in routable
+                       if (last := self.last_call(r.site_id)) is not None and last["status"] != "ok"}
+        out: dict[str, Any] = {
+            "status": "degraded" if unreachable else "ok", "sites": len(records), "routable_sites": len(routable),
+            "summaries": self.index.count(), "embedding": self.space.to_json()}
+        if unreachable:
+            out["unreachable_sites"] = unreachable
+        return out
 
     @staticmethod
     def openapi() -> bytes:
