@@ -51,6 +51,7 @@ def check_serving(cfg: Config, options: ServerOptions) -> None:
 def open_gateway_app(cfg: Config) -> Iterator[Any]:
     """In a worker: open the gateway over the shared state and yield its API app (behind the
     configured number of trusted proxies)."""
+    from hansa.adapters.llm import open_llm
     from hansa.core.shared_state import SharedState
     from hansa.gateway.app import create_gateway_app
     from hansa.gateway.service import Gateway
@@ -58,7 +59,8 @@ def open_gateway_app(cfg: Config) -> Iterator[Any]:
     state = SharedState(cfg.state_path)
     try:
         with Gateway.open(cfg, shared=state) as gw:
-            yield behind_proxies(create_gateway_app(gw), cfg.gateway.proxy_hops, "[gateway] proxy_hops")
+            # with [llm] configured, answers are written from the fused evidence (gateway/synthesis.py)
+            yield behind_proxies(create_gateway_app(gw, llm=open_llm(cfg)), cfg.gateway.proxy_hops, "[gateway] proxy_hops")
     finally:
         state.close()
 
