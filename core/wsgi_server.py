@@ -60,6 +60,15 @@ class ServerOptions:
     # 1.7 s with 1. An operator's own OMP_NUM_THREADS wins.
     threads_per_worker: int | None = None
 
+    @classmethod
+    def of(cls, section: Any, name: str, host: str | None = None, port: int | None = None,
+           workers: int | None = None) -> "ServerOptions":
+        """A service's serving settings (its [site] or [gateway] section: host, port, workers,
+        tls_cert, tls_key) with command-line overrides."""
+        return cls(host=host or section.host, port=port if port is not None else section.port,
+                   workers=workers if workers is not None else section.workers,
+                   tls_cert=section.tls_cert, tls_key=section.tls_key, name=name)
+
     def validate(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS:
             raise ConfigError(f"--workers must be an integer in 1..{MAX_WORKERS}, not {self.workers!r}")

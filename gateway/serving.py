@@ -27,14 +27,7 @@ MILVUS_LITE_ONE_PROCESS = (
 def server_options(cfg: Config, host: str | None = None, port: int | None = None,
                    workers: int | None = None) -> ServerOptions:
     """The [gateway] serving settings, with command-line overrides."""
-    return ServerOptions(
-        host=host or cfg.gateway.host,
-        port=port if port is not None else cfg.gateway.port,
-        workers=workers if workers is not None else cfg.gateway.workers,
-        tls_cert=cfg.gateway.tls_cert,
-        tls_key=cfg.gateway.tls_key,
-        name="hansa-gateway",
-    )
+    return ServerOptions.of(cfg.gateway, "hansa-gateway", host, port, workers)
 
 
 def check_serving(cfg: Config, options: ServerOptions) -> None:

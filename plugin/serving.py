@@ -26,14 +26,7 @@ MILVUS_LITE_ONE_PROCESS = (
 def server_options(cfg: Config, host: str | None = None, port: int | None = None,
                    workers: int | None = None) -> ServerOptions:
     """The site's [site] serving settings, with command-line overrides."""
-    return ServerOptions(
-        host=host or cfg.site.host,
-        port=port if port is not None else cfg.site.port,
-        workers=workers if workers is not None else cfg.site.workers,
-        tls_cert=cfg.site.tls_cert,
-        tls_key=cfg.site.tls_key,
-        name="hansa-site",
-    )
+    return ServerOptions.of(cfg.site, "hansa-site", host, port, workers)
 
 
 def check_serving(cfg: Config, options: ServerOptions) -> None:

@@ -23,6 +23,7 @@ every chunk and question, against st_fp32: the space-compatibility bar is min >=
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -120,9 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=120.0,
                    help="seconds of chunk embedding per backend (whole batches; questions get half of it; default 120)")
     p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated subset of {','.join(BACKENDS)}")
-    p.add_argument("--worker", default=None, help=argparse_hidden())
-    p.add_argument("--data", type=Path, default=None, help=argparse_hidden())
-    p.add_argument("--vectors", type=Path, default=None, help=argparse_hidden())
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--vectors", type=Path, default=None, help=argparse.SUPPRESS)
     args = benchlib.parse(p, list(argv) if argv is not None else None)
     if args.worker:
         worker(args.worker, args.data, args.vectors)
@@ -201,12 +202,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.target("onnx_cosine_min", ">= 0.999 to the sentence-transformers vectors", cos, None if cos is None else cos >= 0.999)
     report.emit(args.out)
     return 0
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ when its run ends or fails; loopback only.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -293,8 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="measured load per run (default 30; smoke 3)")
     p.add_argument("--warmup", type=float, default=None, help="unmeasured load first (default 10; smoke 2)")
     p.add_argument("--passages", type=int, default=None, help="sample passages in the site (default 60 of 120; smoke 30)")
-    p.add_argument("--port", type=int, default=None, help=argparse_hidden())
-    p.add_argument("--waitress-child", type=int, default=None, help=argparse_hidden())
+    p.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--waitress-child", type=int, default=None, help=argparse.SUPPRESS)
     args = benchlib.parse(p, list(argv) if argv is not None else None)
     if args.waitress_child is not None:
         waitress_child(args.waitress_child, args.port)
@@ -337,12 +338,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.note("Load generator, servers and Milvus share the machine's cores: compare runs within this document only.")
     report.emit(args.out)
     return 0
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":
