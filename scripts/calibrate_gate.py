@@ -25,16 +25,11 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from hansa.cli import mtrag  # noqa: E402
+from hansa.evaluation import mtrag  # noqa: E402
 from hansa.cli.federation import LocalFederation  # noqa: E402
 from hansa.gateway import calibrate as fitting  # noqa: E402
 
-try:  # the evaluation's fit/report rule (branch "eval"); the same rule inline until it is merged
-    from hansa.evaluation.split import split_of  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - until hansa.evaluation is merged
-    def split_of(question_id: str) -> str:
-        h = int(hashlib.sha256("\x1f".join(("hansa-eval-split/v1", question_id)).encode()).hexdigest(), 16)
-        return "fit" if h % 100 < 30 else "report"
+from hansa.evaluation.split import split_of  # noqa: E402  (the evaluation's fit/report rule)
 
 UNANSWERABLE_KINDS = ("UNANSWERABLE", "UNDERSPECIFIED")
 

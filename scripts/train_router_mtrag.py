@@ -34,7 +34,7 @@ import numpy as np
 
 from hansa.cli.evaluate import cap_passages, split_sites
 from hansa.cli.federation import API_KEY_NAME, LocalFederation
-from hansa.cli.mtrag import Question, load_passages, load_questions, load_rewrites
+from hansa.evaluation.mtrag import Question, load_passages, load_questions, load_rewrites
 from hansa.gateway.engine import QueryPolicy, QueryRequest, SummaryRouter
 from hansa.gateway.learned.features import site_features
 from hansa.gateway.learned.model import fit
