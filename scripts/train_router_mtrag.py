@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train the learned router on a real federation and compare it with summary matching.
 
-Builds MTRAG's 16-site random split (cli.evaluate.split_sites) as a LocalFederation (real sites,
+Builds MTRAG's 16-site random split (evaluation.mtrag.split_sites) as a LocalFederation (real sites,
 real gateway), then:
   1. fit half: asks each question through the gateway with the learned router in cold start
      (summary matching) plus exploration, so the gateway's own outcome log fills with labels
@@ -32,9 +32,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hansa.cli.evaluate import cap_passages, split_sites
 from hansa.cli.federation import API_KEY_NAME, LocalFederation
-from hansa.evaluation.mtrag import Question, load_passages, load_questions, load_rewrites
+from hansa.evaluation.mtrag import Question, load_passages, load_questions, load_rewrites, split_sites
+from hansa.evaluation.runner import cap_passages
 from hansa.gateway.engine import QueryPolicy, QueryRequest, SummaryRouter
 from hansa.gateway.learned.features import site_features
 from hansa.gateway.learned.model import fit
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.limit:
         questions = sorted(questions, key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())[:args.limit]
     if args.max_passages:
-        passages = cap_passages(passages, questions, args.max_passages)
+        passages = cap_passages([p for ps in passages.values() for p in ps], questions, args.max_passages)
     sites = split_sites(passages, args.sites)
     site_of = {p.id: s for s, ps in sites.items() for p in ps}
     gold = {q.id: sorted({site_of[g] for g in q.gold if g in site_of}) for q in questions}
