@@ -29,7 +29,7 @@ from train_router_mtrag import DEFAULT_DATA, is_fit, scores  # noqa: E402
 
 from hansa.adapters.embedder import open_embedder  # noqa: E402
 from hansa.adapters.vector.milvus import MilvusVectorStore  # noqa: E402
-from hansa.cli.evaluate import split_sites  # noqa: E402
+from hansa.evaluation.mtrag import split_sites  # noqa: E402
 from hansa.evaluation.mtrag import load_passages, load_questions, load_rewrites  # noqa: E402
 from hansa.core.config import Config, GatewayConfig  # noqa: E402
 from hansa.gateway.engine import SummaryRouter  # noqa: E402
