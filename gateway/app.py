@@ -102,14 +102,18 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
         query = QueryRequest.from_json(_body())
         result = gateway.query(query, client)
         sites = site_summary(result.calls)
+        query_id = str(result.trace.get("query_id", ""))
         if all_failed(sites, query.budget):  # not a 200 "No answer": the per-site detail says why
-            return _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites}, 502)
+            failed = _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites,
+                            "query_id": query_id}, 502)
+            failed.headers[QUERY_ID_HEADER] = query_id
+            return failed
         answer, trace = synthesized(result, llm, query.question)
         # the engine's body (abstained, confidence, conflicts), with the answer as written, readable
         # citations and the per-site summary
         resp = _json({**result.to_json(), "answer": answer, "citations": readable_citations(result.fused),
                       "trace": trace, "sites": sites})
-        resp.headers[QUERY_ID_HEADER] = str(result.trace.get("query_id", ""))
+        resp.headers[QUERY_ID_HEADER] = query_id
         return resp
 
     @app.get("/v1/sites")

@@ -34,16 +34,16 @@ OUTCOMES = ("answered", "abstained", "no_sites", "error")
 
 
 def query_outcome(trace: dict[str, Any], calls: Iterable[Any]) -> str:
-    """What became of one question, from its trace and calls (absent fields are tolerated):
-    abstained (the trace says so), answered (the origin's gate answered, or a site did), no_sites
-    (no site was asked) or error (every site asked failed)."""
+    """What became of one question, from its trace and calls (absent fields are tolerated): no_sites
+    (no site was asked), error (every site asked failed), abstained (sites answered but the evidence
+    did not answer the question) or answered. The first two come first: an engine that abstains
+    when nobody could be asked or nobody answered must not hide an outage as an abstention."""
     calls = list(calls)
-    gate = trace.get("gate")
-    if trace.get("abstained"):
-        return "abstained"
-    if (isinstance(gate, dict) and gate.get("decision") == "answer") or any(c.status == "ok" for c in calls):
-        return "answered"
-    return "error" if calls else "no_sites"
+    if not calls:
+        return "no_sites"
+    if not any(c.status == "ok" for c in calls):
+        return "error"
+    return "abstained" if trace.get("abstained") else "answered"
 
 
 def record_query(trace: dict[str, Any], calls: Iterable[Any]) -> None:
