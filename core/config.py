@@ -92,6 +92,11 @@ class SiteConfig:
     # per published vector. Measured on MTRAG, 16 random shards: gamma 1 -> 27 communities/site,
     # gold-site recall@4 0.876; gamma 8 -> 81/site, 0.941 (benchmarks/README.md).
     leiden_gamma: float = 8.0
+    # The summary budget: at most one published summary per this many chunks (0: no budget). The
+    # smallest communities are merged into their best-linked neighbours until the site is within it
+    # (plugin/communities.py, summary_budget), so the gateway's storage stays a bounded share of the
+    # corpus at any site size. Fit on SQuAD's fit split (benchmarks/summary_budget.json).
+    chunks_per_summary: int = 0
     # What a published summary vector is: "blend" (summary text embedding + mean of the community's
     # chunk embeddings, renormalized), "text" (summary text only) or "centroid" (chunks only).
     summary_vector: str = "blend"

@@ -49,7 +49,7 @@ class CommunityReport:
     communities: int
     entities: int  # entities that ended up in a community
     detected: int  # communities Leiden found at the finest level
-    merged: int  # small communities merged into a neighbour
+    merged: int  # communities merged into a neighbour: too small, or over the summary budget
     dropped: int  # small communities without any neighbour, left out
     dropped_entities: int
     size_min: int
@@ -114,24 +114,36 @@ class _Merge:
 
 
 def merge_small(
-    groups: dict[int, set[str]], links: dict[int, dict[int, float]], min_size: int
+    groups: dict[int, set[str]], links: dict[int, dict[int, float]], min_size: int, max_groups: int | None = None
 ) -> _Merge:
     """Merge each community below `min_size` (smallest first) into the neighbour it is most
     connected to; drop it if it has none. Ties go to the larger neighbour, then the one whose
-    smallest member id sorts first, so the result never depends on Leiden's label numbers."""
+    smallest member id sorts first, so the result never depends on Leiden's label numbers.
+
+    `max_groups` (the site's summary budget, `summary_budget`) goes on merging the smallest
+    communities the same way until at most that many are left: a large site publishes coarser
+    summaries instead of more of them. A community merged only for the budget and without any
+    neighbour is kept, never dropped: it is over the size floor and its knowledge must stay routable."""
     groups = {k: set(v) for k, v in groups.items()}
     key = {k: min(v) for k, v in groups.items()}
     result = _Merge(groups)
-    heap = [(len(v), key[k], k) for k, v in groups.items() if len(v) < min_size]
+
+    def queued(size: int) -> bool:
+        return size < min_size or (max_groups is not None and len(groups) > max_groups)
+
+    heap = [(len(v), key[k], k) for k, v in groups.items() if queued(len(v))]
     heapq.heapify(heap)
     while heap:
         size, _key, c = heapq.heappop(heap)
         if c not in groups or len(groups[c]) != size:
             continue  # stale entry: merged away or grown since it was queued
+        if not queued(size):
+            break  # the smallest left is big enough and the budget is met: so is every other
         neighbours = links.get(c, {})
         if not neighbours:
-            result.dropped += 1
-            result.dropped_entities += len(groups.pop(c))
+            if size < min_size:
+                result.dropped += 1
+                result.dropped_entities += len(groups.pop(c))
             continue
         target = min(neighbours, key=lambda n: (-neighbours[n], -len(groups[n]), key[n]))
         groups[target] |= groups.pop(c)
@@ -144,9 +156,19 @@ def merge_small(
         links.pop(c, None)
         links[target].pop(c, None)
         result.merged += 1
-        if len(groups[target]) < min_size:
+        if queued(len(groups[target])):
             heapq.heappush(heap, (len(groups[target]), key[target], target))
     return result
+
+
+def summary_budget(chunks: int, chunks_per_summary: int) -> int | None:
+    """At most how many summaries a site of `chunks` chunks publishes (`[site] chunks_per_summary`;
+    0: no budget). Why a budget: Leiden's resolution fit on ~90-passage sites cuts a 1,000-chunk
+    site into ~175 communities, and the gateway would hold more bytes of summaries than the site
+    holds text; a fixed number of chunks per summary keeps the gateway's share of the corpus bounded."""
+    if chunks_per_summary <= 0:
+        return None
+    return max(1, -(-chunks // chunks_per_summary))
 
 
 def _size_buckets(sizes: list[int]) -> dict[str, int]:
@@ -268,9 +290,10 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     assignments = ctx.graph.detect_communities(LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed), seeds=seeds)
     detected = _finest_level(assignments)
     merge = _Merge(dict(detected))
-    if any(len(members) < site.min_community_size for members in detected.values()):
+    budget = summary_budget(ctx.graph.stats().chunks, site.chunks_per_summary)
+    if any(len(members) < site.min_community_size for members in detected.values()) or (budget and len(detected) > budget):
         member_of = {e: c for c, members in detected.items() for e in members}
-        merge = merge_small(detected, _community_links(ctx, member_of), site.min_community_size)
+        merge = merge_small(detected, _community_links(ctx, member_of), site.min_community_size, budget)
     if not detected:
         log.warning("communities.none", reason="no entity has a relation: documents share no co-occurring entities")
 

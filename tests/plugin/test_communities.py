@@ -15,7 +15,7 @@ from hansa.adapters.graph.base import LeidenParams
 from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
 from hansa.core.config import load_config
 from hansa.core.errors import InputError
-from hansa.plugin.communities import build_communities, community_id, merge_small, summary_vectors
+from hansa.plugin.communities import build_communities, community_id, merge_small, summary_budget, summary_vectors
 from hansa.plugin.ingest import ingest_paths
 from hansa.plugin.site import SUMMARIES, SiteContext, summary_collection
 
@@ -245,3 +245,42 @@ def test_summary_vector_modes(site: SiteContext) -> None:
             summary_vectors(site, communities)
     finally:
         site.cfg.site.summary_vector = "blend"
+
+
+def test_budget_merges_the_smallest_until_within_it() -> None:
+    groups = {0: {"a1", "a2", "a3", "a4"}, 1: {"b1", "b2", "b3"}, 2: {"c1", "c2", "c3"}, 3: {"d1", "d2", "d3", "d4", "d5"}}
+    links = _links((1, 0, 2.0), (2, 3, 1.0), (2, 1, 0.5), (0, 3, 0.1))
+    result = merge_small(groups, links, min_size=3, max_groups=2)
+    # 1 (smallest, "b1" < "c1") joins 0; then 2 is the smallest and joins 3, its strongest link
+    assert result.groups == {0: groups[0] | groups[1], 3: groups[3] | groups[2]}
+    assert (result.merged, result.dropped) == (2, 0)
+
+
+def test_budget_never_drops_a_community_without_neighbours() -> None:
+    groups = {0: {"a", "b", "c"}, 1: {"x", "y", "z"}, 2: {"p", "q", "r", "s"}}
+    result = merge_small(groups, _links((0, 2, 1.0)), min_size=3, max_groups=1)
+    assert result.groups == {2: groups[0] | groups[2], 1: groups[1]}  # 1 has no link: kept, over budget
+    assert result.dropped == 0
+
+
+def test_summary_budget() -> None:
+    assert summary_budget(1000, 0) is None
+    assert summary_budget(1000, 30) == 34
+    assert summary_budget(5, 30) == 1
+
+
+def test_a_budget_bounds_the_published_summaries(site: SiteContext) -> None:
+    unbounded = build_communities(site)
+    assert unbounded.communities > 2
+    chunks = site.graph.stats().chunks
+    budget = unbounded.communities // 2
+    site.cfg.site.chunks_per_summary = -(-chunks // budget)
+    try:
+        bounded = build_communities(site)
+    finally:
+        site.cfg.site.chunks_per_summary = 0
+    assert bounded.communities <= budget < unbounded.communities
+    assert site.vectors.count(SUMMARIES) == bounded.communities == len(site.graph.communities())
+    # coarser, not poorer: every entity of the unbounded set is still in a community
+    assert bounded.entities == unbounded.entities
+    build_communities(site)  # the module's site as the other tests expect it
