@@ -49,6 +49,9 @@ def _sizes(text: str) -> tuple[int, ...]:
               help="Seconds the gateway waits for a site (shared machines are slow; failures are counted).")
 @click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Site and embedding cache: reuse built sites (default $HANSA_EVAL_CACHE or ~/.cache/hansa/eval).")
+@click.option("--site-setting", "site_settings", multiple=True, metavar="KEY=VALUE",
+              help="Build every site with this [site] setting (repeatable), e.g. chunks_per_summary=32: "
+                   "a sweep; each value is its own cached build.")
 @click.option("--no-cache", is_flag=True, help="Build every site afresh in the work directory.")
 @click.option("--smoke", is_flag=True, help="Seconds-long run for CI: 6+2 questions, 12 passages per domain, 4 sites.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -57,7 +60,7 @@ def _sizes(text: str) -> tuple[int, ...]:
               help="Keep gateways (and uncached sites) here (default: a temporary directory).")
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, max_passages: int, max_documents: int, workers: int,
-             site_timeout: float, cache: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None) -> None:
+             site_timeout: float, cache: Path | None, site_settings: tuple[str, ...], no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -69,11 +72,22 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     except HansaError as exc:
         raise click.UsageError(str(exc)) from exc
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
+    pairs = []
+    for item in site_settings:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise click.UsageError(f"--site-setting takes KEY=VALUE, not {item!r}")
+        pairs.append((key.strip(), value.strip()))
+    try:
+        runner.site_env(pairs)
+    except HansaError as exc:
+        raise click.UsageError(str(exc)) from exc
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
                             limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
                             conversation=conversation, workers=workers, site_timeout_s=site_timeout,
-                            cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir)
+                            cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
+                            site_settings=tuple(pairs))
     if smoke:
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"

@@ -64,6 +64,25 @@ class EvalSettings:
     workers: int = 4
     cache: Path | None = None  # None: build into the work directory, nothing reused
     workdir: Path | None = None
+    # [site] settings every site is built with, e.g. (("chunks_per_summary", "32"),): a sweep of
+    # how sites are built, each value its own cached build
+    site_settings: tuple[tuple[str, str], ...] = ()
+
+
+def site_env(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """`[site]` settings as the environment overrides a site's configuration reads; an unknown key
+    is an error, not a silently ignored sweep."""
+    from dataclasses import fields
+
+    from hansa.core.config import SiteConfig
+
+    known = {f.name for f in fields(SiteConfig)}
+    out = {}
+    for key, value in settings:
+        if key not in known:
+            raise HansaError(f"unknown [site] setting {key!r}: one of {', '.join(sorted(known))}")
+        out[f"HANSA_SITE_{key.upper()}"] = value
+    return out
 
 
 @dataclass
@@ -243,7 +262,7 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
     run = FederationRun(n_sites)
     with LocalFederation(root / f"fed{n_sites}", docs, progress=progress, gateway_env=gateway_env,
-                         site_cache=cache) as fed:
+                         site_env=site_env(settings.site_settings), site_cache=cache) as fed:
         run.meta = _federation_meta(fed, sites)
         progress(f"fed{n_sites}: ready in {run.meta['setup_seconds']} s "
                  f"({run.meta['sites_built']} sites built, {run.meta['sites_reused']} reused)")
