@@ -509,9 +509,12 @@ class EmbeddedGraphStore(GraphStore):
         ids = _ids(dict.fromkeys(entity_ids))
         with self._reading() as db:
             names = dict(db.execute("SELECT id, name FROM hansa_entities WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
+            # `+target` keeps SQLite from probing the primary key once per (source, target) pair of
+            # the set, which is quadratic: 46 s for a 10k-entity site's links against 0.6 s this way
+            # (one range scan per source, the target checked against the set).
             inside = db.execute(
                 "SELECT source, target, SUM(weight) AS w FROM hansa_relations"
-                " WHERE source IN (SELECT value FROM json_each(?1)) AND target IN (SELECT value FROM json_each(?1))"
+                " WHERE source IN (SELECT value FROM json_each(?1)) AND +target IN (SELECT value FROM json_each(?1))"
                 " GROUP BY source, target ORDER BY w DESC, source, target",
                 (ids,),
             ).fetchall()
