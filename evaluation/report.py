@@ -107,8 +107,8 @@ def records_of(dataset: str, split: str, runs: Sequence[FederationRun]) -> list[
             by_strategy.setdefault(o.strategy, []).append(o)
         for outcomes in by_strategy.values():
             record = summarize(dataset, split, run.n_sites, outcomes, run.meta["passages_total"])
-            record["gateway_storage_bytes"] = run.meta["gateway_storage_bytes"]
-            record["raw_corpus_bytes"] = run.meta["raw_corpus_bytes"]
+            for key in ("gateway_storage_bytes", "publication_bytes", "raw_corpus_bytes", "gateway_storage_share_of_raw"):
+                record[key] = run.meta.get(key)
             out.append(record)
     return out
 

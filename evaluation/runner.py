@@ -222,12 +222,29 @@ def _ask(fed: Any, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
     return resp.json(), e2e
 
 
+def gateway_held_bytes(index: Any) -> int:
+    """What the gateway keeps per site: its float32 summary vectors (in memory and in the durable
+    Milvus copy) and the site's head, as the durable store writes it (JSON: sequence, expiry,
+    digests, per summary its version, sha256, level and richness)."""
+    from hansa.core.jsonsafe import dumps
+
+    held = 0
+    for site_id in index.sites():
+        current = index.current(site_id)
+        if current is None:
+            continue
+        held += len(current.rows) * index.space.dim * 4
+        held += len(dumps(current.stored().to_json()))
+    return held
+
+
 def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any]:
     infos = [h.info for h in fed.sites.values()]
     summaries = sum(int(i.get("published_summaries") or 0) for i in infos)
     dim = int(next(iter(fed.sites.values())).ctx.embedder.dim)
     raw = sum(len(p.text.encode("utf-8")) for ps in sites.values() for p in ps)
-    storage = sum(int(i.get("publication_bytes") or 0) for i in infos)
+    published = sum(int(i.get("publication_bytes") or 0) for i in infos)
+    storage = gateway_held_bytes(fed.gateway_service.index)
     return {
         "sites": {s: len(ps) for s, ps in sites.items()},
         "passages_total": sum(len(ps) for ps in sites.values()),
@@ -237,12 +254,14 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
         "sites_reused": sum(1 for i in infos if i.get("cached")),
         "build_seconds_sum": round(sum(float(i.get("build_seconds") or 0.0) for i in infos), 1),
         "published_summaries": summaries,
-        # what the gateway holds: the signed publications it verified (vectors + metadata), and
-        # the bare float32 vectors inside them
+        # what crossed from the sites to the gateway: the signed publications (base64 vectors, JSON)
+        "publication_bytes": published,
+        # what the gateway holds: float32 vectors + each site's head (gateway_held_bytes)
         "gateway_storage_bytes": storage,
         "gateway_vector_bytes": summaries * dim * 4,
         "raw_corpus_bytes": raw,
         "gateway_storage_share_of_raw": round(storage / raw, 4) if raw else None,
+        "publication_share_of_raw": round(published / raw, 4) if raw else None,
     }
 
 

@@ -67,6 +67,11 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     built = len(doc["federations"]["fed4"]["sites"])
     assert records[(4, "exhaustive")]["sites_called_per_query"] == built
     assert records[(4, "top1")]["sites_called_per_query"] == 1.0
+    meta = doc["federations"]["fed4"]
+    # the gateway holds float32 vectors plus per-site heads: more than the bare vectors, less
+    # than the base64 JSON publications that carried them
+    assert meta["gateway_vector_bytes"] < meta["gateway_storage_bytes"] < meta["publication_bytes"]
+    assert records[(4, "hansa")]["gateway_storage_share_of_raw"] == meta["gateway_storage_share_of_raw"] > 0
     curves = doc["federations"]["fed4"]["routing_gold_site_recall_at_k"]
     assert set(curves) == {"summaries", "full_information", "centroid"}
     assert all(0.0 <= v <= 1.0 for c in curves.values() for v in c.values())
