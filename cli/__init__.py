@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "site": ("hansa.plugin.cli:site", "Run a site: install into Neo4j/Milvus, ingest, build communities, publish, serve."),
     "gateway": ("hansa.gateway.cli:gateway", "Run the federation gateway: enroll sites, verify publications, route queries."),
     "demo": ("hansa.cli.demo:demo", "Run a 3-site federation on this machine with no server and ask it questions."),
+    "query": ("hansa.cli.query:query", "Ask the federation a question through its gateway (an API key's client)."),
     "eval": ("hansa.cli.evaluate:evaluate", "Measure routing, evidence, answers, abstention and cost on MTRAG or SQuAD."),
 }
 
