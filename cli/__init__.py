@@ -81,5 +81,5 @@ def main(ctx: click.Context, config_path: Path | None, home: Path | None, log_le
         env["HANSA_HOME"] = str(home)
     try:
         ctx.obj = {"config": load_config(config_path, env=env)}
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except HansaError as exc:  # each subcommand refuses with it (hansa.cli.context); `site doctor` reports it
+        ctx.obj = {"config": None, "config_error": str(exc)}

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 import click
 
+from hansa.cli.context import root_config
 from hansa.cli.options import gateway_option, json_option, print_json
 from hansa.core.config import Config
 from hansa.core.errors import HansaError
@@ -145,7 +146,7 @@ def query(ctx: click.Context, question: str, gateway_url: str | None, api_key: s
 
     Exit code 1 when the gateway refuses (401, 403, 429, ...), every site failed (502) or the
     gateway cannot be reached."""
-    cfg: Config = ctx.find_root().obj["config"]
+    cfg: Config = root_config(ctx)  # type: ignore[assignment]
     url = resolve_gateway_url(cfg, gateway_url)
     body = build_request(question, conversation, origin, sites, top_k_sites, top_k,
                          {"time_ms": budget_time_ms, "sites": budget_sites, "bytes": budget_bytes, "tokens": budget_tokens})

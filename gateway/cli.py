@@ -44,7 +44,9 @@ def open_registry(cfg: Config) -> SiteRegistry:
 
 
 def _config(ctx: click.Context) -> Config:
-    return ctx.find_root().obj["config"]
+    from hansa.cli.context import root_config
+
+    return root_config(ctx)  # type: ignore[return-value]
 
 
 def _friendly(fn: F) -> F:

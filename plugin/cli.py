@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import click
 
-from hansa.core.config import CONFIG_FILENAME, Config, load_config
+from hansa.core.config import CONFIG_FILENAME, Config
 from hansa.core.errors import HansaError
 
 ORDER_HELP = """Run a site: your documents stay here; only signed summary embeddings leave.
@@ -37,16 +37,9 @@ Repeat 2-4 when documents change. `hansa site status` shows what the site holds,
 
 def _config() -> Config:
     """The Config the root `hansa` command loaded, or one from the environment when run alone."""
-    click_ctx = click.get_current_context()
-    obj = click_ctx.find_root().obj
-    if isinstance(obj, dict) and isinstance(obj.get("config"), Config):
-        return obj["config"]
-    try:
-        cfg = load_config()
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click_ctx.find_root().obj = {"config": cfg}
-    return cfg
+    from hansa.cli.context import root_config
+
+    return root_config()  # type: ignore[return-value]
 
 
 @contextmanager
@@ -373,6 +366,39 @@ def status() -> None:
             click.echo(f"last publication: sequence {state.sequence}, {len(state.current)} summaries ({state_file(ctx)})")
         else:
             click.echo("last publication: none (run `hansa site publish`)")
+
+
+@site.command()
+@_GATEWAY_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def doctor(gateway_url: str | None, as_json: bool) -> None:
+    """Check what a site needs and say how to fix what is wrong: configuration, graph store (Neo4j
+    reachable, 5.x, GDS and Leiden, hansa's constraints and indexes; or the embedded store), vector
+    store and collections, the embedder (offline) and its dimension, the signing key and its
+    permissions, the publication's freshness and whether the gateway routes to this site.
+
+    Exit code 1 when any check fails. Run it while `hansa site serve` is stopped when the site
+    uses Milvus Lite (one process per data directory)."""
+    from hansa.cli.context import config_error, root_config
+    from hansa.core.checks import FAIL
+    from hansa.plugin.doctor import diagnose, failed
+
+    cfg = root_config(required=False)
+    checks = diagnose(cfg, config_error(), _config_source() if cfg is not None else _given_config_path(), gateway_url)
+    if as_json:
+        _print_json({"ok": not failed(checks), "checks": [c.to_json() for c in checks]})
+    else:
+        for c in checks:
+            click.echo(f"{c.status.upper():<4}  {c.name}: {c.detail}")
+            if c.status == FAIL and c.hint:
+                click.echo(f"      fix: {c.hint}")
+    if failed(checks):
+        raise SystemExit(1)
+
+
+def _given_config_path() -> str:
+    root = click.get_current_context().find_root()
+    return str(root.params.get("config_path") or os.environ.get("HANSA_CONFIG") or "the configuration")
 
 
 def _write_new(out: Path, envelope: Any) -> None:
