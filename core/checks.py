@@ -51,7 +51,7 @@ def run_chain(steps: Iterable[Step]) -> list[Check]:
         try:
             out.append(Check(step.name, PASS, step.run()))
         except HansaError as exc:
-            out.append(Check(step.name, FAIL, str(exc), step.hint))
+            out.append(Check(step.name, FAIL, " ".join(str(exc).split()), step.hint))  # one line per check
             failed = step.name
     return out
 
