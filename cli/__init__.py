@@ -66,6 +66,9 @@ def main(ctx: click.Context, config_path: Path | None, home: Path | None, log_le
     Run a site (in order):
         hansa site install && hansa site ingest ./docs && hansa site communities
         hansa site publish --gateway http://gateway:8700 && hansa site serve
+    Check a site: hansa site doctor
+    Ask the federation (a client with an API key):
+        hansa query "..." --gateway http://gateway:8700 --api-key KEY
     Run the gateway:
         hansa gateway enroll --site-id acme --url http://acme:8701 --public-key @acme.pub
         hansa gateway serve

@@ -6,7 +6,7 @@ federation keys (`--key`, by keyid or key folder) and submitted through the one 
 registry commands only touch files, so they work while the gateway runs, which applies the change
 at its next request (a revoked site's summaries leave its index then).
 
-How a site joins: the site runs `hansa site join-request --gateway-url ... --out req.json` and
+How a site joins: the site runs `hansa site join-request --gateway ... --out req.json` and
 sends the file; admins check it out of band (who asked, from where) and run
 `hansa gateway approve req.json --key K1 --key K2`. When the admins' keys are on different
 machines, one drafts with `--out draft.json`, each countersigns with `hansa gateway federation sign

@@ -32,7 +32,8 @@ Run the commands in this order:
   5. hansa site serve            answer the gateway's retrieve requests over HTTP
 Repeat 2-4 when documents change. `hansa site status` shows what the site holds,
 `hansa site query "..."` asks it directly, `hansa site delete DOC_ID...` removes documents and
-`hansa site uninstall` removes everything install created.
+`hansa site uninstall` removes everything install created; `hansa site doctor` says what is
+wrong and how to fix it.
 """
 
 
