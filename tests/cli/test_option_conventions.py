@@ -119,3 +119,16 @@ def test_an_old_spelling_still_works_and_says_so(tmp_path: Path) -> None:
     both = CliRunner().invoke(main, ["--home", str(home), "site", "join-request", "--gateway-url", "https://a.example",
                                      "--gateway", "https://b.example", "--out", str(tmp_path / "x.json")], env=env)
     assert both.exit_code == 2 and "give only --gateway" in both.output
+
+
+def test_an_old_flag_spelling_still_works(tmp_path: Path) -> None:
+    env = {"HANSA_SITE_SITE_ID": "site-a", "HANSA_CONFIG": None}
+    home = tmp_path / "home"
+    assert CliRunner().invoke(main, ["--home", str(home), "site", "install"], env=env).exit_code == 0
+    res = CliRunner().invoke(main, ["--home", str(home), "site", "uninstall", "--yes", "--keys", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert "--keys is deprecated; use --delete-keys" in res.stderr
+    import json
+
+    assert json.loads(res.stdout)["site_id"] == "site-a"
+    assert not (home / "keys" / "site-ed25519.pem").exists()
