@@ -73,8 +73,18 @@ def ask(url: str, api_key: str, body: Mapping[str, Any], timeout_s: float) -> An
 def citation_line(c: Mapping[str, Any]) -> str:
     """`[n] Title, page p — source (site)`: what a reader needs to find the passage."""
     page = f", page {c['page']}" if c.get("page") else ""
-    source = f" — {c['source']}" if c.get("source") else (f" — {c['doc_id']}" if c.get("doc_id") != c.get("title") else "")
-    return f"[{c.get('n', '?')}] {c.get('title') or c.get('doc_id')}{page}{source} (site {c.get('site_id', '?')})"
+    title = c.get("title") or c.get("doc_id")
+    source = c.get("source") or (c.get("doc_id") if c.get("doc_id") != title else None)
+    where = f" — {source}" if source else ""
+    return f"[{c.get('n', '?')}] {title}{page}{where} (site {c.get('site_id', '?')})"
+
+
+def conflict_line(c: Mapping[str, Any]) -> str:
+    """`conflict on <subject> <predicate>: v1 (sites), v2 (sites); kept v1 (why)`."""
+    claim = c.get("claim") or {}
+    sides = "; ".join(f"{s.get('value')} ({', '.join(s.get('sites', []))})" for s in c.get("sides") or [])
+    return (f"conflict on {claim.get('subject', '?')} {claim.get('predicate', '')}: {sides}; "
+            f"kept {c.get('winner')} ({c.get('reason', '')})")
 
 
 def sites_lines(sites: Mapping[str, Any]) -> list[str]:
@@ -90,15 +100,12 @@ def sites_lines(sites: Mapping[str, Any]) -> list[str]:
 def render(answer: Mapping[str, Any]) -> str:
     """The answer, the citations it uses (numbered as its [n] markers), conflicts and the sites."""
     lines = [str(answer.get("answer", "")).strip() or "(no answer)"]
-    if answer.get("abstained"):
-        lines.append("(the federation abstained: no site holds good evidence for this question)")
     citations = answer.get("citations") or []
     used = [c for c in citations if c.get("used")] or citations
     if used:
         lines.append("")
         lines.extend(citation_line(c) for c in used)
-    for conflict in answer.get("conflicts") or []:
-        lines.append(f"conflict: {conflict.get('claim', conflict)}")
+    lines.extend(conflict_line(c) for c in answer.get("conflicts") or [])
     if answer.get("sites"):
         lines.append("")
         lines.extend(sites_lines(answer["sites"]))
