@@ -1,7 +1,8 @@
 """The configuration the root `hansa` command loaded, for every subcommand.
 
 Why the root keeps a load error instead of exiting: `hansa site doctor` must report a broken
-configuration as one of its checks; every other command refuses to run with the same message.
+configuration as one of its checks; every command that reads the configuration refuses to run with
+the same message (`demo` and `eval` build their own and do not read it).
 """
 from __future__ import annotations
 
