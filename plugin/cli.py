@@ -91,8 +91,15 @@ def _config_source() -> str:
 
 
 @click.group(name="site", help=ORDER_HELP)
-def site() -> None:
-    pass
+@click.option("--site-id", default=None, metavar="SITE_ID",
+              help="This site's id for this command (default: [site] site_id, HANSA_SITE_SITE_ID).")
+def site(site_id: str | None) -> None:
+    if site_id:
+        from hansa.cli.context import root_config
+
+        cfg = root_config(required=False)
+        if cfg is not None:
+            cfg.site.site_id = site_id
 
 
 @site.command()

@@ -132,3 +132,12 @@ def test_an_old_flag_spelling_still_works(tmp_path: Path) -> None:
 
     assert json.loads(res.stdout)["site_id"] == "site-a"
     assert not (home / "keys" / "site-ed25519.pem").exists()
+
+
+def test_the_site_id_is_an_option_too(tmp_path: Path) -> None:
+    import json
+
+    res = CliRunner().invoke(main, ["--home", str(tmp_path), "site", "--site-id", "from-option", "status", "--json"],
+                             env={"HANSA_SITE_SITE_ID": "from-env", "HANSA_CONFIG": None})
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["site_id"] == "from-option"
