@@ -33,7 +33,7 @@ class Check:
 @dataclass(frozen=True)
 class Step:
     """One check of a chain: `run` returns what it found, or raises HansaError (a failure whose
-    message is the detail) ; `hint` is the fix shown with a failure."""
+    message is the detail); `hint` is the fix shown with a failure."""
 
     name: str
     run: Callable[[], str]
