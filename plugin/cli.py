@@ -283,7 +283,7 @@ def uninstall(delete_keys: bool, yes: bool, as_json: bool) -> None:
 
     cfg = _config()
     if not yes:
-        click.confirm(f"remove site {cfg.site.site_id!r} and all its data from its stores?", abort=True)
+        click.confirm(f"remove site {cfg.site.site_id!r} and all its data from its stores?", abort=True, err=True)
     with _site() as ctx:
         result = uninstall_site(ctx, keys=delete_keys)
     _report(f"site {result.site_id} uninstalled", result, as_json)
