@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "site": ("hansa.plugin.cli:site", "Run a site: install into Neo4j/Milvus, ingest, build communities, publish, serve."),
     "gateway": ("hansa.gateway.cli:gateway", "Run the federation gateway: enroll sites, verify publications, route queries."),
     "demo": ("hansa.cli.demo:demo", "Run a 3-site federation on this machine with no server and ask it questions."),
+    "query": ("hansa.cli.query:query", "Ask the federation a question through its gateway (an API key's client)."),
     "eval": ("hansa.cli.evaluate:evaluate", "Measure routing, evidence, answers, abstention and cost on MTRAG or SQuAD."),
 }
 
@@ -65,6 +66,9 @@ def main(ctx: click.Context, config_path: Path | None, home: Path | None, log_le
     Run a site (in order):
         hansa site install && hansa site ingest ./docs && hansa site communities
         hansa site publish --gateway http://gateway:8700 && hansa site serve
+    Check a site: hansa site doctor
+    Ask the federation (a client with an API key):
+        hansa query "..." --gateway http://gateway:8700 --api-key KEY
     Run the gateway:
         hansa gateway enroll --site-id acme --url http://acme:8701 --public-key @acme.pub
         hansa gateway serve
@@ -80,5 +84,5 @@ def main(ctx: click.Context, config_path: Path | None, home: Path | None, log_le
         env["HANSA_HOME"] = str(home)
     try:
         ctx.obj = {"config": load_config(config_path, env=env)}
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except HansaError as exc:  # each subcommand refuses with it (hansa.cli.context); `site doctor` reports it
+        ctx.obj = {"config": None, "config_error": str(exc)}

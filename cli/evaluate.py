@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from hansa.cli.options import json_option, print_json
 from hansa.core.errors import HansaError
 from hansa.evaluation.datasets import DATASETS, resolve_data_dir
 from hansa.evaluation.runner import STRATEGIES, EvalSettings
@@ -58,9 +59,11 @@ def _sizes(text: str) -> tuple[int, ...]:
               help="JSON report (default benchmarks/eval_<dataset>.json); PNGs are written beside it.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep gateways (and uncached sites) here (default: a temporary directory).")
+@json_option("Print the report written to --out on stdout instead of the table.")
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, max_passages: int, max_documents: int, workers: int,
-             site_timeout: float, cache: Path | None, site_settings: tuple[str, ...], no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None) -> None:
+             site_timeout: float, cache: Path | None, site_settings: tuple[str, ...], no_cache: bool, smoke: bool,
+             out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -102,6 +105,9 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     title = f"{dataset} ({split} split, {doc['questions']['total']} questions)"
     report.plot_tradeoff(doc["records"], title, doc["caveat"], out.with_suffix(".png"))
     report.plot_routing_curves(doc["federations"], dataset, out.with_name(out.stem + "_routing.png"))
+    if as_json:
+        print_json(doc)
+        return
     click.echo(report.table(doc["records"]))
     click.echo(doc["caveat"])
     click.echo(f"wrote {out}, {out.with_suffix('.png')} and {out.with_name(out.stem + '_routing.png')}")

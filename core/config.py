@@ -158,6 +158,15 @@ class GatewayConfig:
 
 
 @dataclass
+class ClientConfig:
+    """`hansa query`: the gateway a query client asks and its API key (better HANSA_CLIENT_API_KEY)."""
+
+    gateway_url: str = ""  # empty: [site] gateway_url, then http://[gateway] host:port
+    api_key: str = ""
+    timeout_s: float = 120.0  # the whole query, as the client waits for it
+
+
+@dataclass
 class Config:
     home: Path = field(default_factory=default_home)
     neo4j: Neo4jConfig = field(default_factory=Neo4jConfig)
@@ -167,6 +176,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     site: SiteConfig = field(default_factory=SiteConfig)
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    client: ClientConfig = field(default_factory=ClientConfig)
 
     # Derived locations: one place that says where each piece of local state lives.
     @property
@@ -193,7 +203,7 @@ class Config:
 
 
 ROUTERS = ("summary", "learned")
-SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway")
+SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway", "client")
 
 
 def _coerce(value: str, target_type: Any, name: str) -> Any:

@@ -6,7 +6,7 @@ federation keys (`--key`, by keyid or key folder) and submitted through the one 
 registry commands only touch files, so they work while the gateway runs, which applies the change
 at its next request (a revoked site's summaries leave its index then).
 
-How a site joins: the site runs `hansa site join-request --gateway-url ... --out req.json` and
+How a site joins: the site runs `hansa site join-request --gateway ... --out req.json` and
 sends the file; admins check it out of band (who asked, from where) and run
 `hansa gateway approve req.json --key K1 --key K2`. When the admins' keys are on different
 machines, one drafts with `--out draft.json`, each countersigns with `hansa gateway federation sign
@@ -22,6 +22,7 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from hansa.cli.options import deprecated_alias, gateway_option, json_option, print_json
 from hansa.core.config import Config
 from hansa.core.errors import HansaError, InputError
 from hansa.core.jsonsafe import loads_strict
@@ -44,7 +45,9 @@ def open_registry(cfg: Config) -> SiteRegistry:
 
 
 def _config(ctx: click.Context) -> Config:
-    return ctx.find_root().obj["config"]
+    from hansa.cli.context import root_config
+
+    return root_config(ctx)  # type: ignore[return-value]
 
 
 def _friendly(fn: F) -> F:
@@ -113,17 +116,29 @@ DAYS_OPTION = click.option("--days", type=float, default=90.0, show_default=True
                            help="Lifetime of the new registry version.")
 
 
-def _apply(ctx: click.Context, change: admin.Change, keys: tuple[str, ...], out: Path | None) -> Registry | None:
+def _apply(ctx: click.Context, change: admin.Change, keys: tuple[str, ...], out: Path | None,
+           as_json: bool = False) -> Registry | None:
     """Submit `change` signed by `keys`, or write it as a draft to `out` (threshold not needed yet)."""
     registry = open_registry(_config(ctx))
     signers = _signers(ctx, keys)
     if out is not None:
         envelope = registry.draft(change, signers, need_threshold=False)
         _write_document(out, envelope)
-        click.echo(f"draft written to {out} with {len(envelope['signatures'])} signature(s); "
-                   "countersign with `hansa gateway federation sign`, then `federation submit`")
+        if as_json:
+            print_json({"draft": str(out), "signatures": len(envelope["signatures"])})
+        else:
+            click.echo(f"draft written to {out} with {len(envelope['signatures'])} signature(s); "
+                       "countersign with `hansa gateway federation sign`, then `federation submit`")
         return None
     return registry.change(change, signers)
+
+
+def _say(as_json: bool, text: str, obj: dict[str, Any]) -> None:
+    """One result: `obj` as JSON with --json, else the sentence `text`."""
+    if as_json:
+        print_json(obj)
+    else:
+        click.echo(text)
 
 
 @click.group("gateway")
@@ -155,9 +170,10 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
 
 
 @gateway.command()
+@json_option()
 @click.pass_context
 @_friendly
-def identity(ctx: click.Context) -> None:
+def identity(ctx: click.Context, as_json: bool) -> None:
     """Print the gateway's public signing key (created on first use).
 
     Every call the gateway makes to a site is signed with this key (RFC 9421); each site accepts
@@ -165,7 +181,8 @@ def identity(ctx: click.Context) -> None:
     (or HANSA_SITE_GATEWAY_PUBLIC_KEY)."""
     from hansa.gateway.client import gateway_identity
 
-    click.echo(gateway_identity(gateway_home(_config(ctx))).public_key_b64)
+    key = gateway_identity(gateway_home(_config(ctx)))
+    _say(as_json, key.public_key_b64, {"public_key": key.public_key_b64, "keyid": key.keyid})
 
 
 @gateway.command()
@@ -178,10 +195,11 @@ def identity(ctx: click.Context) -> None:
               help="Share of in-domain origins the gate must answer locally on the fit rows (default 0.90).")
 @click.option("--min-answerable-answered", type=click.FloatRange(0.01, 1.0), default=None,
               help="Share of answerable questions that must not abstain on the fit rows (default 0.92).")
+@json_option()
 @click.pass_context
 @_friendly
 def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_answered: float | None,
-              min_answerable_answered: float | None) -> None:
+              min_answerable_answered: float | None, as_json: bool) -> None:
     """Fit the gate and abstention (logistic models) on labelled fit-split rows; the gateway loads
     the file at its next start. Prints the fit's rates (on the fit rows themselves)."""
     from hansa.gateway import calibrate as fitting
@@ -195,8 +213,14 @@ def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_an
         min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED)
     path = out or calibration_path(cfg.gateway, gateway_home(cfg))
     cal.save(path)
-    click.echo(json.dumps({"calibration": str(path), "fit_rates": fitting.rates(cal, rows),
-                           **{k: v["fit"] for k, v in cal.to_json().items() if isinstance(v, dict)}}, indent=2))
+    report = {"calibration": str(path), "fit_rates": fitting.rates(cal, rows),
+              **{k: v["fit"] for k, v in cal.to_json().items() if isinstance(v, dict)}}
+    if as_json:
+        print_json(report)
+        return
+    click.echo(f"calibration written to {path}")
+    for key, value in report["fit_rates"].items():
+        click.echo(f"  {key}: {value}")
 
 
 # -- the federation's root of trust ---------------------------------------------------------------
@@ -207,20 +231,27 @@ def federation() -> None:
 
 @federation.command("init")
 @click.option("--threshold", type=int, required=True, help="How many keys must sign a change (m).")
-@click.option("--keys", "count", type=int, required=True, help="How many federation keys to create (n).")
-@click.option("--gateway-url", default=None, help="This gateway's public URL: join requests must be addressed to it.")
+@click.option("--keys", "key_count", type=int, required=True, help="How many federation keys to create (n).")
+@gateway_option("This gateway's public URL: join requests must be addressed to it.")
 @DAYS_OPTION
+@json_option()
+@deprecated_alias("--gateway-url", "gateway_url", "--gateway")
 @click.pass_context
 @_friendly
-def federation_init(ctx: click.Context, threshold: int, count: int, gateway_url: str | None, days: float) -> None:
+def federation_init(ctx: click.Context, threshold: int, key_count: int, gateway_url: str | None, days: float,
+                    as_json: bool) -> None:
     """Create n federation keys and the federation's first root and (empty) registry.
 
     The keys are written under <home>/gateway/federation-keys/<keyid>/ (files 0600). That suits a
     trial. In production each key belongs to a different admin: move each folder to its admin's
     machine or token and delete it here; the gateway itself needs none of them to run."""
     registry = open_registry(_config(ctx))
-    identities = registry.init_federation(threshold, count, gateway_url, registry_ttl=_ttl(days))
-    click.echo(f"federation created: {threshold} of {count} keys must sign every registry change")
+    identities = registry.init_federation(threshold, key_count, gateway_url, registry_ttl=_ttl(days))
+    if as_json:
+        print_json({"threshold": threshold, "keys": [{"keyid": i.keyid, "folder": str(registry.keys_dir / i.keyid)}
+                                                      for i in identities]})
+        return
+    click.echo(f"federation created: {threshold} of {key_count} keys must sign every registry change")
     for identity in identities:
         click.echo(f"  key {identity.keyid}  ({registry.keys_dir / identity.keyid})")
     click.echo("In production give each key to a different admin and remove it from this machine.")
@@ -230,21 +261,24 @@ def federation_init(ctx: click.Context, threshold: int, count: int, gateway_url:
 @KEY_OPTION
 @DAYS_OPTION
 @OUT_OPTION
+@json_option()
 @click.pass_context
 @_friendly
-def federation_renew(ctx: click.Context, keys: tuple[str, ...], days: float, out: Path | None) -> None:
+def federation_renew(ctx: click.Context, keys: tuple[str, ...], days: float, out: Path | None, as_json: bool) -> None:
     """Sign the registry again under a new version and expiry (a registry that expires is refused)."""
-    reg = _apply(ctx, admin.renewal(_ttl(days)), keys, out)
+    reg = _apply(ctx, admin.renewal(_ttl(days)), keys, out, as_json)
     if reg is not None:
-        click.echo(f"registry version {reg.version} in force until {reg.expires}")
+        _say(as_json, f"registry version {reg.version} in force until {reg.expires}",
+             {"registry_version": reg.version, "expires": reg.expires})
 
 
 @federation.command("sign")
 @click.argument("draft", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @KEY_OPTION
+@json_option()
 @click.pass_context
 @_friendly
-def federation_sign(ctx: click.Context, draft: Path, keys: tuple[str, ...]) -> None:
+def federation_sign(ctx: click.Context, draft: Path, keys: tuple[str, ...], as_json: bool) -> None:
     """Countersign a registry DRAFT in place (each admin with their own key)."""
     envelope = _read_document(draft)
     proposed = Registry.from_bytes(unverified_payload(envelope, REGISTRY_TYPE))  # shown before signing
@@ -254,27 +288,33 @@ def federation_sign(ctx: click.Context, draft: Path, keys: tuple[str, ...]) -> N
     for identity in admin.authorized(root, _signers(ctx, keys), need_threshold=False):
         envelope = add_signature(envelope, identity)
     _write_document(draft, envelope)
-    click.echo(f"signed registry version {proposed.version} ({len(proposed.sites)} sites); "
-               f"{len(envelope['signatures'])} signature(s), {root.threshold} needed")
+    _say(as_json, f"signed registry version {proposed.version} ({len(proposed.sites)} sites); "
+                  f"{len(envelope['signatures'])} signature(s), {root.threshold} needed",
+         {"registry_version": proposed.version, "sites": len(proposed.sites),
+          "signatures": len(envelope["signatures"]), "threshold": root.threshold})
 
 
 @federation.command("submit")
 @click.argument("draft", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@json_option()
 @click.pass_context
 @_friendly
-def federation_submit(ctx: click.Context, draft: Path) -> None:
+def federation_submit(ctx: click.Context, draft: Path, as_json: bool) -> None:
     """Put a fully signed registry DRAFT in force (verified: threshold, version, expiry)."""
     reg = open_registry(_config(ctx)).submit_registry(_read_document(draft))
-    click.echo(f"registry version {reg.version} in force until {reg.expires}")
+    _say(as_json, f"registry version {reg.version} in force until {reg.expires}",
+         {"registry_version": reg.version, "expires": reg.expires})
 
 
 @federation.command("rotate-root")
 @KEY_OPTION
-@click.option("--new-keys", "count", type=int, required=True, help="How many new federation keys to create.")
+@click.option("--new-keys", "new_key_count", type=int, required=True, help="How many new federation keys to create.")
 @click.option("--threshold", type=int, required=True, help="How many new keys must sign a change.")
+@json_option()
 @click.pass_context
 @_friendly
-def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], count: int, threshold: int) -> None:
+def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], new_key_count: int, threshold: int,
+                           as_json: bool) -> None:
     """Replace the federation keys: the new root is signed by m of the old keys and by the new ones."""
     registry = open_registry(_config(ctx))
     root, current = registry.root, registry.registry
@@ -282,10 +322,13 @@ def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], count: int
         raise InputError("this gateway has no federation yet: run `hansa gateway federation init`")
     old = _signers(ctx, keys)
     admin.authorized(root, old)  # refuse before creating any key
-    new = admin.create_keys(registry.keys_dir, count)
+    new = admin.create_keys(registry.keys_dir, new_key_count)
     root_env, registry_env = admin.rotate_root(root, current, old, new, threshold, utc_now())
     rotated = registry.submit_root(root_env, registry_env)
-    click.echo(f"federation root version {rotated.version}: {threshold} of {count} new keys")
+    if as_json:
+        print_json({"root_version": rotated.version, "threshold": threshold, "keys": [i.keyid for i in new]})
+        return
+    click.echo(f"federation root version {rotated.version}: {threshold} of {new_key_count} new keys")
     for identity in new:
         click.echo(f"  key {identity.keyid}")
 
@@ -296,15 +339,17 @@ def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], count: int
 @KEY_OPTION
 @click.option("--max-summaries", type=int, default=None, help="Policy: most summaries one publication may carry.")
 @OUT_OPTION
+@json_option()
 @click.pass_context
 @_friendly
 def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_summaries: int | None,
-            out: Path | None) -> None:
+            out: Path | None, as_json: bool) -> None:
     """Admit the site of a join request (from `hansa site join-request`) in a new registry version."""
     policy = SitePolicy(max_summaries) if max_summaries is not None else None
-    reg = _apply(ctx, admin.admission(_read_document(request_file), policy), keys, out)
+    reg = _apply(ctx, admin.admission(_read_document(request_file), policy), keys, out, as_json)
     if reg is not None:
-        click.echo(f"registry version {reg.version}: site admitted ({request_file})")
+        _say(as_json, f"registry version {reg.version}: site admitted ({request_file})",
+             {"registry_version": reg.version, "admitted": str(request_file)})
 
 
 @gateway.command()
@@ -312,54 +357,62 @@ def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_s
 @click.argument("rotation_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @KEY_OPTION
 @OUT_OPTION
+@json_option()
 @click.pass_context
 @_friendly
-def rotate(ctx: click.Context, site_id: str, rotation_file: Path, keys: tuple[str, ...], out: Path | None) -> None:
+def rotate(ctx: click.Context, site_id: str, rotation_file: Path, keys: tuple[str, ...], out: Path | None,
+           as_json: bool) -> None:
     """Replace SITE_ID's keys by a rotation signed by one current key and every new key.
 
     When none of the old keys survives, the site's publication floor starts again (recovery after
     a key compromise: nothing signed by the old keys verifies any more)."""
-    reg = _apply(ctx, admin.rotation(site_id, _read_document(rotation_file)), keys, out)
+    reg = _apply(ctx, admin.rotation(site_id, _read_document(rotation_file)), keys, out, as_json)
     if reg is not None:
         entry = reg.require(site_id)
-        click.echo(f"registry version {reg.version}: {site_id} key set version {entry.keys_version}")
+        _say(as_json, f"registry version {reg.version}: {site_id} key set version {entry.keys_version}",
+             {"registry_version": reg.version, "site_id": site_id, "keys_version": entry.keys_version})
 
 
 @gateway.command()
 @click.argument("site_id")
 @KEY_OPTION
 @OUT_OPTION
+@json_option()
 @click.pass_context
 @_friendly
-def revoke(ctx: click.Context, site_id: str, keys: tuple[str, ...], out: Path | None) -> None:
+def revoke(ctx: click.Context, site_id: str, keys: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Revoke a site: nothing from it is accepted or routed to any more."""
-    reg = _apply(ctx, admin.revocation(site_id), keys, out)
+    reg = _apply(ctx, admin.revocation(site_id), keys, out, as_json)
     if reg is not None:
-        click.echo(f"registry version {reg.version}: revoked {site_id}; a running gateway drops its "
-                   "summaries at its next request")
+        _say(as_json, f"registry version {reg.version}: revoked {site_id}; a running gateway drops its "
+                      "summaries at its next request", {"registry_version": reg.version, "revoked": site_id})
 
 
 @gateway.command()
 @click.option("--site-id", required=True, help="The site's id (lowercase letters, digits, '-').")
-@click.option("--url", required=True, help="The site's base URL, e.g. https://site-a.example.org")
+@click.option("--url", "site_url", required=True, help="The site's base URL, e.g. https://site-a.example.org")
 @click.option("--public-key", "public_keys", required=True, multiple=True,
               help="Base64 Ed25519 public key, or @FILE; repeat for several keys.")
 @click.option("--key", "keys", multiple=True, metavar="KEY",
               help="Federation keys that sign (default: every federation key kept on this machine).")
+@json_option()
 @click.pass_context
 @_friendly
-def enroll(ctx: click.Context, site_id: str, url: str, public_keys: tuple[str, ...], keys: tuple[str, ...]) -> None:
+def enroll(ctx: click.Context, site_id: str, site_url: str, public_keys: tuple[str, ...], keys: tuple[str, ...],
+           as_json: bool) -> None:
     """Trials and demos: admit a site from its public key in one step, signed with the federation
     keys on this machine (a gateway without a federation gets a 1-of-1 one). Real sites send a join
     request instead."""
     registry = open_registry(_config(ctx))
-    rec = registry.enroll(site_id, url, [_read_key(k) for k in public_keys], keys=_signers(ctx, keys) if keys else None)
-    click.echo(f"enrolled {rec.site_id} at {rec.url} with {len(rec.public_keys)} key(s) "
-               f"(registry version {registry.registry.version})")
+    rec = registry.enroll(site_id, site_url, [_read_key(k) for k in public_keys], keys=_signers(ctx, keys) if keys else None)
+    _say(as_json, f"enrolled {rec.site_id} at {rec.url} with {len(rec.public_keys)} key(s) "
+                  f"(registry version {registry.registry.version})",
+         {"site_id": rec.site_id, "url": rec.url, "public_keys": len(rec.public_keys),
+          "registry_version": registry.registry.version})
 
 
 @gateway.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.pass_context
 @_friendly
 def sites(ctx: click.Context, as_json: bool) -> None:

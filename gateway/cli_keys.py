@@ -7,10 +7,9 @@ is stored.
 """
 from __future__ import annotations
 
-import json
-
 import click
 
+from hansa.cli.options import json_option, print_json
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.cli import _config, _friendly, gateway_home
 
@@ -26,37 +25,45 @@ def api_key() -> None:
 
 @api_key.command()
 @click.argument("name")
-@click.option("--origin", "origins", multiple=True,
+@click.option("--origin", multiple=True,
               help="A site this key may name as a query's origin (repeat; default: any site).")
+@json_option()
 @click.pass_context
 @_friendly
-def create(ctx: click.Context, name: str, origins: tuple[str, ...]) -> None:
+def create(ctx: click.Context, name: str, origin: tuple[str, ...], as_json: bool) -> None:
     """Create a key for NAME (also its rate-limit identity) and print it once."""
-    key = _store(ctx).create(name, origins=list(origins) if origins else None)
+    key = _store(ctx).create(name, origins=list(origin) if origin else None)
     click.echo(f"created API key {name!r}; store it now, it is not shown again. Send it as "
                "'Authorization: Bearer <key>'.", err=True)
-    click.echo(key)
+    if as_json:
+        print_json({"name": name, "api_key": key, "origins": list(origin) or None})
+    else:
+        click.echo(key)
 
 
 @api_key.command()
 @click.argument("name")
+@json_option()
 @click.pass_context
 @_friendly
-def revoke(ctx: click.Context, name: str) -> None:
+def revoke(ctx: click.Context, name: str, as_json: bool) -> None:
     """Revoke NAME's key: the gateway refuses it (403) from its next request on."""
     rec = _store(ctx).revoke(name)
-    click.echo(f"revoked API key {rec.name!r} (at {rec.revoked_at})")
+    if as_json:
+        print_json(rec.view())
+    else:
+        click.echo(f"revoked API key {rec.name!r} (at {rec.revoked_at})")
 
 
 @api_key.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.pass_context
 @_friendly
 def list_keys(ctx: click.Context, as_json: bool) -> None:
     """List key names and states (never the keys themselves)."""
     views = [r.view() for r in _store(ctx).list()]
     if as_json:
-        click.echo(json.dumps({"api_keys": views}, indent=2))
+        print_json({"api_keys": views})
         return
     if not views:
         click.echo("no API keys (hansa gateway api-key create NAME)")

@@ -6,11 +6,19 @@ it up at its next query. `show` prints the current model (or why routing falls b
 """
 from __future__ import annotations
 
-import json
-
 import click
 
+from hansa.cli.options import json_option, print_json
 from hansa.gateway.cli import _config, _friendly, gateway_home
+
+
+def _show(summary: dict, as_json: bool) -> None:
+    """A model summary as JSON (--json) or as `key: value` lines."""
+    if as_json:
+        print_json(summary)
+        return
+    for key, value in summary.items():
+        click.echo(f"{key}: {value}")
 
 
 @click.group("router")
@@ -23,9 +31,10 @@ def router() -> None:
               help="Per-question recall of contributing sites the threshold must reach (default: [gateway] router_target_recall).")
 @click.option("--l2", type=float, default=1.0, show_default=True, help="L2 penalty of the logistic regression.")
 @click.option("--min-questions", type=int, default=20, show_default=True, help="Refuse to train on fewer logged questions.")
+@json_option()
 @click.pass_context
 @_friendly
-def train(ctx: click.Context, target_recall: float | None, l2: float, min_questions: int) -> None:
+def train(ctx: click.Context, target_recall: float | None, l2: float, min_questions: int, as_json: bool) -> None:
     """Retrain from the gateway's outcome log; print the new model's version and data digest."""
     from hansa.gateway.learned.router import router_dir
     from hansa.gateway.learned.train import summary, train_router
@@ -39,13 +48,14 @@ def train(ctx: click.Context, target_recall: float | None, l2: float, min_questi
                                    min_questions=min_questions, max_records=cfg.gateway.router_log_max_records)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(json.dumps(summary(model, path), indent=2))
+    _show(summary(model, path), as_json)
 
 
 @router.command()
+@json_option()
 @click.pass_context
 @_friendly
-def show(ctx: click.Context) -> None:
+def show(ctx: click.Context, as_json: bool) -> None:
     """Print the current model, or say why routing falls back to summary matching."""
     from hansa.gateway.learned.model import load_model
     from hansa.gateway.learned.router import MODEL_FILE, router_dir
@@ -54,6 +64,9 @@ def show(ctx: click.Context) -> None:
     path = router_dir(gateway_home(_config(ctx))) / MODEL_FILE
     model = load_model(path)
     if model is None:
-        click.echo(f"no usable model at {path}: routing falls back to summary matching")
+        if as_json:
+            print_json({"model": None, "path": str(path), "routing": "summary matching (no usable model)"})
+        else:
+            click.echo(f"no usable model at {path}: routing falls back to summary matching")
         return
-    click.echo(json.dumps(summary(model, path), indent=2))
+    _show(summary(model, path), as_json)

@@ -15,7 +15,8 @@ from typing import Any, Iterator
 
 import click
 
-from hansa.core.config import CONFIG_FILENAME, Config, load_config
+from hansa.cli.options import deprecated_alias, gateway_option, json_option, print_json as _print_json
+from hansa.core.config import CONFIG_FILENAME, Config
 from hansa.core.errors import HansaError
 
 ORDER_HELP = """Run a site: your documents stay here; only signed summary embeddings leave.
@@ -31,22 +32,16 @@ Run the commands in this order:
   5. hansa site serve            answer the gateway's retrieve requests over HTTP
 Repeat 2-4 when documents change. `hansa site status` shows what the site holds,
 `hansa site query "..."` asks it directly, `hansa site delete DOC_ID...` removes documents and
-`hansa site uninstall` removes everything install created.
+`hansa site uninstall` removes everything install created; `hansa site doctor` says what is
+wrong and how to fix it.
 """
 
 
 def _config() -> Config:
     """The Config the root `hansa` command loaded, or one from the environment when run alone."""
-    click_ctx = click.get_current_context()
-    obj = click_ctx.find_root().obj
-    if isinstance(obj, dict) and isinstance(obj.get("config"), Config):
-        return obj["config"]
-    try:
-        cfg = load_config()
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click_ctx.find_root().obj = {"config": cfg}
-    return cfg
+    from hansa.cli.context import root_config
+
+    return root_config()  # type: ignore[return-value]
 
 
 @contextmanager
@@ -78,6 +73,14 @@ def _echo_fields(title: str, obj: Any) -> None:
             click.echo(f"  {key}: {shown(value)}")
 
 
+def _report(title: str, obj: Any, as_json: bool) -> None:
+    """A result dataclass as JSON (--json) or as `key: value` lines under `title`."""
+    if as_json:
+        _print_json(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj)
+    else:
+        _echo_fields(title, obj)
+
+
 def _config_source() -> str:
     root = click.get_current_context().find_root()
     path = root.params.get("config_path") or os.environ.get("HANSA_CONFIG")
@@ -88,17 +91,28 @@ def _config_source() -> str:
 
 
 @click.group(name="site", help=ORDER_HELP)
-def site() -> None:
-    pass
+@click.option("--site-id", default=None, metavar="SITE_ID",
+              help="This site's id for this command (default: [site] site_id, HANSA_SITE_SITE_ID).")
+def site(site_id: str | None) -> None:
+    if site_id:
+        from hansa.cli.context import root_config
+
+        cfg = root_config(required=False)
+        if cfg is not None:
+            cfg.site.site_id = site_id
 
 
 @site.command()
-def install() -> None:
+@json_option()
+def install(as_json: bool) -> None:
     """Check the backends and create schema, collections, signing key and site.json (idempotent)."""
     from hansa.plugin.install import install_site
 
     with _site() as ctx:
         result = install_site(ctx)
+    if as_json:
+        _print_json({**dataclasses.asdict(result), "already_installed": list(result.already_installed)})
+        return
     g = result.graph
     click.echo(f"site {result.site_id} installed")
     click.echo(f"  graph: {g.backend} {g.server_version} ({g.gds_version}), schema v{g.schema_version}"
@@ -111,30 +125,30 @@ def install() -> None:
         click.echo(f"already installed: {', '.join(result.already_installed)}")
 
 
-def _print_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
-
-
-def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | None, progress: bool) -> None:
-    """Refresh the communities a deletion touched and, with --publish, withdraw them at the gateway."""
+def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | None, progress: bool) -> Any:
+    """Refresh the communities a deletion touched and, with --publish, withdraw them at the gateway
+    (the PublishResult, or None when nothing was published)."""
     from hansa.plugin.deletion import refresh_communities
 
     if not deleted:
-        return
+        return None
     refreshed = refresh_communities(ctx, progress=progress)
     click.echo(f"communities refreshed (seeded Leiden): {refreshed.communities if refreshed else 0}", err=True)
     if publish:
         from hansa.plugin.publish import publish_summaries
 
-        _echo_fields("published", publish_summaries(ctx, gateway_url=gateway_url))
-    else:
-        click.echo("run `hansa site publish` so the gateway withdraws what left", err=True)
+        return publish_summaries(ctx, gateway_url=gateway_url)
+    click.echo("run `hansa site publish` so the gateway withdraws what left", err=True)
+    return None
+
+
+def _with_published(report: Any, published: Any) -> dict[str, Any]:
+    return {**dataclasses.asdict(report), "published": dataclasses.asdict(published) if published else None}
 
 
 _PUBLISH_OPTION = click.option(
     "--publish", is_flag=True, help="After removing documents, publish at once (withdrawals included).")
-_GATEWAY_OPTION = click.option(
-    "--gateway", "gateway_url", default=None, metavar="URL", help="Gateway base URL for --publish (default: [site] gateway_url).")
+_GATEWAY_OPTION = gateway_option("Gateway base URL for --publish (default: [site] gateway_url).")
 
 
 @site.command()
@@ -147,7 +161,7 @@ _GATEWAY_OPTION = click.option(
               help="Go on past unreadable files and report them (default: one bad file aborts and writes nothing).")
 @_PUBLISH_OPTION
 @_GATEWAY_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option()
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
 def ingest(paths: tuple[Path, ...], source: str | None, sync: bool, skip_bad: bool, publish: bool,
            gateway_url: str | None, as_json: bool, progress: bool) -> None:
@@ -161,23 +175,26 @@ def ingest(paths: tuple[Path, ...], source: str | None, sync: bool, skip_bad: bo
 
     with _site() as ctx:
         report = ingest_paths(ctx, list(paths), progress=progress, source=source, sync=sync, skip_bad=skip_bad)
-        if as_json:
-            _print_json(dataclasses.asdict(report))
-        else:
-            _echo_fields("ingest done", report)
         for file in report.skipped:
             click.echo(f"skipped (unsupported type): {file}", err=True)
         for problem in report.bad:
             click.echo(f"skipped (unreadable): {problem}", err=True)
-        _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
+        published = _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
+    if as_json:
+        _print_json(_with_published(report, published))
+        return
+    _echo_fields("ingest done", report)
+    if published is not None:
+        _echo_fields("published", published)
 
 
 @site.command()
 @click.argument("doc_ids", nargs=-1, required=True)
 @_PUBLISH_OPTION
 @_GATEWAY_OPTION
+@json_option()
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def delete(doc_ids: tuple[str, ...], publish: bool, gateway_url: str | None, progress: bool) -> None:
+def delete(doc_ids: tuple[str, ...], publish: bool, gateway_url: str | None, as_json: bool, progress: bool) -> None:
     """Remove documents by id (graph and vectors), then refresh the affected communities.
 
     Ids are as `hansa site query` cites them (SOURCE/path, or a JSONL record's id)."""
@@ -185,17 +202,23 @@ def delete(doc_ids: tuple[str, ...], publish: bool, gateway_url: str | None, pro
 
     with _site() as ctx:
         report = delete_documents(ctx, list(doc_ids))
-        _echo_fields("delete done", report)
         if report.unknown:
             click.echo(f"not found (nothing done): {', '.join(report.unknown)}", err=True)
-        _after_deletion(ctx, len(report.deleted), publish, gateway_url, progress)
+        published = _after_deletion(ctx, len(report.deleted), publish, gateway_url, progress)
+    if as_json:
+        _print_json(_with_published(report, published))
+        return
+    _echo_fields("delete done", report)
+    if published is not None:
+        _echo_fields("published", published)
 
 
 @site.command("migrate-ids")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--source", default=None, metavar="NAME", help="The source to file them under (default: each folder's name).")
+@json_option()
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def migrate_ids_command(paths: tuple[Path, ...], source: str | None, progress: bool) -> None:
+def migrate_ids_command(paths: tuple[Path, ...], source: str | None, as_json: bool, progress: bool) -> None:
     """One-shot move of a site ingested before named sources to SOURCE/path ids.
 
     Give the same folders that were ingested back then: they are re-ingested under their source,
@@ -205,6 +228,9 @@ def migrate_ids_command(paths: tuple[Path, ...], source: str | None, progress: b
 
     with _site() as ctx:
         report = migrate_ids(ctx, list(paths), source=source, progress=progress)
+    if as_json:
+        _print_json(dataclasses.asdict(report))
+        return
     click.echo(f"ids migrated: {len(report.renamed)} documents renamed")
     for old, new in sorted(report.renamed.items()):
         click.echo(f"  {old} -> {new}")
@@ -217,7 +243,7 @@ def migrate_ids_command(paths: tuple[Path, ...], source: str | None, progress: b
 @click.option("--top-k", type=click.IntRange(1, 100), default=5, show_default=True, help="Documents to cite.")
 @click.option("--mode", type=click.Choice(["local", "global"]), default="local", show_default=True,
               help="local: chunk vectors + graph expansion; global: community summaries.")
-@click.option("--json", "as_json", is_flag=True, help="Print the partial answer as the gateway would receive it.")
+@json_option("Print the partial answer as the gateway would receive it.")
 def query(question: str, top_k: int, mode: str, as_json: bool) -> None:
     """Ask this site directly (no gateway, no signature): what would it answer and cite?
 
@@ -244,46 +270,49 @@ def query(question: str, top_k: int, mode: str, as_json: bool) -> None:
 
 
 @site.command()
-@click.option("--keys", is_flag=True, help="Also delete the site's signing key (the gateway enrolled its public half).")
+@click.option("--delete-keys", is_flag=True, help="Also delete the site's signing key (the gateway enrolled its public half).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def uninstall(keys: bool, yes: bool) -> None:
+@json_option()
+@deprecated_alias("--keys", "delete_keys", "--delete-keys", flag=True)
+def uninstall(delete_keys: bool, yes: bool, as_json: bool) -> None:
     """Remove what `install` created: Hansa* nodes, hansa's constraints/indexes, GDS projections,
     the site's Milvus collections, site.json and sources.json. Nothing of the organization's.
 
-    The signing key stays unless --keys; the publication state stays (sequence floors)."""
+    The signing key stays unless --delete-keys; the publication state stays (sequence floors)."""
     from hansa.plugin.uninstall import uninstall_site
 
     cfg = _config()
     if not yes:
-        click.confirm(f"remove site {cfg.site.site_id!r} and all its data from its stores?", abort=True)
+        click.confirm(f"remove site {cfg.site.site_id!r} and all its data from its stores?", abort=True, err=True)
     with _site() as ctx:
-        result = uninstall_site(ctx, keys=keys)
-    _echo_fields(f"site {result.site_id} uninstalled", result)
+        result = uninstall_site(ctx, keys=delete_keys)
+    _report(f"site {result.site_id} uninstalled", result, as_json)
 
 
 @site.command()
 @click.option("--incremental", is_flag=True,
               help="Start Leiden from the stored communities (unchanged ones keep their ids; faster to publish).")
+@json_option()
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
-def communities(incremental: bool, progress: bool) -> None:
+def communities(incremental: bool, as_json: bool, progress: bool) -> None:
     """Find communities (Leiden) in the entity graph, summarize and embed them."""
     from hansa.plugin.communities import build_communities
 
     with _site() as ctx:
         report = build_communities(ctx, progress=progress, incremental=incremental)
-    _echo_fields("communities done", report)
+    _report("communities done", report, as_json)
 
 
 @site.command()
-@click.option("--gateway", "gateway_url", default=None, metavar="URL",
-              help="Gateway base URL (default: [site] gateway_url).")
+@gateway_option()
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the signed envelope to FILE instead of sending it.")
 @click.option("--retry", "retry_only", is_flag=True,
               help="Only resend what the outbox holds (<home>/outbox/: publications not yet answered).")
 @click.option("--attempts", type=click.IntRange(1, 100), default=5, show_default=True,
               help="Delivery attempts per publication in this run (exponential backoff with jitter).")
-def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempts: int) -> None:
+@json_option()
+def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempts: int, as_json: bool) -> None:
     """Sign this site's community summaries and deliver them to the gateway (or to --out FILE).
 
     Only summaries that changed since the gateway's last accepted publication are sent. A
@@ -295,13 +324,16 @@ def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempt
     with _site() as ctx:
         if retry_only:
             results = resend_pending(ctx, gateway_url=gateway_url, retry=policy)
+            if as_json:
+                _print_json({"resent": [dataclasses.asdict(r) for r in results]})
+                return
             if not results:
                 click.echo("outbox: nothing pending")
             for result in results:
                 _echo_fields("resent", result)
             return
         result = publish_summaries(ctx, gateway_url=gateway_url, out=out, retry=policy)
-    _echo_fields("published", result)
+    _report("published", result, as_json)
 
 
 @site.command()
@@ -344,35 +376,81 @@ def serve(host: str | None, port: int | None, workers: int | None, republish: bo
 
 
 @site.command()
-def status() -> None:
+@json_option()
+def status(as_json: bool) -> None:
     """What this site holds: counts, identity, last publication and configuration."""
     from hansa.plugin.install import load_identity, read_site_file
     from hansa.plugin.publish import read_state, state_file
     from hansa.plugin.site import CHUNKS, SUMMARIES
 
+    view: dict[str, Any] = {}
     with _site() as ctx:
-        click.echo(f"site: {ctx.cfg.site.site_id or '(no site id configured)'}")
-        click.echo(f"config: {_config_source()}")
-        click.echo(f"home: {ctx.cfg.home}")
+        view.update(site_id=ctx.cfg.site.site_id or None, config=_config_source(), home=str(ctx.cfg.home))
         recorded = read_site_file(ctx)
-        if recorded is None:
-            click.echo("installed: no (run `hansa site install`)")
-        else:
-            emb = recorded["embedding"]
-            click.echo(f"installed: yes, at {recorded.get('installed_at', '?')}; embedding {emb['model_id']} (dim {emb['dim']})")
+        view["installed"] = recorded
+        if recorded is not None:
             identity = load_identity(ctx)
-            click.echo(f"identity: keyid {identity.keyid}")
-            click.echo(f"public key: {identity.public_key_b64}")
-        stats = ctx.graph.stats() if recorded is not None else None
-        if stats is not None:
-            click.echo(f"graph ({ctx.graph.backend}): {stats.documents} documents, {stats.chunks} chunks, "
-                       f"{stats.entities} entities, {stats.relations} relations, {stats.communities} communities")
-            click.echo(f"vectors: {ctx.vectors.count(CHUNKS)} chunks, {ctx.vectors.count(SUMMARIES)} summaries")
+            view["identity"] = {"keyid": identity.keyid, "public_key": identity.public_key_b64}
+            view["graph"] = {"backend": ctx.graph.backend, **dataclasses.asdict(ctx.graph.stats())}
+            view["vectors"] = {"chunks": ctx.vectors.count(CHUNKS), "summaries": ctx.vectors.count(SUMMARIES)}
         state = read_state(ctx)
-        if state.sequence:
-            click.echo(f"last publication: sequence {state.sequence}, {len(state.current)} summaries ({state_file(ctx)})")
-        else:
-            click.echo("last publication: none (run `hansa site publish`)")
+        view["last_publication"] = ({"sequence": state.sequence, "summaries": len(state.current),
+                                     "state_file": str(state_file(ctx))} if state.sequence else None)
+    if as_json:
+        _print_json(view)
+        return
+    click.echo(f"site: {view['site_id'] or '(no site id configured)'}")
+    click.echo(f"config: {view['config']}")
+    click.echo(f"home: {view['home']}")
+    if recorded is None:
+        click.echo("installed: no (run `hansa site install`)")
+    else:
+        emb = recorded["embedding"]
+        click.echo(f"installed: yes, at {recorded.get('installed_at', '?')}; embedding {emb['model_id']} (dim {emb['dim']})")
+        click.echo(f"identity: keyid {view['identity']['keyid']}")
+        click.echo(f"public key: {view['identity']['public_key']}")
+        g, v = view["graph"], view["vectors"]
+        click.echo(f"graph ({g['backend']}): {g['documents']} documents, {g['chunks']} chunks, "
+                   f"{g['entities']} entities, {g['relations']} relations, {g['communities']} communities")
+        click.echo(f"vectors: {v['chunks']} chunks, {v['summaries']} summaries")
+    last = view["last_publication"]
+    if last:
+        click.echo(f"last publication: sequence {last['sequence']}, {last['summaries']} summaries ({last['state_file']})")
+    else:
+        click.echo("last publication: none (run `hansa site publish`)")
+
+
+@site.command()
+@_GATEWAY_OPTION
+@json_option()
+def doctor(gateway_url: str | None, as_json: bool) -> None:
+    """Check what a site needs and say how to fix what is wrong: configuration, graph store (Neo4j
+    reachable, 5.x, GDS and Leiden, hansa's constraints and indexes; or the embedded store), vector
+    store and collections, the embedder (offline) and its dimension, the signing key and its
+    permissions, the publication's freshness and whether the gateway routes to this site.
+
+    Exit code 1 when any check fails. Run it while `hansa site serve` is stopped when the site
+    uses Milvus Lite (one process per data directory)."""
+    from hansa.cli.context import config_error, root_config
+    from hansa.core.checks import FAIL
+    from hansa.plugin.doctor import diagnose, failed
+
+    cfg = root_config(required=False)
+    checks = diagnose(cfg, config_error(), _config_source() if cfg is not None else _given_config_path(), gateway_url)
+    if as_json:
+        _print_json({"ok": not failed(checks), "checks": [c.to_json() for c in checks]})
+    else:
+        for c in checks:
+            click.echo(f"{c.status.upper():<4}  {c.name}: {c.detail}")
+            if c.status == FAIL and c.hint:
+                click.echo(f"      fix: {c.hint}")
+    if failed(checks):
+        raise SystemExit(1)
+
+
+def _given_config_path() -> str:
+    root = click.get_current_context().find_root()
+    return str(root.params.get("config_path") or os.environ.get("HANSA_CONFIG") or "the configuration")
 
 
 def _write_new(out: Path, envelope: Any) -> None:
@@ -385,13 +463,14 @@ def _write_new(out: Path, envelope: Any) -> None:
 
 
 @site.command("join-request")
-@click.option("--gateway-url", default=None, metavar="URL",
-              help="The federation gateway this request is addressed to (default: [site] gateway_url).")
+@gateway_option("The federation gateway this request is addressed to (default: [site] gateway_url).")
 @click.option("--url", "site_url", default=None, metavar="URL",
               help="This site's base URL as the gateway will call it (default: http://[site] host:port).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the signed request; send it to the federation admins.")
-def join_request(gateway_url: str | None, site_url: str | None, out: Path) -> None:
+@json_option()
+@deprecated_alias("--gateway-url", "gateway_url", "--gateway")
+def join_request(gateway_url: str | None, site_url: str | None, out: Path, as_json: bool) -> None:
     """Ask a federation to admit this site: a request signed with the site's key (run install first).
 
     The admins approve it with `hansa gateway approve FILE --key ...`; only then does the gateway
@@ -402,7 +481,7 @@ def join_request(gateway_url: str | None, site_url: str | None, out: Path) -> No
     cfg = _config()
     gateway_url = gateway_url or cfg.site.gateway_url
     if not gateway_url:
-        raise click.ClickException("give --gateway-url (or set [site] gateway_url): the request names its federation")
+        raise click.ClickException("give --gateway (or set [site] gateway_url): the request names its federation")
     site_url = site_url or f"http://{cfg.site.host}:{cfg.site.port}"
     try:
         identity = SiteIdentity.load(cfg.keys_dir)
@@ -410,6 +489,10 @@ def join_request(gateway_url: str | None, site_url: str | None, out: Path) -> No
     except HansaError as exc:
         raise click.ClickException(str(exc)) from exc
     _write_new(out, envelope)
+    if as_json:
+        _print_json({"site_id": cfg.site.site_id, "url": site_url, "gateway_url": gateway_url,
+                     "keyid": identity.keyid, "out": str(out)})
+        return
     click.echo(f"join request for site {cfg.site.site_id} at {site_url} (key {identity.keyid}) written to {out}")
 
 
@@ -418,7 +501,8 @@ def join_request(gateway_url: str | None, site_url: str | None, out: Path) -> No
               help="Folder for the new signing key (created; must not hold a key yet).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the signed rotation; send it to the federation admins.")
-def rotate_request(new_key_dir: Path, out: Path) -> None:
+@json_option()
+def rotate_request(new_key_dir: Path, out: Path, as_json: bool) -> None:
     """Create a new signing key and a rotation request signed by the current key and the new one.
 
     After the admins run `hansa gateway rotate SITE_ID FILE --key ...`, move the current key away
@@ -435,4 +519,8 @@ def rotate_request(new_key_dir: Path, out: Path) -> None:
     except HansaError as exc:
         raise click.ClickException(str(exc)) from exc
     _write_new(out, envelope)
+    if as_json:
+        _print_json({"site_id": cfg.site.site_id, "keyid": current.keyid, "new_keyid": new.keyid,
+                     "new_key_dir": str(new_key_dir), "out": str(out)})
+        return
     click.echo(f"rotation request for site {cfg.site.site_id}: key {current.keyid} -> {new.keyid}, written to {out}")

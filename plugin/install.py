@@ -59,7 +59,12 @@ def site_file(ctx: SiteContext) -> Path:
 
 def read_site_file(ctx: SiteContext) -> dict[str, Any] | None:
     """The recorded install facts, or None when the site was never installed."""
-    path = site_file(ctx)
+    return read_site_file_in(ctx.cfg.home)
+
+
+def read_site_file_in(home: Path) -> dict[str, Any] | None:
+    """`read_site_file` for the site whose home is `home` (for checks that open no store)."""
+    path = home / SITE_FILENAME
     if not path.is_file():
         return None
     try:

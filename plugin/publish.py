@@ -96,7 +96,12 @@ def state_file(ctx: SiteContext) -> Path:
 
 
 def read_state(ctx: SiteContext) -> _State:
-    path = state_file(ctx)
+    return read_state_in(ctx.cfg.home)
+
+
+def read_state_in(home: Path) -> _State:
+    """The publish state of the site whose home is `home` (for checks that open no store)."""
+    path = home / STATE_FILENAME
     if not path.is_file():
         return _State(sequence=0, versions={}, current=[])
     try:

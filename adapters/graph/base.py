@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from hansa.core.checks import Check
 from hansa.adapters.records import (
     ChunkHit,
     Community,
@@ -80,6 +81,12 @@ class GraphStore(ABC):
     def uninstall(self) -> UninstallReport:
         """Remove exactly what `install` and the site's jobs created (hansa nodes/rows, schema,
         projections) and nothing else; safe on a store that was never installed."""
+
+    @abstractmethod
+    def diagnose(self, site_id: str | None = None) -> list[Check]:
+        """`hansa site doctor`'s checks of this store, in order (reachable, server and Leiden
+        versions, schema and its constraints/indexes, claimed by `site_id`); never raises for a
+        problem of the store: a problem is a failed check with its fix."""
 
     @abstractmethod
     def close(self) -> None: ...

@@ -36,6 +36,7 @@ from hansa.adapters.records import (
     CommunityContext,
     DocumentGraph,
 )
+from hansa.core.checks import Check, Step, run_chain
 from hansa.core.errors import BackendError, InputError
 
 SCHEMA_VERSION = 2  # v2: chunk pages, the owning site id (v1 stores are upgraded by install)
@@ -334,6 +335,40 @@ class EmbeddedGraphStore(GraphStore):
             gds_version=f"leidenalg {leidenalg.version}",
             created=created,
         )
+
+    def diagnose(self, site_id: str | None = None) -> list[Check]:
+        return run_chain([
+            Step("graph store reachable", self._readable,
+                 "point [graph] path at a readable, writable SQLite file (default <home>/graph.sqlite)"),
+            Step("leiden", lambda: f"igraph {igraph.__version__}, leidenalg {leidenalg.version}",
+                 "reinstall hansa's dependencies (pip install igraph leidenalg)"),
+            Step("graph schema", lambda: self._check_schema(site_id),
+                 "run `hansa site install`: it creates the missing tables and keeps the data"),
+        ])
+
+    def _readable(self) -> str:
+        try:
+            with self._lock:
+                self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(f"{self.path} is not a usable SQLite database ({exc})") from exc
+        return f"embedded SQLite {sqlite3.sqlite_version} at {self.path}"
+
+    def _check_schema(self, site_id: str | None) -> str:
+        with self._lock:
+            version = self._stored_version()
+            if version is None:
+                raise BackendError(f"{self.path} has no hansa schema (never installed here)")
+            if version != SCHEMA_VERSION:
+                raise BackendError(f"hansa schema version {version} in {self.path}, this hansa expects {SCHEMA_VERSION}")
+            owner = self.installed_site()
+            present = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if site_id is not None and owner not in (None, site_id):
+            raise BackendError(f"{self.path} holds site {owner!r}, not {site_id!r}: one store holds one site")
+        missing = [t for t in TABLES if t not in present]
+        if missing:
+            raise BackendError(f"tables missing from {self.path}: {', '.join(missing)}")
+        return f"schema v{version} of site {owner or '(unclaimed)'}, {len(TABLES)} tables present"
 
     def uninstall(self) -> UninstallReport:
         """Drop the hansa_* tables (and so their indexes); other tables in the file stay."""

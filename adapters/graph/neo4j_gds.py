@@ -16,6 +16,7 @@ projection of HansaEntity/HANSA_RELATED with parallel weights summed, dropped ag
 """
 from __future__ import annotations
 
+import re
 import uuid
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -28,6 +29,7 @@ from hansa.adapters.graph import ranking
 from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams, UninstallReport
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import ChunkHit, Community, CommunityAssignment, CommunityContext, DocumentGraph, Entity
+from hansa.core.checks import Check, Step, run_chain
 from hansa.core.errors import BackendError, InputError
 from hansa.cypher import load, statements
 
@@ -71,6 +73,12 @@ def _version_tuple(version: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+def expected_schema() -> list[tuple[str, str]]:
+    """(CONSTRAINT | INDEX, name) of everything `schema/constraints` creates, read from the file."""
+    found = [re.search(r"^CREATE (CONSTRAINT|INDEX) (\w+) IF NOT EXISTS", s, re.M) for s in statements("schema/constraints")]
+    return [(m.group(1), m.group(2)) for m in found if m]
 
 
 class Neo4jGraphStore(GraphStore):
@@ -239,6 +247,40 @@ class Neo4jGraphStore(GraphStore):
                 "dbms.security.procedures.unrestricted=gds.*"
             )
         return version
+
+    def diagnose(self, site_id: str | None = None) -> list[Check]:
+        return run_chain([
+            Step("neo4j reachable", self._connectivity,
+                 "start Neo4j (development: scripts/neo4j-dev), or fix [neo4j] uri, user and password (HANSA_NEO4J_PASSWORD)"),
+            Step("neo4j version", lambda: f"Neo4j {self._check_server()}",
+                 "hansa needs Neo4j 5.x (5.26 LTS); point [neo4j] uri at one"),
+            Step("gds plugin", lambda: f"GDS {self._check_gds()} with Leiden",
+                 "install GDS 2.13.x in Neo4j's plugins directory and set dbms.security.procedures.unrestricted=gds.*"),
+            Step("graph schema", lambda: self._check_schema(site_id),
+                 "run `hansa site install`: it re-creates missing constraints and indexes and keeps the data"),
+        ])
+
+    def _connectivity(self) -> str:
+        with self._backend("connecting"):
+            self._driver.verify_connectivity()
+        return f"{self.uri}, database {self.database!r}"
+
+    def _check_schema(self, site_id: str | None) -> str:
+        """The stored schema version, its owner and every constraint/index `schema/constraints` creates."""
+        version, owner = self._stored_schema()
+        if version is None:
+            raise BackendError(f"database {self.database!r} has no hansa schema (never installed here)")
+        if version != SCHEMA_VERSION:
+            raise BackendError(f"hansa schema version {version} in database {self.database!r}, this hansa expects {SCHEMA_VERSION}")
+        if site_id is not None and owner not in (None, site_id):
+            raise BackendError(f"database {self.database!r} holds site {owner!r}, not {site_id!r}: one database holds one site")
+        with self._backend("listing constraints and indexes"), self._driver.session(database=self.database) as session:
+            present = {"CONSTRAINT": {r["name"] for r in session.run(load("server/constraint_names"))},
+                       "INDEX": {r["name"] for r in session.run(load("server/index_names"))}}
+        missing = [f"{kind.lower()} {name}" for kind, name in expected_schema() if name not in present[kind]]
+        if missing:
+            raise BackendError(f"missing from database {self.database!r}: {', '.join(missing)}")
+        return f"schema v{version} of site {owner or '(unclaimed)'}, {len(expected_schema())} constraints/indexes present"
 
     def uninstall(self) -> UninstallReport:
         """Drop hansa's GDS projections, delete Hansa* nodes (in batches), then hansa's own

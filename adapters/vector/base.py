@@ -37,6 +37,11 @@ class VectorStore(ABC):
         return None
 
     @abstractmethod
+    def collection_dim(self, collection: str) -> int | None:
+        """The dimension of the collection's vectors, or None when the collection is absent
+        (`hansa site doctor` compares it with the embedder's)."""
+
+    @abstractmethod
     def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None) -> None:
         """Insert or replace rows by id; batches internally to stay within request limits."""
 

@@ -273,6 +273,12 @@ class MilvusVectorStore(VectorStore):
         properties = self._call(f"describe {full}", "describe_collection", full).get("properties") or {}
         return str(properties.get(OWNER_PROPERTY, ""))
 
+    def collection_dim(self, collection: str) -> int | None:
+        full = self._full(collection)
+        if not self._call(f"has_collection {full}", "has_collection", full):
+            return None
+        return self._describe(full).dim
+
     def ensure_collection(self, spec: CollectionSpec) -> None:
         _validate_spec(spec)
         full = self._full(spec.name)

@@ -26,7 +26,7 @@ print("HEAVY=" + json.dumps([m for m in heavy if m in sys.modules]))
 COMMANDS = [
     ["site", "install"],
     ["site", "status"],
-    ["gateway", "federation", "init", "--threshold", "1", "--keys", "1", "--gateway-url", "http://127.0.0.1:8700"],
+    ["gateway", "federation", "init", "--threshold", "1", "--keys", "1", "--gateway", "http://127.0.0.1:8700"],
     ["gateway", "sites"],
     ["gateway", "identity"],
 ]

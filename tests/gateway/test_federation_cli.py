@@ -27,7 +27,7 @@ def hansa(home: Path, *args: str, site_id: str = "site-a") -> Result:
 def homes(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     """(gateway home with a 2-of-3 federation, an installed site's home, the federation keyids)."""
     gw, site = tmp_path / "gw", tmp_path / "site"
-    res = hansa(gw, "gateway", "federation", "init", "--threshold", "2", "--keys", "3", "--gateway-url", GW)
+    res = hansa(gw, "gateway", "federation", "init", "--threshold", "2", "--keys", "3", "--gateway", GW)
     assert res.exit_code == 0, res.output
     assert "2 of 3 keys must sign" in res.output and "different admin" in res.output
     keyids = re.findall(r"key ([0-9a-f]{32})", res.output)
@@ -47,12 +47,12 @@ def test_a_site_joins_by_request_and_m_of_n_approval(homes, tmp_path: Path) -> N
         pem = gw / "gateway" / "federation-keys" / keyid / "site-ed25519.pem"
         assert pem.stat().st_mode & 0o777 == 0o600
     request = tmp_path / "join.json"
-    res = hansa(site, "site", "join-request", "--gateway-url", GW, "--url", "https://a.example.org", "--out", str(request))
+    res = hansa(site, "site", "join-request", "--gateway", GW, "--url", "https://a.example.org", "--out", str(request))
     assert res.exit_code == 0, res.output
     assert json.loads(request.read_text())["payloadType"] == "application/vnd.hansa.join-request+json; v=1"
-    again = hansa(site, "site", "join-request", "--gateway-url", GW, "--out", str(request))
+    again = hansa(site, "site", "join-request", "--gateway", GW, "--out", str(request))
     assert again.exit_code == 1 and "already exists" in again.output
-    spoof = hansa(site, "site", "join-request", "--gateway-url", GW, "--out", str(tmp_path / "x.json"), site_id="../x")
+    spoof = hansa(site, "site", "join-request", "--gateway", GW, "--out", str(tmp_path / "x.json"), site_id="../x")
     assert spoof.exit_code == 1 and "invalid site id" in spoof.output
 
     before = registry_files(gw)
@@ -76,7 +76,7 @@ def test_a_site_joins_by_request_and_m_of_n_approval(homes, tmp_path: Path) -> N
 def test_admins_on_different_machines_pass_a_draft_around(homes, tmp_path: Path) -> None:
     gw, site, keys = homes
     request, draft = tmp_path / "join.json", tmp_path / "draft.json"
-    assert hansa(site, "site", "join-request", "--gateway-url", GW, "--out", str(request)).exit_code == 0
+    assert hansa(site, "site", "join-request", "--gateway", GW, "--out", str(request)).exit_code == 0
     res = hansa(gw, "gateway", "approve", str(request), "--key", keys[1], "--out", str(draft))
     assert res.exit_code == 0 and "1 signature(s)" in res.output
     before = registry_files(gw)
@@ -95,7 +95,7 @@ def test_admins_on_different_machines_pass_a_draft_around(homes, tmp_path: Path)
 def test_rotate_revoke_renew_and_rotate_the_federation_keys(homes, tmp_path: Path) -> None:
     gw, site, keys = homes
     request, rotation = tmp_path / "join.json", tmp_path / "rotate.json"
-    assert hansa(site, "site", "join-request", "--gateway-url", GW, "--out", str(request)).exit_code == 0
+    assert hansa(site, "site", "join-request", "--gateway", GW, "--out", str(request)).exit_code == 0
     assert hansa(gw, "gateway", "approve", str(request), "--key", keys[0], "--key", keys[1]).exit_code == 0
 
     res = hansa(site, "site", "rotate-request", "--new-key-dir", str(tmp_path / "new-key"), "--out", str(rotation))

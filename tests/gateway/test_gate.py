@@ -212,7 +212,7 @@ def test_the_calibrate_command_fits_from_rows_and_refuses_bad_ones(tmp_path: Pat
     data = tmp_path / "rows.jsonl"
     fitting.write_rows(data, rows)
     out = tmp_path / "home" / "cal.json"
-    res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(data), "--out", str(out)],
+    res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(data), "--out", str(out), "--json"],
                              env={"HANSA_HOME": str(tmp_path / "home")})
     assert res.exit_code == 0, res.output
     cal = load_calibration(out)

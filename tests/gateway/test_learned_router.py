@@ -267,9 +267,10 @@ def test_cli_trains_shows_and_refuses_an_empty_log(tmp_path: Path) -> None:
     assert empty.exit_code == 1 and "at least 20" in empty.output
     assert "falls back to summary matching" in run("show").output
     synthetic_log(OutcomeLog(router_dir(tmp_path / "gateway")), 40)
-    trained = run("train")
+    trained = run("train", "--json")
     assert trained.exit_code == 0, trained.output
     out = json.loads(trained.output)
     assert out["questions"] == 40 and out["features"] == list(FEATURE_NAMES) and len(out["data_digest"]) == 64
-    assert json.loads(run("show").output)["version"] == out["version"]
+    assert json.loads(run("show", "--json").output)["version"] == out["version"]
+    assert f"version: {out['version']}" in run("show").output
     assert run("train", "--target-recall", "2").exit_code == 2

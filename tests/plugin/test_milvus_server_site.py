@@ -57,3 +57,31 @@ def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_pr
         counts = json.loads(proc.stdout.strip().splitlines()[-1])
         assert counts[CHUNKS] == report.chunks == ctx.vectors.count(CHUNKS)
         assert counts[SUMMARIES] == ctx.vectors.count(SUMMARIES) >= 1
+
+
+def test_doctor_checks_the_collections_on_a_milvus_server(tmp_path: Path, milvus_server_uri: str) -> None:
+    from click.testing import CliRunner
+    from pymilvus import MilvusClient
+
+    from hansa.cli import main
+
+    env = {"HANSA_SITE_SITE_ID": "acme", "HANSA_MILVUS_URI": milvus_server_uri, "HANSA_CONFIG": None,
+           "HANSA_SITE_GATEWAY_URL": None}
+
+    def site(*args: str):
+        return CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "site", *args], env=env)
+
+    assert site("install").exit_code == 0
+    found = {c["name"]: c for c in json.loads(site("doctor", "--json").stdout)["checks"]}
+    assert found["vector store reachable"] == {"name": "vector store reachable", "status": "pass",
+                                               "detail": f"Milvus server {milvus_server_uri}", "hint": ""}
+    assert found["vector collections"]["detail"] == "hansa_chunks (384-d, 0 rows), hansa_summaries (384-d, 0 rows)"
+
+    client = MilvusClient(uri=milvus_server_uri, timeout=30)
+    try:
+        client.drop_collection("hansa_chunks")
+    finally:
+        client.close()
+    res = site("doctor")
+    assert res.exit_code == 1
+    assert f"FAIL  vector collections: collection(s) hansa_chunks missing in Milvus server {milvus_server_uri}" in res.stdout

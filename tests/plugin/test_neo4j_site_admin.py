@@ -131,5 +131,5 @@ def test_site_lifecycle_in_an_organizations_database(org: Driver, neo4j_uri: str
 
     # the database is free: the other site installs now
     _site(home_b, "other-site", neo4j_uri, "install")
-    _site(home_b, "other-site", neo4j_uri, "uninstall", "--yes", "--keys")
+    _site(home_b, "other-site", neo4j_uri, "uninstall", "--yes", "--delete-keys")
     assert not (home_b / "keys" / "site-ed25519.pem").exists()

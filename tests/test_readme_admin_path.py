@@ -1,0 +1,70 @@
+"""The README's site-admin path, run as written: the block between `<!-- admin-path:begin -->` and
+`<!-- admin-path:end -->` (install -> ingest -> communities -> query -> publish -> doctor -> status)
+on the embedded store, in a fresh folder holding `./docs`.
+
+Every line is either `export NAME=VALUE ...` or a `hansa ...` command; anything else fails the test
+(the block must stay runnable by a person as it is). Commands run through the real root command
+with exactly the README's arguments, so a renamed option, a changed default or a missing step fails
+here, not at an admin's desk."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hansa.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"<!-- admin-path:begin -->\s*```bash\n(.*?)```\s*<!-- admin-path:end -->", re.S)
+DOCS = {
+    "lighthouse.md": "# Brightwater Lighthouse\n\nThe Brightwater Lighthouse stands on the northern cliffs of Karsholm "
+    "Island. Engineer Margaret Ellison designed the Brightwater Lighthouse, and it was completed in 1874. The "
+    "Karsholm Harbour Trust still owns the Brightwater Lighthouse.\n",
+    "volcano.txt": "Mount Teravik is a stratovolcano on the Hallgrim Peninsula. The Hallgrim Volcano Observatory "
+    "watches Mount Teravik with twelve seismometers. Volcanologist Ingrid Saeter leads the Hallgrim Volcano "
+    "Observatory.\n",
+}
+
+
+def admin_path() -> list[list[str]]:
+    """The block's commands as argument lists (comments dropped), in order."""
+    found = BLOCK.findall(README.read_text(encoding="utf-8"))
+    assert len(found) == 1, "README.md must hold exactly one admin-path block"
+    return [shlex.split(line, comments=True) for line in found[0].splitlines() if shlex.split(line, comments=True)]
+
+
+def test_the_block_is_the_admin_path_in_order() -> None:
+    steps = [" ".join(words[:3]) for words in admin_path() if words[0] == "hansa"]
+    order = ["hansa site install", "hansa site ingest", "hansa site communities", "hansa site publish", "hansa site doctor"]
+    assert [s for s in steps if s in order] == order
+
+
+def test_the_readme_admin_path_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "docs").mkdir()
+    for name, text in DOCS.items():
+        (tmp_path / "docs" / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    env: dict[str, str | None] = {"HANSA_CONFIG": None, "HANSA_HOME": None, "HANSA_SITE_GATEWAY_URL": None,
+                                  "HANSA_GRAPH_BACKEND": None, "HANSA_MILVUS_URI": None}
+    outputs: dict[str, str] = {}
+    for words in admin_path():
+        if words[0] == "export":
+            for assignment in words[1:]:
+                name, _, value = assignment.partition("=")
+                env[name] = value
+            continue
+        assert words[0] == "hansa", f"the admin-path block may hold only `export` and `hansa` lines, not {words}"
+        res = CliRunner().invoke(main, words[1:], env=env, catch_exceptions=False)
+        assert res.exit_code == 0, f"`{' '.join(words)}` failed ({res.exit_code}):\n{res.output}"
+        outputs[" ".join(words[1:3])] = res.stdout
+
+    home = tmp_path / "acme-home"
+    assert (home / "site.json").is_file() and (tmp_path / "acme-publication.json").is_file()
+    assert "Margaret Ellison" in outputs["site query"] and "docs/lighthouse.md" in outputs["site query"]
+    assert "FAIL" not in outputs["site doctor"] and "PASS  graph schema: schema v2 of site acme" in outputs["site doctor"]
+    status = json.loads(outputs["site status"])
+    assert status["site_id"] == "acme" and status["graph"]["documents"] == 2 and status["last_publication"]["sequence"] == 1
