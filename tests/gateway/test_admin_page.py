@@ -150,6 +150,16 @@ def test_the_admin_key_comes_from_the_environment_and_is_masked(tmp_path: Path) 
         load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_RECENT_QUERIES": "-1"})
 
 
+def test_serve_refuses_a_weak_admin_key_before_any_worker_starts(tmp_path: Path) -> None:
+    from hansa.gateway.serving import check_serving, server_options
+
+    weak = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_ADMIN_KEY": "short"})
+    with pytest.raises(ConfigError, match="admin_key"):
+        check_serving(weak, server_options(weak))
+    good = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_ADMIN_KEY": KEY})
+    check_serving(good, server_options(good))
+
+
 # -- rendering ------------------------------------------------------------------------------------
 def test_every_untrusted_value_is_escaped_and_no_script_may_run() -> None:
     c = client()
