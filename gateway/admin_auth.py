@@ -26,6 +26,10 @@ from hansa.gateway.apikeys import KEY_PREFIX
 MIN_ADMIN_KEY_CHARS = 24
 SESSION_COOKIE = "hansa_admin"
 SESSION_TTL_S = 8 * 3600
+# Login attempts per client address (every worker's, with shared state): guessing a random key is
+# hopeless anyway, but a passphrase chosen by a person should not meet an unlimited guesser.
+LOGIN_BURST = 10
+LOGIN_REFILL_PER_S = 1 / 30
 _SESSION_SALT = "hansa-admin-session/v1"
 _SESSION_SUBJECT = "admin"
 

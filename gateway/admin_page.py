@@ -4,6 +4,7 @@ Routes (a Flask blueprint the HTTP adapter registers; gateway/app.py):
   GET  /admin              the page (HTML); without a credential, the login form with a 401
   GET  /admin/login        the login form
   POST /admin/login        form field `key`: a session cookie and a redirect to /admin, or a 401
+                           (429 past LOGIN_BURST attempts from one address)
   POST /admin/logout       drops the session cookie
   GET  /admin/api/state    the document the page is rendered from (gateway.admin_state), as JSON;
                            `Authorization: Bearer <admin key>` or the session cookie
@@ -23,7 +24,9 @@ from flask import Blueprint, Response, make_response, redirect, render_template,
 
 from hansa.core.errors import HansaError, NotFoundError
 from hansa.core.jsonsafe import dumps
-from hansa.gateway.admin_auth import SESSION_COOKIE, SESSION_TTL_S, AdminKey, AdminUnauthenticated
+from hansa.gateway.admin_auth import (LOGIN_BURST, LOGIN_REFILL_PER_S, SESSION_COOKIE, SESSION_TTL_S, AdminKey,
+                                      AdminUnauthenticated)
+from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
 
 # No script may run and nothing may load from elsewhere; the one inline <style> is the page's only style.
 SECURITY_HEADERS = {
@@ -63,10 +66,13 @@ def _refusal(exc: HansaError) -> Response:
     return resp
 
 
-def create_admin_blueprint(admin_key: str, state: Callable[[], dict[str, Any]]) -> Blueprint:
+def create_admin_blueprint(admin_key: str, state: Callable[[], dict[str, Any]],
+                           login_limits: TokenBucketLimiter | None = None) -> Blueprint:
     """The admin routes. `admin_key`: `[gateway] admin_key` ("" turns the page off); `state`:
-    builds the admin document (gateway.admin_state.admin_state over the service)."""
+    builds the admin document (gateway.admin_state.admin_state over the service); `login_limits`:
+    the login attempts' buckets (default: this process's, LOGIN_BURST per client address)."""
     key = AdminKey(admin_key) if admin_key else None
+    limits = login_limits or TokenBucketLimiter("admin-login", LOGIN_BURST, LOGIN_REFILL_PER_S)
     admin = Blueprint("admin", __name__, template_folder="templates")
 
     @admin.before_request
@@ -85,10 +91,11 @@ def create_admin_blueprint(admin_key: str, state: Callable[[], dict[str, Any]]) 
         return key.bearer_matches(request.headers.get("Authorization")) or \
             key.session_valid(request.cookies.get(SESSION_COOKIE))
 
-    def login_form(error: str | None, status: int) -> Response:
+    def login_form(error: str | None, status: int, headers: dict[str, str] | None = None) -> Response:
         resp = make_response(render_template("admin_login.html", error=error), status)
         if status == 401:
             resp.headers["WWW-Authenticate"] = AdminUnauthenticated.http_headers["WWW-Authenticate"]
+        resp.headers.update(headers or {})
         return resp
 
     @admin.get("/admin")
@@ -104,6 +111,10 @@ def create_admin_blueprint(admin_key: str, state: Callable[[], dict[str, Any]]) 
     @admin.post("/admin/login")
     def login() -> Response:
         assert key is not None
+        try:
+            limits.charge(request.remote_addr or "unknown", 1)
+        except RateLimited as exc:
+            return login_form(f"Too many attempts: try again in {exc.retry_after} s.", 429, exc.http_headers)
         if not key.matches(request.form.get("key")):
             return login_form("That is not the admin key.", 401)
         resp = redirect(url_for("admin.page"), code=303)

@@ -19,6 +19,8 @@ import requests
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from hansa.core.serving import BackgroundServer
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
@@ -64,6 +66,14 @@ def served(in_process_gateway, tmp_path: Path) -> Iterator[dict[str, Any]]:
         gateway.close()
 
 
+def submit(browser: Any, button_id: str) -> None:
+    """Click a form's button and wait until the page it leads to has replaced this one."""
+    button = browser.find_element(By.ID, button_id)
+    button.click()
+    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(button))
+    WebDriverWait(browser, 60).until(lambda b: b.execute_script("return document.readyState") == "complete")
+
+
 def ask(served: dict[str, Any], body: dict[str, Any]) -> str:
     resp = requests.post(f"{served['url']}/v1/query", json=body, timeout=300,
                          headers={"Authorization": f"Bearer {served['api_key']}"})
@@ -86,13 +96,13 @@ def test_the_admin_page_in_a_browser(served, browser, federation, tmp_path: Path
     assert browser.find_elements(By.ID, "key") and not browser.find_elements(By.CSS_SELECTOR, "tr.site")
     assert QUESTION not in browser.page_source
     browser.find_element(By.ID, "key").send_keys("not-the-admin-key-not-the-admin-key")
-    browser.find_element(By.ID, "login").click()
+    submit(browser, "login")
     assert "not the admin key" in browser.find_element(By.ID, "login-error").text
     assert not browser.find_elements(By.CSS_SELECTOR, "tr.site")
 
     # With the key: the sites and the recent queries.
     browser.find_element(By.ID, "key").send_keys(ADMIN_KEY)
-    browser.find_element(By.ID, "login").click()
+    submit(browser, "login")
     rows = {row.get_attribute("data-site-id"): row for row in browser.find_elements(By.CSS_SELECTOR, "tr.site")}
     assert sorted(rows) == sites
     for site_id, row in rows.items():
@@ -134,6 +144,6 @@ def test_the_admin_page_in_a_browser(served, browser, federation, tmp_path: Path
     record_property("screenshot", str(screenshot))
     print(f"admin page screenshot: {screenshot}")
 
-    browser.find_element(By.ID, "logout").click()
+    submit(browser, "logout")
     browser.get(f"{url}/admin")
     assert not browser.find_elements(By.CSS_SELECTOR, "tr.site")

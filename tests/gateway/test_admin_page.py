@@ -236,3 +236,15 @@ def test_an_oversized_trace_is_replaced_by_a_note() -> None:
     kept = ring.newest()[0]
     assert kept["question"] == "question 1" and "omitted" in kept["trace"]
     assert len(json.dumps(kept)) < MAX_RECORD_BYTES
+
+
+def test_login_attempts_from_one_address_are_limited() -> None:
+    from hansa.gateway.admin_auth import LOGIN_BURST
+
+    c = client()
+    for _ in range(LOGIN_BURST):
+        assert c.post("/admin/login", data={"key": "guess-guess-guess-guess-guess"}).status_code == 401
+    refused = c.post("/admin/login", data={"key": KEY})  # even the right key waits its turn
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert b"Too many attempts" in refused.data and SESSION_COOKIE not in refused.headers.get("Set-Cookie", "")
+    assert client().post("/admin/login", data={"key": KEY}).status_code == 303  # a new app: fresh buckets
