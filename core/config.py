@@ -155,6 +155,12 @@ class GatewayConfig:
     # The gate's and abstention's calibration (gateway/engine/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"
+    # The read-only admin page (/admin, gateway/admin_page.py). Empty: no admin page. Set it from the
+    # environment (HANSA_GATEWAY_ADMIN_KEY) rather than a file; at least 24 characters, and never a
+    # client API key (those start with "hansa_"): e.g. `python -c "import secrets; print(secrets.token_urlsafe(32))"`.
+    admin_key: str = ""
+    # How many answered queries (with their traces) the admin page keeps, newest first; 0: none.
+    recent_queries: int = 50
 
 
 @dataclass
@@ -203,6 +209,7 @@ class Config:
 
 
 ROUTERS = ("summary", "learned")
+MAX_RECENT_QUERIES = 1000  # each record holds a whole trace: the ring stays small
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway", "client")
 
 
@@ -273,6 +280,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:
         raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
+    if not 0 <= cfg.gateway.recent_queries <= MAX_RECENT_QUERIES:
+        raise ConfigError(f"gateway.recent_queries must be in [0, {MAX_RECENT_QUERIES}], not {cfg.gateway.recent_queries}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:
         raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
     return cfg
@@ -287,6 +296,6 @@ def as_dict(cfg: Config) -> dict[str, Any]:
         values = {}
         for f in fields(obj):
             v = getattr(obj, f.name)
-            values[f.name] = "***" if (f.name in ("password", "token", "api_key") and v) else v
+            values[f.name] = "***" if (f.name in ("password", "token", "api_key", "admin_key") and v) else v
         out[section] = values
     return out

@@ -14,6 +14,8 @@ What it holds (one table each, all keys namespaced by the caller):
 - `take_tokens`: token buckets (rate limits: hansa.gateway.ratelimit.SharedBuckets).
 - `bump` / `version` / `put` / `get`: a versioned key/value, so a worker can ask "did anything
   change since I last looked?" with one primary-key read per request (registry, publications).
+- `append` / `newest`: bounded rings of records, newest kept (the gateway's recent queries, which
+  its admin page shows whichever worker answered them: hansa.gateway.recent_queries).
 
 Connections are opened per process and per thread (a SQLite connection must never cross a fork
 and is not meant to be shared between threads), lazily, so a store built before gunicorn forks
@@ -40,6 +42,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS claim_counts (namespace TEXT PRIMARY KEY, live INTEGER NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, stamp REAL NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB, version INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS rings (name TEXT NOT NULL, seq INTEGER NOT NULL, value BLOB NOT NULL, "
+    "PRIMARY KEY (name, seq)) WITHOUT ROWID",
 )
 
 
@@ -192,6 +196,24 @@ class SharedState:
         """One primary-key read: cheap enough to ask at every request."""
         row = self._connection().execute("SELECT version FROM kv WHERE key = ?", (key,)).fetchone()
         return 0 if row is None else int(row[0])
+
+
+    # -- rings: the newest records of a kind ------------------------------------------------------------
+    def append(self, name: str, value: bytes, keep: int) -> None:
+        """Add `value` to the ring `name` and drop all but its `keep` newest records, atomically."""
+        if keep < 1:
+            raise ValueError("a ring keeps at least one record")
+        with self._transaction() as db:
+            row = db.execute("SELECT max(seq) FROM rings WHERE name = ?", (name,)).fetchone()
+            seq = (row[0] or 0) + 1
+            db.execute("INSERT INTO rings VALUES (?, ?, ?)", (name, seq, value))
+            db.execute("DELETE FROM rings WHERE name = ? AND seq <= ?", (name, seq - keep))
+
+    def newest(self, name: str, limit: int) -> list[bytes]:
+        """Up to `limit` records of the ring `name`, newest first."""
+        rows = self._connection().execute(
+            "SELECT value FROM rings WHERE name = ? ORDER BY seq DESC LIMIT ?", (name, limit)).fetchall()
+        return [bytes(r[0]) for r in rows]
 
 
 class ChangeWatcher:

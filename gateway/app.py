@@ -11,6 +11,8 @@ Endpoints:
                                          routable site failed its last call
   GET  /metrics                          Prometheus metrics (gateway.metrics), every worker's
   GET  /v1/openapi.json                  the OpenAPI 3.1 description of all of the above
+  GET  /admin, /admin/api/state          the read-only admin page and its JSON, behind `[gateway]
+                                         admin_key` (gateway.admin_page; 404 when no key is set)
 
 What stays here is what belongs to HTTP: query clients authenticate with an API key
 (`Authorization: Bearer ...`, hansa.gateway.apikeys) before any body is read; every body is parsed
@@ -30,10 +32,14 @@ from hansa.core.errors import HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.adapters.llm.base import LLM
+from hansa.gateway.admin_auth import LOGIN_BURST, LOGIN_REFILL_PER_S
+from hansa.gateway.admin_page import create_admin_blueprint
+from hansa.gateway.admin_state import admin_state
 from hansa.gateway.answers import all_failed, readable_citations, site_summary, synthesized
 from hansa.gateway.engine import QueryRequest
 from hansa.gateway.openai_api import create_openai_blueprint
 from hansa.gateway.publishing import PublicationConflict
+from hansa.gateway.ratelimit import TokenBucketLimiter
 from hansa.gateway.service import Gateway
 from hansa.sync.httpsig import QUERY_ID_HEADER
 from hansa.sync.wire import validate_site_id
@@ -136,4 +142,6 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
         return _json(gateway.health())
 
     app.register_blueprint(create_openai_blueprint(gateway, llm))  # /v1/chat/completions, /v1/models
+    login_limits = TokenBucketLimiter("admin-login", LOGIN_BURST, LOGIN_REFILL_PER_S, shared=gateway.shared)
+    app.register_blueprint(create_admin_blueprint(cfg.admin_key, lambda: admin_state(gateway), login_limits))
     return app

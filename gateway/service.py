@@ -39,6 +39,7 @@ from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
 from hansa.gateway.query_id import new_query_id, query_scope
 from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
+from hansa.gateway.recent_queries import RecentQueries, query_record
 from hansa.gateway.registry import SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import HttpSiteTransport, SiteTransport
@@ -59,7 +60,8 @@ class Gateway:
     """The gateway service. Attributes: `cfg` (GatewayConfig), `registry`, `index`, `space`,
     `embedder`, `transport`, `api_keys`, `identity`, `publications`, `engine`, `calibration`, `router` (the
     configured learned router, or None for the engine's summary matching), `history` (which sites
-    answers cite: a tier signal, `site-history.json`), `query_limits`, `publish_limits`.
+    answers cite: a tier signal, `site-history.json`), `recent_queries` (the admin page's ring of
+    answered queries and their traces: every worker's with `shared`), `query_limits`, `publish_limits`.
     Thread-safe for concurrent queries and publications."""
 
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
@@ -87,6 +89,7 @@ class Gateway:
         # The last call to each site: (status, at); /v1/health and sites_view() report it.
         self._last_calls: dict[str, dict[str, str]] = {}
         self._last_lock = threading.Lock()
+        self.recent_queries = RecentQueries(cfg.recent_queries, shared)
         self.calibration = calibration or Calibration()
         self.reliability = reliability
         self.history = SiteHistory(registry.path.parent / HISTORY_FILE)  # tier signal; survives restarts
@@ -190,6 +193,7 @@ class Gateway:
                 raise
             result.trace["query_id"] = query_id
             self._remember_calls(result.calls)
+            self.recent_queries.add(query_record(result, request.question, client, request.origin))
             metrics.record_query(result.trace, result.calls)
             log.info("query.answered", sites=len(result.calls), outcome=metrics.query_outcome(result.trace, result.calls))
             return result

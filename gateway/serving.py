@@ -36,6 +36,10 @@ def check_serving(cfg: Config, options: ServerOptions) -> None:
 
     options.validate()
     behind_proxies(lambda *a: None, cfg.gateway.proxy_hops, "[gateway] proxy_hops")  # validates the setting
+    if cfg.gateway.admin_key:  # a weak admin key, or a client key, is refused here rather than in each worker
+        from hansa.gateway.admin_auth import AdminKey
+
+        AdminKey(cfg.gateway.admin_key)
     if options.workers > 1 and not is_server_uri(cfg.milvus_uri):
         raise ConfigError(MILVUS_LITE_ONE_PROCESS.format(workers=options.workers, uri=cfg.milvus_uri))
 

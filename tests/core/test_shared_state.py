@@ -203,3 +203,27 @@ def test_versioned_values(state: SharedState) -> None:
 def test_shared_state_needs_a_file() -> None:
     with pytest.raises(ConfigError, match="file"):
         SharedState(":memory:")
+
+
+def test_a_ring_keeps_its_newest_records_whichever_worker_wrote_them(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    SharedState(path)
+
+    def write(i: int) -> None:
+        ring = SharedState(path)
+        for j in range(5):
+            ring.append("queries", f"{i}-{j}".encode(), keep=8)
+
+    in_processes(3, write)
+    state = SharedState(path)
+    newest = state.newest("queries", 100)
+    assert len(newest) == 8  # 15 written, the ring keeps 8
+    assert len(set(newest)) == 8
+    for i in range(3):  # each worker's own records stay in the order it wrote them
+        mine = [int(v.split(b"-")[1]) for v in newest if v.startswith(f"{i}-".encode())]
+        assert mine == sorted(mine, reverse=True)
+    state.append("queries", b"last", keep=8)
+    assert state.newest("queries", 2)[0] == b"last" and len(state.newest("queries", 2)) == 2
+    assert state.newest("other", 5) == []
+    with pytest.raises(ValueError):
+        state.append("queries", b"x", keep=0)

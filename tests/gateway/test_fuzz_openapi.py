@@ -106,3 +106,26 @@ def test_site_accepts_a_whole_float_top_k(site_schema) -> None:
     case = site_schema.find_operation_by_label("POST /v1/retrieve").Case(body={"question": "What is FEMA?", "top_k": 5.0})
     response = case.call()
     assert response.status_code == 200, response.text
+
+
+ADMIN_KEY = "fuzz-admin-key-0123456789abcdefghij"
+
+
+@pytest.fixture(scope="module")
+def admin_schema(in_process_gateway, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The spec served by a gateway that has an admin key (the federation's has none: 404s) and
+    has answered a question, so the admin document holds a recent query with its trace."""
+    from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
+    from hansa.gateway.app import create_gateway_app
+    from hansa.gateway.engine import QueryRequest
+
+    gateway = in_process_gateway(ApiKeyStore(tmp_path_factory.mktemp("admin-keys") / API_KEYS_FILE),
+                                 admin_key=ADMIN_KEY)
+    gateway.query(QueryRequest(question="What does FEMA do after a disaster?"), "fuzz")
+    yield schemathesis.openapi.from_wsgi("/v1/openapi.json", create_gateway_app(gateway))
+    gateway.close()
+
+
+@pytest.mark.parametrize("label", [op for op in _operations("hansa.gateway") if " /admin" in op])
+def test_admin_api_conforms_to_its_spec_with_the_admin_key(label: str, admin_schema) -> None:
+    _fuzz(admin_schema, label, lambda case: case.call_and_validate(headers={"Authorization": f"Bearer {ADMIN_KEY}"}))

@@ -180,3 +180,22 @@ def test_metrics_count_real_queries_publications_and_refusals(pair) -> None:
     assert delta("hansa_gateway_site_calls_total", site=SITE, status="invalid") >= 2
     assert delta("hansa_gateway_site_call_seconds_count", site=SITE) >= 2
     assert after[("hansa_gateway_summaries", ())] == 1
+
+
+def test_every_worker_admin_page_shows_every_workers_recent_queries(pair) -> None:
+    """The recent queries (and each site's recent calls) live in the shared state: every worker's
+    admin page shows them. Health and `last_call` stay the answering worker's own."""
+    from hansa.gateway.admin_state import admin_state
+
+    a, b = pair["a"], pair["b"]
+    a.publish(SITE, publication(pair, 1))
+    asked = a.query(QueryRequest(question=QUESTION, top_k_sites=1), client="tester")
+    seen_by_b = admin_state(b)
+    assert seen_by_b["shared"] is True
+    assert [q["query_id"] for q in seen_by_b["recent_queries"]] == [asked.trace["query_id"]]
+    assert seen_by_b["recent_queries"][0]["question"] == QUESTION and seen_by_b["recent_queries"][0]["client"] == "tester"
+    site = next(s for s in seen_by_b["sites"] if s["site_id"] == SITE)
+    assert [c["status"] for c in site["recent_calls"]] == ["invalid"]  # a's call, as b shows it
+    assert site["key_ids"] == [pair["site"].keyid]
+    assert site["last_call"] is None and seen_by_b["health"]["status"] == "ok"  # b itself never called it
+    assert admin_state(a)["health"]["status"] == "degraded"
