@@ -142,6 +142,9 @@ class GatewayConfig:
     # directly from PEM files, or `proxy_hops` trusted reverse proxies whose X-Forwarded-Proto/-Host/
     # -Port/-For headers say which URL the client used (0: trust no forwarded header).
     workers: int = 1
+    # Questions one worker answers at once (threads; core/wsgi_server.py says why the gateway needs
+    # more than one: a request mostly waits on sites, up to site_timeout_s when one hangs).
+    threads: int = 16
     tls_cert: str = ""
     tls_key: str = ""
     proxy_hops: int = 0
