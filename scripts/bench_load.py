@@ -328,7 +328,7 @@ def by_kind(site_status: dict[str, dict[str, int]], kinds: dict[str, str]) -> di
     return out
 
 
-def drill(workers: int, env: dict[str, str], workdir: Path, api_key: str, questions: Sequence[str],
+def drill(workers: int, n: int, env: dict[str, str], workdir: Path, api_key: str, questions: Sequence[str],
           kinds: dict[str, str], args: Any, deadline_s: float) -> dict[str, Any]:
     from hansa.adapters.vector.lite_server import free_port
 
@@ -346,15 +346,14 @@ def drill(workers: int, env: dict[str, str], workdir: Path, api_key: str, questi
         warmup = run_load(url, api_key, questions, warm, args.concurrency, validators, client_timeout)
         time.sleep(deadline_s + 1.0)  # calls cut at the deadline end on their own
         before = resources_of(proc.pid)
-        progress(f"gateway x{workers}: {args.questions} questions at concurrency {args.concurrency}")
-        load = run_load(url, api_key, questions[warm:] + questions[:warm], args.questions, args.concurrency,
+        progress(f"gateway x{workers}: {n} questions at concurrency {args.concurrency}")
+        load = run_load(url, api_key, questions[warm:] + questions[:warm], n, args.concurrency,
                         validators, client_timeout)
         time.sleep(deadline_s + 1.0)
         after = resources_of(proc.pid)
         rss = tree_rss_mib(proc.pid)
     finally:
         stop_server(proc)
-    n = args.questions
     well_formed = n - sum(load["malformed"].values())
     bound_ms = deadline_s * 1000 + P99_MARGIN_MS
     growth = {k: after[k] - before[k] for k in LEAK_BOUND}
@@ -394,16 +393,20 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    records = sorted(records, key=lambda r: r["workers"])
     xs = [r["workers"] for r in records]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
     left.plot(xs, [r["throughput_qps"] for r in records], "o-")
+    for r in records:
+        left.annotate(f"n={r['questions']}", (r["workers"], r["throughput_qps"]), fontsize=7,
+                      textcoords="offset points", xytext=(4, 4))
     left.set(xlabel="gateway workers", ylabel="questions / s", title="throughput", xticks=xs)
     right.plot(xs, [r["p99_ms"] for r in records], "o-", label="p99")
     right.plot(xs, [r["p50_ms"] for r in records], "s--", label="p50")
     right.axhline(records[0]["site_deadline_ms"] + P99_MARGIN_MS, color="red", lw=1, label="deadline + 100 ms")
     right.set(xlabel="gateway workers", ylabel="ms", title="latency", xticks=xs)
     right.legend(fontsize=8)
-    fig.suptitle(f"fault drill: {records[0]['questions']} questions at concurrency {records[0]['concurrency']}, "
+    fig.suptitle(f"fault drill at concurrency {records[0]['concurrency']} (n questions per point), "
                  "20% down, 10% hung, 10% garbage/slow", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -417,16 +420,21 @@ def split_sites(passages: list[dict[str, str]], sites: int) -> dict[str, list[di
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = benchlib.parser("load", __doc__.split("\n\n")[0])
-    p.add_argument("--workers", type=int, nargs="+", default=None, help="gateway worker counts (default 1 2 4; smoke 1)")
-    p.add_argument("--questions", type=int, default=None, help="questions per worker count (default 1000; smoke 40)")
+    p.add_argument("--workers", type=int, nargs="+", default=None,
+                   help="gateway worker counts, the main drill's first (default 2 1 4; smoke 1)")
+    p.add_argument("--questions", type=int, default=None,
+                   help="questions for the first worker count (the main drill; default 1000; smoke 40)")
+    p.add_argument("--sweep-questions", type=int, default=200,
+                   help="questions for every further worker count (the sweep; bounded so a full run takes minutes)")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--real-sites", type=int, default=6)
     p.add_argument("--passages", type=int, default=None, help="sample passages over the real sites (default 60; smoke 24)")
     p.add_argument("--deadline", type=float, default=2.0, help="per-site deadline in seconds (HANSA_GATEWAY_SITE_TIMEOUT_S)")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
-    workers = args.workers or ([1] if args.smoke else [1, 2, 4])
+    workers = args.workers or ([1] if args.smoke else [2, 1, 4])
     args.questions = args.questions or (40 if args.smoke else 1000)
-    if args.concurrency < 1 or min(workers) < 1 or args.questions < 1 or args.real_sites < 1 or args.deadline <= 0:
+    if (args.concurrency < 1 or min(workers) < 1 or min(args.questions, args.sweep_questions) < 1
+            or args.real_sites < 1 or args.deadline <= 0):
         p.error("--concurrency, --workers, --questions and --real-sites must be >= 1, --deadline > 0")
     passages, questions = demo_sample(args.passages or (24 if args.smoke else 60))
     if not args.smoke and benchlib.MTRAG_DIR.is_dir():  # distinct questions, so caches do not answer them all
@@ -441,7 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report = benchlib.Report("load", args.smoke, libraries=("gunicorn", "flask", "pymilvus", "milvus-lite", "jsonschema"))
     documents = split_sites(passages, args.real_sites)
-    report.params = {"workers": workers, "questions": args.questions, "concurrency": args.concurrency,
+    report.params = {"workers": workers, "questions": args.questions, "sweep_questions": args.sweep_questions,
+                     "concurrency": args.concurrency,
                      "real_sites": args.real_sites, "fault_sites": fault_counts(args.real_sites),
                      "passages": len(passages), "distinct_questions": len(questions), "site_deadline_ms": args.deadline * 1000,
                      "p99_bound_ms": args.deadline * 1000 + P99_MARGIN_MS, "leak_bound_per_worker": LEAK_BOUND}
@@ -456,8 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds = add_fault_sites(fed, stack, documents, args.deadline)
         report.results["sites"] = {sid: h.info for sid, h in fed.sites.items()} | {k: {"fault": v} for k, v in kinds.items()}
         env = gateway_env(workdir, milvus_uri, args.deadline)
-        for n in workers:
-            records.append(drill(n, env, workdir, fed.api_key, questions, kinds, args, args.deadline))
+        for i, n in enumerate(workers):
+            count = args.questions if i == 0 else args.sweep_questions
+            records.append(drill(n, count, env, workdir, fed.api_key, questions, kinds, args, args.deadline))
     report.results["records"] = records
     for r in records:
         report.target(f"well_formed_w{r['workers']}", "100% well-formed", r["well_formed_share"], r["pass"]["well_formed"])
