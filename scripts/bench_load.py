@@ -260,8 +260,10 @@ def resources_of(pid: int) -> dict[str, int]:
 
 # -- the load --------------------------------------------------------------------------------------------
 def run_load(url: str, api_key: str, questions: Sequence[str], count: int, concurrency: int,
-             validators: dict[int, Any], timeout_s: float) -> dict[str, Any]:
-    """`count` questions over `concurrency` client threads, each judged as it returns."""
+             validators: dict[int, Any], timeout_s: float, fresh_connections: bool = False) -> dict[str, Any]:
+    """`count` questions over `concurrency` client threads, each judged as it returns.
+    `fresh_connections`: one connection per question (the warm-up: so every worker gets some, and
+    has loaded its model and opened its stores before resources are read), else keep-alive."""
     import requests
 
     latencies: list[float] = []
@@ -274,7 +276,7 @@ def run_load(url: str, api_key: str, questions: Sequence[str], count: int, concu
 
     def worker() -> None:
         session = requests.Session()
-        headers = {"Authorization": f"Bearer {api_key}"}
+        headers = {"Authorization": f"Bearer {api_key}", **({"Connection": "close"} if fresh_connections else {})}
         while True:
             with lock:
                 i = next(numbers, None)
@@ -341,9 +343,10 @@ def drill(workers: int, n: int, env: dict[str, str], workdir: Path, api_key: str
     client_timeout = deadline_s * 10 + 60
     try:
         boot = wait_healthy(url, proc, log)
-        warm = max(2 * args.concurrency, 4 * workers)
+        warm = max(2 * args.concurrency, 8 * workers)
         progress(f"gateway x{workers}: healthy after {boot:.1f} s; warm-up {warm} questions")
-        warmup = run_load(url, api_key, questions, warm, args.concurrency, validators, client_timeout)
+        warmup = run_load(url, api_key, questions, warm, args.concurrency, validators, client_timeout,
+                          fresh_connections=True)
         time.sleep(deadline_s + 1.0)  # calls cut at the deadline end on their own
         before = resources_of(proc.pid)
         progress(f"gateway x{workers}: {n} questions at concurrency {args.concurrency}")
@@ -424,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="gateway worker counts, the main drill's first (default 2 1 4; smoke 1)")
     p.add_argument("--questions", type=int, default=None,
                    help="questions for the first worker count (the main drill; default 1000; smoke 40)")
-    p.add_argument("--sweep-questions", type=int, default=200,
+    p.add_argument("--sweep-questions", type=int, default=150,
                    help="questions for every further worker count (the sweep; bounded so a full run takes minutes)")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--real-sites", type=int, default=6)
