@@ -53,11 +53,15 @@ class LocalFederation:
         site_env: Mapping[str, str] | None = None,
         gateway_env: Mapping[str, str] | None = None,
         site_cache: Any | None = None,
+        serving_embedder: Callable[[Any], Any] | None = None,
     ) -> None:
         """`site_cache` (a hansa.evaluation.sitecache.SiteCache): build each site into the cache, or
-        reuse the cached build of identical content and configuration (`hansa eval`)."""
+        reuse the cached build of identical content and configuration (`hansa eval`).
+        `serving_embedder`: wraps each built site's embedder for serving only (scripts/bench_load.py
+        memoizes it, so real sites answer in time and the drill loads the gateway, not site CPU)."""
         self.workdir = workdir
         self.site_cache = site_cache
+        self.serving_embedder = serving_embedder
         self.documents = documents
         self.progress = progress
         self.gateway_tap = gateway_tap
@@ -94,6 +98,8 @@ class LocalFederation:
         gateway_key = gateway_identity(self.workdir / "gateway").public_key_b64
         for site_id, docs in sorted(self.documents.items()):
             ctx, info = self._open_site(site_id, docs, gateway_key)
+            if self.serving_embedder is not None:
+                ctx = dataclasses.replace(ctx, embedder=self.serving_embedder(ctx.embedder))
             server = self._stack.enter_context(BackgroundServer(create_site_app(ctx)))
             self.sites[site_id] = SiteHandle(site_id, ctx, server, {"url": server.url, **info})
 

@@ -147,6 +147,14 @@ class GatewayConfig:
     # directly from PEM files, or `proxy_hops` trusted reverse proxies whose X-Forwarded-Proto/-Host/
     # -Port/-For headers say which URL the client used (0: trust no forwarded header).
     workers: int = 1
+    # Questions one worker answers at once (threads; core/wsgi_server.py says why the gateway needs
+    # more than one: a request mostly waits on sites, up to site_timeout_s when one hangs).
+    threads: int = 16
+    # Embeddings the gateway keeps per worker (questions, and the answer sentences fusion measures:
+    # adapters/embedder/memo.py; 0: none). Exact: the same text always gives the same vector. Why:
+    # fusion embeds the sentences sites answer with, and the same documents answer again and again;
+    # scripts/bench_load.py measured the fuse stage at p50 259 ms, p99 1.8 s without it under load.
+    embedding_memo_entries: int = 16384
     tls_cert: str = ""
     tls_key: str = ""
     proxy_hops: int = 0

@@ -32,6 +32,7 @@ log = get_logger(__name__)
 WSGIApp = Callable[..., Any]
 AppOpener = Callable[[], AbstractContextManager[WSGIApp]]
 MAX_WORKERS = 64
+MAX_THREADS = 256
 # Read by torch (the embedder), numpy's BLAS and FAISS when a worker first imports them.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -48,6 +49,12 @@ class ServerOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = 1
+    # Requests one worker serves at once (gunicorn's gthread worker above 1; its sync worker at 1).
+    # Why more than one for the gateway: a gateway request mostly *waits* on sites, up to the
+    # per-site deadline when one hangs; with one request per worker, every question queued behind
+    # it waits too (scripts/bench_load.py measured p50 12 s at a 2 s deadline, 8 clients, 1 worker).
+    # A site's retrieve is CPU-bound Python, so the site keeps 1 and scales with processes.
+    threads: int = 1
     tls_cert: str = ""  # PEM certificate chain; with tls_key, the server speaks HTTPS only
     tls_key: str = ""
     # A worker silent this long is killed and replaced. Generous: a worker's first request waits
@@ -67,11 +74,14 @@ class ServerOptions:
         tls_cert, tls_key) with command-line overrides."""
         return cls(host=host or section.host, port=port if port is not None else section.port,
                    workers=workers if workers is not None else section.workers,
+                   threads=getattr(section, "threads", 1),
                    tls_cert=section.tls_cert, tls_key=section.tls_key, name=name)
 
     def validate(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 1 <= self.workers <= MAX_WORKERS:
             raise ConfigError(f"--workers must be an integer in 1..{MAX_WORKERS}, not {self.workers!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= MAX_THREADS:
+            raise ConfigError(f"threads (requests per worker) must be an integer in 1..{MAX_THREADS}, not {self.threads!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be 0..65535, not {self.port!r}")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -112,7 +122,10 @@ def gunicorn_settings(options: ServerOptions) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "bind": [options.bind],
         "workers": options.workers,
-        "worker_class": "sync",  # one request per process at a time: the apps serialize store access anyway
+        # sync: one request per process at a time (the site: CPU-bound, its store access serialized);
+        # gthread: `threads` requests at once per process (the gateway: mostly waiting on sites)
+        "worker_class": "gthread" if options.threads > 1 else "sync",
+        "threads": options.threads,
         "preload_app": False,  # each worker opens its own stores (see the module docstring)
         "timeout": options.timeout_s,
         "graceful_timeout": 30,

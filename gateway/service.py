@@ -140,6 +140,10 @@ class Gateway:
                 from hansa.adapters.embedder import open_embedder
 
                 embedder = open_embedder(full)
+                if gcfg.embedding_memo_entries:
+                    from hansa.adapters.embedder.memo import MemoEmbedder
+
+                    embedder = MemoEmbedder(embedder, maxsize=gcfg.embedding_memo_entries)
             if vector_store is None:
                 if full is None:
                     raise ConfigError("Gateway.open: give a vector store, or the whole Config to open Milvus")

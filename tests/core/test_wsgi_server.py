@@ -48,3 +48,25 @@ def test_serving_keys_come_from_config_and_environment(tmp_path: Path) -> None:
     cfg = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_WORKERS": "4", "HANSA_SITE_PROXY_HOPS": "1"})
     assert (cfg.site.workers, cfg.site.tls_cert, cfg.site.tls_key, cfg.site.proxy_hops) == (2, "/c.pem", "/k.pem", 1)
     assert cfg.gateway.workers == 4 and cfg.state_path == tmp_path / "state.sqlite"
+
+
+def test_threads_pick_gunicorns_threaded_worker_and_nonsense_is_refused() -> None:
+    """A gateway request mostly waits on sites (up to the per-site deadline when one hangs): with
+    threads > 1 a worker serves that many at once instead of queueing them (scripts/bench_load.py)."""
+    assert gunicorn_settings(ServerOptions())["worker_class"] == "sync"
+    threaded = gunicorn_settings(ServerOptions(workers=2, threads=8))
+    assert (threaded["worker_class"], threaded["threads"], threaded["workers"]) == ("gthread", 8, 2)
+    for threads in (0, -3, 257, True, 2.5):
+        with pytest.raises(ConfigError, match="threads"):
+            ServerOptions(threads=threads).validate()  # type: ignore[arg-type]
+
+
+def test_the_gateway_serves_several_requests_per_worker_and_the_site_one(tmp_path: Path) -> None:
+    from hansa.gateway.serving import server_options as gateway_options
+    from hansa.plugin.serving import server_options as site_options
+
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path)})
+    assert gateway_options(cfg).threads == cfg.gateway.threads > 1
+    assert site_options(cfg).threads == 1, "a site's retrieve is CPU-bound: it scales with processes"
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_THREADS": "3"})
+    assert gunicorn_settings(gateway_options(cfg, workers=2))["threads"] == 3
