@@ -22,6 +22,7 @@ from typing import Iterator, Sequence
 from tqdm import tqdm
 
 from hansa.adapters.records import Document, DocumentGraph
+from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
 from hansa.plugin.chunking import check_chunking, chunk_text
@@ -105,7 +106,9 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     if chunks:
         vectors = ctx.embedder.embed([chunk.text for chunk in chunks])
         ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors, [{"doc_id": c.doc_id} for c in chunks])
+    crash_point("ingest.after_vectors")
     ctx.graph.write_documents(graphs)
+    crash_point("ingest.after_graph")
 
 
 def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:
