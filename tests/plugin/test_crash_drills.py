@@ -45,25 +45,51 @@ def docs(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]) -> Pa
     return folder
 
 
+# A document that links two of the corpus's subjects: ingested after the communities were built,
+# it changes their membership, so a rebuild replaces community ids (and must retire the old ones).
+LOGBOOK = """# The Keepers' Logbook
+
+The keepers of the Brightwater Lighthouse watched the eruption of Mount Teravik in March 1912. From
+the lamp room of the Brightwater Lighthouse they saw the ash fall on Solvik. The Karsholm Harbour
+Trust later lent the logbook to the Hallgrim Volcano Observatory, where Ingrid Saeter keeps it.
+"""
+
+
 @pytest.fixture(scope="module")
-def homes(tmp_path_factory: pytest.TempPathFactory, docs: Path, make_config: Callable[..., Config]) -> dict[str, Any]:
-    """Site homes built cleanly in-process, at rest after each step, and their states."""
+def more(docs: Path) -> Path:
+    folder = docs.parent / "more"
+    folder.mkdir()
+    (folder / "logbook.md").write_text(LOGBOOK, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory: pytest.TempPathFactory, docs: Path, more: Path,
+          make_config: Callable[..., Config]) -> dict[str, Any]:
+    """Site homes built cleanly in-process, at rest after each step, and their states: installed,
+    ingested, built (communities), grown (built, then the logbook ingested) and grown_built."""
     from hansa.plugin.communities import build_communities
     from hansa.plugin.ingest import ingest_paths
     from hansa.plugin.install import install_site
 
     root = tmp_path_factory.mktemp("clean")
-    out: dict[str, Any] = {"chunk_ids": drill.expected_chunk_ids(make_config(root / "x"), docs)}
-    for step in ("installed", "ingested", "built"):
+    corpus_ids = drill.expected_chunk_ids(make_config(root / "x"), docs)
+    out: dict[str, Any] = {"chunk_ids": corpus_ids, "grown_chunk_ids": corpus_ids | drill.expected_chunk_ids(make_config(root / "x"), more)}
+    for step in ("installed", "ingested", "built", "grown", "grown_built"):
         home = root / step
         with SiteContext.open(make_config(home)) as ctx:
             install_site(ctx)
             if step != "installed":
                 ingest_paths(ctx, [docs])
-            if step == "built":
+            if step in ("built", "grown", "grown_built"):
+                build_communities(ctx)
+            if step in ("grown", "grown_built"):
+                ingest_paths(ctx, [more])
+            if step == "grown_built":
                 build_communities(ctx)
         out[step] = home
-        out[f"{step}_state"] = drill.site_state(make_config(home), out["chunk_ids"])
+        out[f"{step}_state"] = drill.site_state(make_config(home), out["grown_chunk_ids" if "grown" in step else "chunk_ids"])
+    assert out["grown_built_state"]["communities"] != out["built_state"]["communities"]
     return out
 
 
@@ -106,26 +132,35 @@ def test_ingest_killed_then_rerun_equals_a_clean_ingest(point: str, homes: dict[
 
 # -- (b) communities and summaries ---------------------------------------------------------------
 
+# start -> (the chunk ids it holds, the state a clean community build reaches from it)
+STARTS = {"ingested": ("chunk_ids", "built_state"), "built": ("chunk_ids", "built_state"),
+          "grown": ("grown_chunk_ids", "grown_built_state")}
+
+
 @pytest.mark.parametrize("point", ["communities.after_vectors", "communities.after_graph"])
-@pytest.mark.parametrize("start", ["ingested", "built"])
+@pytest.mark.parametrize("start", sorted(STARTS))
 def test_communities_killed_then_rerun_equals_a_clean_build(point: str, start: str, homes: dict[str, Any],
                                                             tmp_path: Path, make_config: Callable[..., Config]) -> None:
-    """From a site without communities, and from one whose (equal) set is rebuilt: a crash between
-    the summary vectors and the graph's community set, or after the set but before stale vectors go."""
+    """From a site without communities, from one whose (equal) set is rebuilt, and from one whose
+    set changes: a crash between the summary vectors and the graph's community set, or after the
+    set but before the stale summary vectors are deleted."""
+    ids_key, clean_key = STARTS[start]
     home = _copy(homes, start, tmp_path)
     command = drill.hansa("site", "communities", "--no-progress")
     drill.run(command, _env(home), crash=point)
 
-    crashed = drill.site_state(make_config(home), homes["chunk_ids"])
+    crashed = drill.site_state(make_config(home), homes[ids_key])
     before = homes[f"{start}_state"]
     # The graph's community set is the old one or the new one, never a mix.
-    assert crashed["communities"] in (before["communities"], homes["built_state"]["communities"])
+    assert crashed["communities"] == (before if point == "communities.after_vectors" else homes[clean_key])["communities"]
     assert crashed["documents"] == before["documents"] and crashed["chunk_vectors"] == before["chunk_vectors"]
+    # Every community in force has its summary vector (publish reads them) ...
+    assert set(crashed["summary_vectors"]) == {c[0] for c in crashed["communities"]}
 
     drill.run(command, _env(home))
-    after = drill.site_state(make_config(home), homes["chunk_ids"])
-    drill.assert_consistent(after)
-    assert after == homes["built_state"]
+    after = drill.site_state(make_config(home), homes[ids_key])
+    drill.assert_consistent(after)  # ... and the rerun leaves no stray one
+    assert after == homes[clean_key]
 
 
 # -- (c) publish -----------------------------------------------------------------------------------
