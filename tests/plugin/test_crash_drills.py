@@ -225,3 +225,65 @@ def test_publish_killed_then_rerun_leaves_the_gateway_holding_the_whole_set(
 def _ctx_state(cfg: Config) -> Any:
     with SiteContext.open(cfg) as ctx:
         return read_state(ctx)
+
+
+# -- (a') a changed document ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("point", ["ingest.after_vectors", "ingest.after_graph"])
+def test_reingest_of_a_changed_document_killed_keeps_one_whole_version(
+        point: str, corpus: dict[str, str], tmp_path: Path, make_config: Callable[..., Config]) -> None:
+    """A changed document is replaced: killed before its graph transaction, the old version must
+    stay whole (its chunks still have their vectors, so it is still found); killed after, the new
+    one. The rerun must leave exactly a clean ingest of the new text: no vector of the old version."""
+    from hansa.plugin.ingest import ingest_paths
+    from hansa.plugin.install import install_site
+
+    def write(folder: Path, changed: bool) -> Path:
+        folder.mkdir(parents=True)
+        for doc_id, text in corpus.items():
+            if changed and doc_id == "docs/lighthouse.md":
+                text = text.replace("38 metres", "41 metres").replace("142 steps", "151 steps")
+            (folder / Path(doc_id).name).write_text(text, encoding="utf-8")
+        return folder
+
+    old, new = write(tmp_path / "v1" / "docs", False), write(tmp_path / "v2" / "docs", True)
+    old_ids, new_ids = drill.expected_chunk_ids(make_config(tmp_path / "x"), old), drill.expected_chunk_ids(make_config(tmp_path / "x"), new)
+    assert old_ids != new_ids
+    states = {}
+    for name, folders in (("v1", [old]), ("v2", [new])):
+        with SiteContext.open(make_config(tmp_path / name / "home")) as ctx:
+            install_site(ctx)
+            ingest_paths(ctx, folders)
+        states[name] = drill.site_state(make_config(tmp_path / name / "home"), old_ids | new_ids)
+    home = tmp_path / "v1" / "home"  # the v1 site, whose folder now holds the new text
+    shutil.rmtree(old)
+    shutil.copytree(new, old)
+
+    drill.run(drill.driver("ingest", "64", str(old)), _env(home), crash=point)
+    crashed = drill.site_state(make_config(home), old_ids | new_ids)
+    whole = states["v1" if point == "ingest.after_vectors" else "v2"]
+    assert crashed["documents"] == whole["documents"] and crashed["graph_chunks"] == whole["graph_chunks"]
+    assert set(crashed["graph_chunks"]) <= set(crashed["chunk_vectors"]), "a stored chunk lost its vector"
+
+    drill.run(drill.driver("ingest", "64", str(old)), _env(home))
+    after = drill.site_state(make_config(home), old_ids | new_ids)
+    drill.assert_consistent(after)
+    assert after == states["v2"]
+
+
+def test_delete_killed_then_rerun_leaves_no_vector_of_the_document(homes: dict[str, Any], tmp_path: Path,
+                                                                   make_config: Callable[..., Config]) -> None:
+    """Killed after the graph dropped the document, before its vectors went: it is no longer
+    stored (nor citable); the rerun of the same command deletes the vectors left behind."""
+    home = _copy(homes, "ingested", tmp_path)
+    command = drill.hansa("site", "delete", "--no-progress", "docs/volcano.md")
+    drill.run(command, _env(home), crash="delete.after_graph")
+    crashed = drill.site_state(make_config(home), homes["chunk_ids"])
+    assert "docs/volcano.md" not in crashed["documents"] and crashed["chunk_rows"] > len(crashed["graph_chunks"])
+
+    drill.run(command, _env(home))
+    after = drill.site_state(make_config(home), homes["chunk_ids"])
+    drill.assert_consistent(after)
+    clean = homes["ingested_state"]
+    assert after["documents"] == {k: v for k, v in clean["documents"].items() if k != "docs/volcano.md"}
+    assert after["chunk_vectors"] == {k: v for k, v in clean["chunk_vectors"].items() if k in after["graph_chunks"]}
