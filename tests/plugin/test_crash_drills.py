@@ -74,7 +74,8 @@ def homes(tmp_path_factory: pytest.TempPathFactory, docs: Path, more: Path,
 
     root = tmp_path_factory.mktemp("clean")
     corpus_ids = drill.expected_chunk_ids(make_config(root / "x"), docs)
-    out: dict[str, Any] = {"chunk_ids": corpus_ids, "grown_chunk_ids": corpus_ids | drill.expected_chunk_ids(make_config(root / "x"), more)}
+    grown_ids = corpus_ids | drill.expected_chunk_ids(make_config(root / "x"), more)
+    out: dict[str, Any] = {"chunk_ids": corpus_ids, "grown_chunk_ids": grown_ids}
     for step in ("installed", "ingested", "built", "grown", "grown_built"):
         home = root / step
         with SiteContext.open(make_config(home)) as ctx:
@@ -247,7 +248,8 @@ def test_reingest_of_a_changed_document_killed_keeps_one_whole_version(
         return folder
 
     old, new = write(tmp_path / "v1" / "docs", False), write(tmp_path / "v2" / "docs", True)
-    old_ids, new_ids = drill.expected_chunk_ids(make_config(tmp_path / "x"), old), drill.expected_chunk_ids(make_config(tmp_path / "x"), new)
+    cfg = make_config(tmp_path / "x")
+    old_ids, new_ids = drill.expected_chunk_ids(cfg, old), drill.expected_chunk_ids(cfg, new)
     assert old_ids != new_ids
     states = {}
     for name, folders in (("v1", [old]), ("v2", [new])):
