@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
+from hansa.core.crash_points import crash_point
 from hansa.core.files import write_bytes_atomic
 from hansa.core.errors import BackendError, HansaError, InputError
 from hansa.core.jsonsafe import dumps, loads_strict
@@ -170,8 +171,10 @@ class DurableStore:
             fields = [{"site_id": new.site_id, "summary_id": by_key[key], "level": new.rows[by_key[key]][2],
                        "richness": new.rows[by_key[key]][3]} for key in fresh]
             self.store.upsert(COLLECTION, fresh, matrix, fields)  # 2.
+            crash_point("durable.after_rows")
         orphans = (had - needed) | (earlier - needed)
         self.write_head(replace(new, orphans=tuple(sorted(orphans))))  # 3. the switch
+        crash_point("durable.after_switch")
         if orphans:
             self.delete_rows(orphans)  # 4.
             self.write_head(replace(new, orphans=()))  # 5.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConflictError
 from hansa.core.logs import get_logger
 from hansa.gateway.index import SummaryIndex
@@ -82,7 +83,9 @@ class SitePublications:
                 self.registry.check_sequence(site_id, pub.sequence, len(pub.manifest))  # + site policy
                 plan = self.index.plan(pub, self.registry.last_sequence(site_id))
                 rec = self.registry.record_publication(site_id, pub.sequence, pub.expires, len(plan.new.rows))
-                self.index.commit(plan)  # if this fails the old set stays, above a raised floor: resend in full
+                crash_point("gateway.after_floor")
+                self.index.commit(plan)
+                crash_point("gateway.after_commit")  # if this fails the old set stays, above a raised floor: resend in full
             except ConflictError as exc:
                 held = self.index.current(site_id)
                 raise PublicationConflict(str(exc), self.registry.last_sequence(site_id),

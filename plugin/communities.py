@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from hansa.adapters.graph.base import LeidenParams
 from hansa.adapters.records import Community, CommunityAssignment
+from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConfigError, InputError
 from hansa.core.logs import get_logger
 from hansa.plugin.extraction import normalize
@@ -251,7 +252,9 @@ def _write_summaries(ctx: SiteContext, communities: list[Community]) -> int:
     vectors, embedded = _summary_vectors(ctx, communities, previous)
     if embedded:
         ctx.vectors.upsert(SUMMARIES, [ids[i] for i in embedded], vectors[embedded], [fields[i] for i in embedded])
+    crash_point("communities.after_vectors")
     ctx.graph.replace_communities(communities)
+    crash_point("communities.after_graph")
     stale = sorted(set(previous) - set(ids))
     if stale:
         ctx.vectors.delete(SUMMARIES, ids=stale)

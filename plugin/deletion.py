@@ -2,7 +2,8 @@
 
 Order: the graph first (the commit point: retrieval resolves every vector hit through the graph,
 so a deleted document can no longer be cited even if its vectors linger after a crash), then its
-chunk vectors. Communities that held the document's entities are then stale: `refresh` rebuilds
+chunk vectors; the document ids are on disk until then, so the next ingest or delete removes
+vectors a crash left (plugin.vector_intent). Communities that held the document's entities are then stale: `refresh` rebuilds
 them starting Leiden from the stored partition (GDS `seedProperty`, leidenalg
 `initial_membership`), so communities the deletion did not touch keep their members and ids, and
 only the changed summaries are re-embedded and re-published. Publishing afterwards sends the
@@ -14,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
+from hansa.plugin import vector_intent
 from hansa.plugin.site import CHUNKS, SiteContext
 
 log = get_logger(__name__)
@@ -34,14 +37,18 @@ def delete_documents(ctx: SiteContext, doc_ids: Sequence[str]) -> DeleteReport:
     ids = list(dict.fromkeys(doc_ids))
     if any(not isinstance(i, str) or not i for i in ids):
         raise InputError("document ids must be non-empty strings")
+    vector_intent.repair(ctx)  # what an earlier crashed step left first: the file holds one intent
     known: set[str] = set()
     for start in range(0, len(ids), LOOKUP_BATCH):
         known.update(ctx.graph.document_hashes(ids[start:start + LOOKUP_BATCH]))
     deleted = [i for i in ids if i in known]
     if deleted:
+        vector_intent.record(ctx, doc_ids=deleted)
         ctx.graph.delete_documents(deleted)
+        crash_point("delete.after_graph")
         for doc_id in deleted:
             ctx.vectors.delete(CHUNKS, where={"doc_id": doc_id})
+        vector_intent.done(ctx)
     report = DeleteReport(deleted=tuple(deleted), unknown=tuple(i for i in ids if i not in known))
     log.info("documents.deleted", deleted=len(report.deleted), unknown=len(report.unknown))
     return report

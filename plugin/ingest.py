@@ -2,14 +2,16 @@
 
 Two phases, because bad input must leave nothing behind: phase 1 reads and validates every input
 (raising one InputError that lists all bad files; with `skip_bad` the bad ones are left out and
-reported instead), phase 2 writes, then (with `sync`) removes what left the ingested folders. Each document's graph write is
-its commit point: vectors go to Milvus first, then the graph records the document with its content
-fingerprint. A crash between the two leaves the graph without (or with the old version of) the
-document, so the next run sees it as new (or changed) and redoes it; chunk ids are deterministic,
-so redone vectors replace themselves instead of piling up. (Only if a document's text also changed
-between the crash and the re-run can chunk vectors that no graph chunk names remain; retrieval
-resolves vector hits through the graph, which skips them, and re-ingesting that document once
-more as "changed" deletes them.)
+reported instead), phase 2 writes, then (with `sync`) removes what left the ingested folders. Each
+document's graph write is its commit point: vectors go to Milvus first (beside those of a version
+being replaced), then the graph records the document with its content fingerprint, then the
+replaced version's vectors go. A crash before the graph write leaves the graph without (or with
+the whole old version of) the document, so the next run sees it as new (or changed) and redoes it;
+chunk ids are content hashes, so redone vectors replace themselves instead of piling up. Rows a
+crash leaves without a chunk (the new version's before the commit, the old one's after it) are
+listed on disk first and deleted by the next run (plugin.vector_intent); retrieval resolves vector
+hits through the graph, so they are never cited meanwhile. Tested by killing the process
+(tests/plugin/test_crash_drills.py).
 """
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ from typing import Iterator, Sequence
 from tqdm import tqdm
 
 from hansa.adapters.records import Document, DocumentGraph
+from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
+from hansa.plugin import vector_intent
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
 from hansa.plugin.readers import SourceDocument, read_origins
@@ -97,15 +101,22 @@ def _build(doc: SourceDocument, sha256: str, ctx: SiteContext) -> DocumentGraph:
 
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str]) -> None:
-    """Vectors first, graph last (the commit point), so a crash in between is redone next run."""
-    for graph in graphs:
-        if graph.document.id in replaced:
-            ctx.vectors.delete(CHUNKS, where={"doc_id": graph.document.id})
+    """New vectors beside the old, the graph (the commit point), then the replaced versions'
+    vectors: whenever a crash strikes, each document is stored whole in one version, and the rows
+    no chunk names are listed in the intent file for the next run to delete (plugin.vector_intent)."""
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
+    new = {chunk.id for chunk in chunks}
+    old = ctx.graph.document_chunk_ids([g.document.id for g in graphs if g.document.id in replaced]) - new
+    vector_intent.record(ctx, chunk_ids=new | old)
     if chunks:
         vectors = ctx.embedder.embed([chunk.text for chunk in chunks])
         ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors, [{"doc_id": c.doc_id} for c in chunks])
+    crash_point("ingest.after_vectors")
     ctx.graph.write_documents(graphs)
+    crash_point("ingest.after_graph")
+    if old:
+        ctx.vectors.delete(CHUNKS, ids=sorted(old))
+    vector_intent.done(ctx)
 
 
 def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:
@@ -168,6 +179,7 @@ def ingest_paths(
     chunks = relations = 0
     entities: set[str] = set()
     startup = 0.0
+    vector_intent.repair(ctx)  # rows a crashed earlier run left without a chunk
     if pending:
         ctx.vectors.ensure_collection(chunk_collection(ctx.embedder.dim))
         load_started = time.perf_counter()

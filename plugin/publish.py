@@ -35,6 +35,7 @@ from urllib.parse import quote, urlsplit
 import numpy as np
 
 from hansa.adapters.records import Community
+from hansa.core.crash_points import crash_point
 from hansa.core.errors import (
     ConfigError,
     ConflictError,
@@ -312,12 +313,14 @@ def publish_summaries(
         envelope, commit = sign(sequence, base)
         manifest = {k: tuple(v) for k, v in commit["state"]["accepted"]["manifest"].items()}
         entry = outbox.put(sequence, url, envelope, _expiry(envelope), manifest_sha256(manifest), commit)
+        crash_point("publish.after_outbox")
         try:
             answer = deliver(url, entry.body(), policy)
         except HansaError as exc:
             raise type(exc)(f"{exc}; the publication stays in {entry.path} and is resent by the next "
                             "`hansa site publish` (or `hansa site publish --retry`)") from exc
         if answer.accepted or _holds(answer, entry):
+            crash_point("publish.after_delivery")
             _commit(ctx, entry, outbox)
             if out is not None:
                 write_bytes_atomic(Path(out), entry.body())

@@ -103,6 +103,10 @@ class GraphStore(ABC):
         """sha256 stored for each known document id (unknown ids are absent): skip unchanged input."""
 
     @abstractmethod
+    def document_chunk_ids(self, doc_ids: Sequence[str]) -> set[str]:
+        """Ids of the chunks stored for these documents: the vectors a re-ingest replaces."""
+
+    @abstractmethod
     def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
         """Write a batch of documents atomically (one transaction): each replaces any earlier
         version of the same document id (its chunks, mentions and relations), entities are merged

@@ -402,6 +402,13 @@ class EmbeddedGraphStore(GraphStore):
             ).fetchall()
         return dict(rows)
 
+    def document_chunk_ids(self, doc_ids: Sequence[str]) -> set[str]:
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT id FROM hansa_chunks WHERE doc_id IN (SELECT value FROM json_each(?))", (_ids(doc_ids),)
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
         check_document_graphs(graphs)
         if not graphs:

@@ -317,6 +317,12 @@ class Neo4jGraphStore(GraphStore):
         records = self._query("documents/hashes", "reading document hashes", doc_ids=list(dict.fromkeys(doc_ids)))
         return {r["id"]: r["sha256"] for r in records}
 
+    def document_chunk_ids(self, doc_ids: Sequence[str]) -> set[str]:
+        if not doc_ids:
+            return set()
+        records = self._query("documents/chunk_ids", "reading chunk ids", doc_ids=list(dict.fromkeys(doc_ids)))
+        return {r["id"] for r in records}
+
     def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
         check_document_graphs(graphs)
         if not graphs:

@@ -173,6 +173,15 @@ def test_replacing_a_document_removes_its_old_contribution(graph_store: GraphSto
     assert [h.chunk_id for h in graph_store.expand(["c3"])] == ["c9"]
 
 
+def test_document_chunk_ids_are_the_stored_versions(graph_store: GraphStore) -> None:
+    graph_store.write_documents([DOC1, DOC2])
+    assert graph_store.document_chunk_ids(["doc1", "nope"]) == {c.id for c in DOC1.chunks}
+    assert graph_store.document_chunk_ids(["doc1", "doc2"]) == {c.id for c in DOC1.chunks + DOC2.chunks}
+    assert graph_store.document_chunk_ids([]) == set()
+    graph_store.write_documents([doc("doc1", {"c9": ["a", "b"]}, [("a", "b", 4.0)], version="v2")])
+    assert graph_store.document_chunk_ids(["doc1"]) == {"c9"}
+
+
 def test_delete_documents_drops_orphans_and_keeps_shared_entities(graph_store: GraphStore) -> None:
     graph_store.write_documents([DOC1, DOC2])
     graph_store.delete_documents(["doc1", "unknown-doc"])
