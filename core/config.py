@@ -150,6 +150,11 @@ class GatewayConfig:
     # The gate's and abstention's calibration (gateway/engine/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"
+    # Conversation-aware routing (gateway/engine/conversation.py): a follow-up question is routed and
+    # retrieved as itself plus this many salient content words of the user's earlier turns, a turn's
+    # words weighted by conversation_decay per turn back (0 words: the last turn alone).
+    conversation_carry_words: int = 8
+    conversation_decay: float = 0.5
 
 
 @dataclass

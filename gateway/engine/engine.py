@@ -12,7 +12,8 @@ bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a st
 run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
-`policy`, `origin_assessment` (the gate's input) with an origin, `synthesis` with an LLM
+`policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
+engine.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an origin, `synthesis` with an LLM
 (engine.synthesize: which answer was used, the tokens spent, also counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain), `router` {name, model_version, ...}.
 With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
 a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
@@ -39,6 +40,7 @@ from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
 from hansa.gateway.engine.assess import Assessment, assess, passages
 from hansa.gateway.engine.calibration import Calibration
+from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.fuse import fuse_answer
 from hansa.gateway.engine.gate import Gate, GateDecision
@@ -193,6 +195,11 @@ class QueryEngine:
         """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
         origins the asking client may speak for (None: any)."""
         policy = policy or QueryPolicy()
+        asked = request
+        standalone = standalone_question(request.question, request.conversation, self.cfg.conversation_carry_words,
+                                         self.cfg.conversation_decay)
+        if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
+            request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
         clock = _Clock()
         records = {r.site_id: r for r in self.registry.list()}
@@ -287,7 +294,7 @@ class QueryEngine:
         t = clock.add("fuse", t)
         synthesis = None
         if self.llm is not None:
-            synthesis = synthesize_answer(self.llm, request, fused)
+            synthesis = synthesize_answer(self.llm, asked, fused)  # the user's own words, not the routing text
             clock.add("synthesize", t)
         observe = getattr(router, "observe", None)  # a learning router logs what contributed
         if callable(observe):
@@ -297,6 +304,8 @@ class QueryEngine:
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
                             calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+        if standalone != asked.question:
+            trace["standalone_question"] = standalone
         if synthesis is not None:
             trace["synthesis"] = synthesis.trace
             trace["budget"]["spent"]["tokens"] = tokens_spent(synthesis)

@@ -92,6 +92,16 @@ def test_explicit_sites_are_called_as_named_and_unknown_ones_are_404(gw: Gateway
         gw.query(QueryRequest(question=GOVT_Q, sites=("nowhere",)), client="engine")
 
 
+def test_a_follow_up_is_routed_with_its_conversation(gw: Gateway) -> None:
+    follow_up = "What does it do after one?"
+    alone = gw.query(QueryRequest(question=follow_up), client="engine").trace
+    assert "standalone_question" not in alone
+    trace = gw.query(QueryRequest(question=follow_up, conversation=("Tell me about FEMA and disaster relief.",)),
+                     client="engine").trace
+    assert trace["standalone_question"].startswith(follow_up) and "fema" in trace["standalone_question"]
+    assert called(trace) == ["govt"] and trace["conversation_turns"] == 1
+
+
 # -- origins ------------------------------------------------------------------------------------------
 
 def test_the_origin_is_asked_first_then_escalation_skips_it(gw: Gateway) -> None:
