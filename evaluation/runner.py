@@ -291,8 +291,14 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
     if settings.top_k_sites:
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
     run = FederationRun(n_sites)
+    llm = None
+    if settings.llm_base_url and not settings.routing_only:
+        from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
+
+        llm = OpenAICompatibleLLM(settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key,
+                                  timeout_s=settings.site_timeout_s, max_retries=0)
     with LocalFederation(root / f"fed{n_sites}", docs, progress=progress, gateway_env=gateway_env,
-                         site_cache=cache) as fed:
+                         site_cache=cache, llm=llm) as fed:
         run.meta = _federation_meta(fed, sites)
         progress(f"fed{n_sites}: ready in {run.meta['setup_seconds']} s "
                  f"({run.meta['sites_built']} sites built, {run.meta['sites_reused']} reused)")
@@ -333,11 +339,6 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                 plan["centralized"] = {**body, "sites": ["central"]}
         if settings.routing_only:
             return run
-        if settings.llm_base_url:
-            from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
-
-            fed.gateway_service.llm = OpenAICompatibleLLM(settings.llm_base_url, model=settings.llm_model,
-                                                          api_key=settings.llm_api_key, timeout_s=settings.site_timeout_s, max_retries=0)
 
         engine = {s: policy_for(s, fed.gateway_service) for s in strategies if s in ENGINE_STRATEGIES}
         site_ids = sorted(fed.sites)
