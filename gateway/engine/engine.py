@@ -8,13 +8,15 @@ never lost), and the trace shows each stage's time and each round.
 
 Trace (beside the answer): the fields the gateway always had (sites_considered, sites_excluded,
 sites_called, selection, per_site, routing_ms, calls_ms, fusion_ms, total_ms, bytes_out,
-bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a stage that did not
+bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse, synthesize} (a stage that did not
 run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
 `policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
-engine.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an origin, `synthesis` with an LLM
-(engine.synthesize: which answer was used, the tokens spent, also counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain), `router` {name, model_version, ...}.
+engine.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an
+origin, `synthesis` with an LLM (engine.synthesize: which answer was used, the tokens spent, also
+counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold}
+(engine.abstain), `router` {name, model_version, ...}.
 With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
 a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
 {site: question}; with a refiner that judges answers each round carries the fused answer's
