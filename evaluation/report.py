@@ -57,9 +57,13 @@ def answer_scores(answer: str, q: Any) -> dict[str, float | None]:
     of that kind: SQuAD has short answers, MTRAG-UN reference responses)."""
     text = metrics.answer_text(answer)
     refs = q.answers or q.references
-    return {"f1": round(metrics.token_f1(text, refs), 4) if refs else None,
+    return {"f1": metrics.token_f1(text, refs) if refs else None,
             "contains": metrics.contains_answer(text, q.answers) if q.answers else None,
-            "rouge_l": round(metrics.rouge_l(text, q.references), 4) if q.references else None}
+            "rouge_l": metrics.rouge_l(text, q.references) if q.references else None}
+
+
+def _rounded(scores: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: None if v is None else round(v, 4) for k, v in scores.items()}
 
 
 def llm_fields(answerable: Sequence[Outcome], outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -81,7 +85,8 @@ def answers_per_question(runs: Sequence[FederationRun]) -> list[dict[str, Any]]:
     """Both answers' scores for every answerable question asked with an LLM."""
     return [{"federation_sites": run.n_sites, "strategy": o.strategy, "question_id": o.question.id,
              "origin_kind": o.origin_kind, "synthesis": o.synthesis, "llm_tokens": o.llm_tokens,
-             "answer": answer_scores(o.answer, o.question), "extractive": answer_scores(o.extractive_answer, o.question)}
+             "answer": _rounded(answer_scores(o.answer, o.question)),
+             "extractive": _rounded(answer_scores(o.extractive_answer, o.question))}
             for run in runs for o in run.outcomes if o.synthesis and o.question.answerable and o.question.gold]
 
 
