@@ -40,7 +40,13 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
 @click.option("--top-k-sites", type=int, default=0,
               help="At most this many sites for hansa and full-information routing (0: [gateway] top_k_sites).")
-@click.option("--conversation", is_flag=True, help="Ask MTRAG-UN questions with the whole conversation, not the last turn.")
+@click.option("--conversation", is_flag=True,
+              help="Ask MTRAG-UN questions as the last turn with the earlier turns as the conversation (the gateway "
+                   "routes a standalone question); the JSON adds routing curves per way of asking a follow-up.")
+@click.option("--routing-only", is_flag=True, help="Only the routing curves: no site is asked (cheap routing studies).")
+@click.option("--llm", "use_llm", is_flag=True,
+              help="Synthesize answers with the configured [llm] endpoint (HANSA_LLM_BASE_URL) and score them beside "
+                   "the extractive answers of the same queries.")
 @click.option("--max-passages", type=int, default=0,
               help="At most N passages per domain (SQuAD: in all), the asked questions' gold passages kept (0: all).")
 @click.option("--max-documents", type=int, default=0,
@@ -61,14 +67,18 @@ def _sizes(text: str) -> tuple[int, ...]:
               help="Keep gateways (and uncached sites) here (default: a temporary directory).")
 @json_option("Print the report written to --out on stdout instead of the table.")
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
-             strategies: str, top_k_sites: int, conversation: bool, max_passages: int, max_documents: int, workers: int,
-             site_timeout: float, cache: Path | None, site_settings: tuple[str, ...], no_cache: bool, smoke: bool,
-             out: Path | None, workdir: Path | None, as_json: bool) -> None:
+             strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
+             max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
+             no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
     from hansa.evaluation import report, runner
     from hansa.evaluation.sitecache import default_cache_dir
+
+    llm_cfg = click.get_current_context().find_root().obj["config"].llm if use_llm else None
+    if llm_cfg is not None and not llm_cfg.base_url:
+        raise click.UsageError("--llm needs an OpenAI-compatible endpoint: set [llm] base_url or HANSA_LLM_BASE_URL")
 
     try:
         root = resolve_data_dir(dataset, data)
@@ -88,7 +98,10 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
                             limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
-                            conversation=conversation, workers=workers, site_timeout_s=site_timeout,
+                            conversation=conversation, routing_only=routing_only,
+                            llm_base_url=llm_cfg.base_url if llm_cfg else "", llm_model=llm_cfg.model if llm_cfg else "",
+                            llm_api_key=llm_cfg.api_key if llm_cfg else "",
+                            workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
                             site_settings=tuple(pairs))
     if smoke:

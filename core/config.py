@@ -169,6 +169,11 @@ class GatewayConfig:
     admin_key: str = ""
     # How many answered queries (with their traces) the admin page keeps, newest first; 0: none.
     recent_queries: int = 50
+    # Conversation-aware routing (gateway/engine/conversation.py): a follow-up question is routed and
+    # retrieved as itself plus this many salient content words of the user's earlier turns, a turn's
+    # words weighted by conversation_decay per turn back (0 words: the last turn alone).
+    conversation_carry_words: int = 16  # chosen on the fit split: benchmarks/conversation_routing.json
+    conversation_decay: float = 0.5
 
 
 @dataclass

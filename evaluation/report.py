@@ -9,6 +9,10 @@ Which questions each figure is over (so no number mixes populations):
   `answered_answerable`: answerable ones;
 - cost and latency: every question asked.
 A figure with no question to stand on is null, never 0.
+
+With an LLM (`hansa eval --llm`), `answer_*` score the answer the gateway gave (synthesized when the
+check kept a sentence) and `extractive_answer_*` the fused extractive answer of the same query, on
+the same questions; `answers_per_question` in the JSON holds both answers' scores per question.
 """
 from __future__ import annotations
 
@@ -46,6 +50,44 @@ def correct(o: Outcome) -> bool:
     if q.answers:
         return bool(metrics.contains_answer(metrics.answer_text(o.answer), q.answers))
     return bool(set(q.gold) & set(o.ranked_docs))
+
+
+def answer_scores(answer: str, q: Any) -> dict[str, float | None]:
+    """Token F1, contains-answer and ROUGE-L of one answer (None where the question has no reference
+    of that kind: SQuAD has short answers, MTRAG-UN reference responses)."""
+    text = metrics.answer_text(answer)
+    refs = q.answers or q.references
+    return {"f1": metrics.token_f1(text, refs) if refs else None,
+            "contains": metrics.contains_answer(text, q.answers) if q.answers else None,
+            "rouge_l": metrics.rouge_l(text, q.references) if q.references else None}
+
+
+def _rounded(scores: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: None if v is None else round(v, 4) for k, v in scores.items()}
+
+
+def llm_fields(answerable: Sequence[Outcome], outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The extractive answers' quality beside the written ones, and what synthesis cost (LLM runs)."""
+    if not any(o.synthesis for o in outcomes):
+        return {}
+    scored = [answer_scores(o.extractive_answer, o.question) for o in answerable]
+    answered = [o for o in outcomes if o.synthesis]
+    return {
+        "extractive_answer_f1": _mean(x["f1"] for x in scored if x["f1"] is not None),
+        "extractive_answer_contains": _mean(x["contains"] for x in scored if x["contains"] is not None),
+        "extractive_answer_rouge_l": _mean(x["rouge_l"] for x in scored if x["rouge_l"] is not None),
+        "llm_answer_share": _mean(float(o.synthesis == "llm") for o in answered),
+        "llm_tokens_per_query": _mean(float(o.llm_tokens) for o in answered),
+    }
+
+
+def answers_per_question(runs: Sequence[FederationRun]) -> list[dict[str, Any]]:
+    """Both answers' scores for every answerable question asked with an LLM."""
+    return [{"federation_sites": run.n_sites, "strategy": o.strategy, "question_id": o.question.id,
+             "origin_kind": o.origin_kind, "synthesis": o.synthesis, "llm_tokens": o.llm_tokens,
+             "answer": _rounded(answer_scores(o.answer, o.question)),
+             "extractive": _rounded(answer_scores(o.extractive_answer, o.question))}
+            for run in runs for o in run.outcomes if o.synthesis and o.question.answerable and o.question.gold]
 
 
 def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome], passages_total: int) -> dict[str, Any]:
@@ -96,6 +138,7 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "latency_ms_mean": round(statistics.fmean(o.e2e_ms for o in outcomes), 1),
         "escalation_in_domain": escalation_in,
         "escalation_out_of_domain": escalation_out,
+        **llm_fields(answerable, outcomes),
     }
 
 
@@ -185,7 +228,7 @@ def document(result: dict[str, Any], settings: Any) -> dict[str, Any]:
         "caveat": ds.caveat,
         "split": settings.split,
         "split_rule": split_rule.__doc__.strip().split("\n\n")[1].replace("\n", " "),
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(settings).items()},
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(settings).items() if k != "llm_api_key"},
         "machine": {"cpu_count": os.cpu_count(), "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
                     "python": platform.python_version()},
         "questions": {"total": len(questions), "answerable": sum(q.answerable for q in questions),
@@ -194,4 +237,5 @@ def document(result: dict[str, Any], settings: Any) -> dict[str, Any]:
         "raw_corpus_bytes": sum(len(p.text.encode("utf-8")) for p in result["passages"]),
         "federations": {f"fed{r.n_sites}": r.meta for r in runs},
         "records": records_of(ds.name, settings.split, runs),
+        **({"answers_per_question": per_question} if (per_question := answers_per_question(runs)) else {}),
     }

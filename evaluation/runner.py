@@ -1,7 +1,9 @@
 """One evaluation run: build (or reuse) each federation, ask every question through every strategy,
 and turn the answers into per-question outcomes.
 
-Strategies, all against the same sites in the same run, over real signed HTTP:
+Strategies, all against the same sites in the same run, each asked through the federation's
+Gateway service (`Gateway.query`, in-process; the sites answer over real signed HTTP). The
+baselines differ only by the request (`sites`, `top_k_sites`), the engine strategies by a policy:
   hansa            the gateway as configured (summary routing, fusion)
   exhaustive       every site is asked (the cost ceiling)
   centralized      one site holding every passage (the quality a federation gives up)
@@ -9,8 +11,8 @@ Strategies, all against the same sites in the same run, over real signed HTTP:
   oracle           only the gold site(s) (the cost floor; answerable questions only)
   full_information sites ranked by their single best chunk, under hansa's selection rule — needs
                    every chunk embedding at the gateway, so hansa may not ship it.
-The query engine's strategies run through the same Gateway service in-process, with a policy per
-call (a client may not pick a policy over HTTP; see gateway/engine/policy.py):
+The query engine's strategies take a policy per call (a client may not pick a policy over HTTP; see
+gateway/engine/policy.py):
   gated            DGRAG: the user's own site (`origin`) answers first, the calibrated gate decides
                    whether to escalate. Each answerable question is asked twice: with a gold site as
                    origin (in-domain) and with a site holding none of its gold (out-of-domain);
@@ -21,7 +23,14 @@ call (a client may not pick a policy over HTTP; see gateway/engine/policy.py):
 
 Speed: question vectors for the reference routers are embedded in one batch; routing curves are
 computed without calling sites; the questions themselves are asked by a thread pool (`workers`),
-since a question mostly waits on sites. The gateway drives are `LocalFederation.query` (HTTP).
+since a question mostly waits on sites.
+
+`conversation`: MTRAG-UN questions are asked as their last turn with the earlier user turns as
+`QueryRequest.conversation` (the engine makes the turn standalone: engine/conversation.py), and the
+routing curves are also computed for a small grid of carried-word settings, the last turn alone
+and all turns joined (`conversation_routing`), so the setting can be chosen on the fit split.
+`llm`: the gateway synthesizes answers with the OpenAI-compatible endpoint; every outcome keeps
+both the written and the extractive answer, so the report scores both on the same questions.
 """
 from __future__ import annotations
 
@@ -33,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hansa.core.errors import HansaError, InputError
+from hansa.core.errors import InputError
 from hansa.evaluation import metrics
 from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
@@ -57,6 +66,10 @@ class EvalSettings:
     max_documents: int = 0  # whole documents, a stable hash sample; questions follow their gold
     top_k_sites: int = 0  # 0: the gateway's configured default
     conversation: bool = False
+    routing_only: bool = False  # only the routing curves (no site is asked): cheap routing studies
+    llm_base_url: str = ""  # an OpenAI-compatible endpoint: answers are synthesized, both answers scored
+    llm_model: str = ""
+    llm_api_key: str = field(default="", repr=False)  # never written to the report (report.document)
     # Seconds the gateway waits for a site. Above the deployment default (10 s) because a shared
     # 2-core machine under load makes sites slow, and a timed-out site would be scored as a routing
     # or abstention result; failed calls are still counted per record.
@@ -103,6 +116,9 @@ class Outcome:
     failed_calls: int = 0  # sites that timed out or failed
     origin_kind: str = ""  # gated: "in" (origin holds gold) or "out" (it holds none)
     escalated: bool | None = None  # gated: did the gate send the question past its origin
+    extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
+    synthesis: str = ""  # with an LLM: "llm" or "extractive" (which answer the gateway gave)
+    llm_tokens: int = 0  # tokens synthesis spent
 
 
 @dataclass
@@ -163,6 +179,7 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
     for c in response.get("citations", []):
         if c["doc_id"] not in docs:
             docs.append(c["doc_id"])
+    synthesis = trace.get("synthesis") if isinstance(trace.get("synthesis"), dict) else {}
     return Outcome(
         strategy=strategy, question=q, gold_sites=gold_sites,
         asked_sites=[c["site_id"] for c in trace.get("per_site", [])], ranked_docs=docs,
@@ -172,6 +189,8 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
         gateway_ms=_gateway_overhead_ms(trace), e2e_ms=e2e_ms,
         failed_calls=sum(1 for c in trace.get("per_site", []) if c.get("status") != "ok"),
         origin_kind=origin_kind, escalated=None if gate is None else gate.get("decision") == "escalate",
+        extractive_answer=str(response.get("extractive_answer", response.get("answer", ""))),
+        synthesis=str(synthesis.get("answer", "")), llm_tokens=int((synthesis.get("tokens") or {}).get("total", 0)),
     )
 
 
@@ -192,13 +211,14 @@ def policy_for(strategy: str, gateway: Any) -> Any:
     raise InputError(f"not an engine strategy: {strategy!r}")
 
 
-def _ask_engine(fed: Any, body: dict[str, Any], policy: Any) -> tuple[dict[str, Any], float]:
-    """Ask the federation's Gateway service in-process under `policy` (sites still answer over HTTP)."""
+def ask(fed: Any, body: dict[str, Any], policy: Any = None) -> tuple[dict[str, Any], float]:
+    """Ask the federation's Gateway service in-process (`body` as POST /v1/query takes it; `policy`
+    None: the gateway's configured one, as HTTP clients get). The sites still answer over HTTP."""
     from hansa.gateway.engine import QueryRequest
 
     t0 = time.perf_counter()
     result = fed.gateway_service.query(QueryRequest.from_json(body), EVAL_CLIENT, policy=policy)
-    return result.to_json(), (time.perf_counter() - t0) * 1000
+    return {**result.to_json(), "extractive_answer": result.extractive_answer}, (time.perf_counter() - t0) * 1000
 
 
 def other_site(q: Question, sites: Sequence[str], gold_sites: Sequence[str]) -> str | None:
@@ -213,13 +233,42 @@ def other_site(q: Question, sites: Sequence[str], gold_sites: Sequence[str]) -> 
     return min(pool, key=lambda s: stable_hash("hansa-eval-origin/v1", f"{q.id}/{s}")) if pool else None
 
 
-def _ask(fed: Any, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    t0 = time.perf_counter()
-    resp = fed.query(body, timeout=300)
-    e2e = (time.perf_counter() - t0) * 1000
-    if resp.status_code != 200:
-        raise HansaError(f"gateway answered {resp.status_code} to {body!r:.200}: {resp.text[:300]}")
-    return resp.json(), e2e
+def asked_body(q: Question, use_conversation: bool) -> dict[str, Any]:
+    """What is asked for `q`: its text, with the earlier user turns as the conversation."""
+    from hansa.gateway.engine.request import MAX_CONVERSATION_TURNS
+
+    earlier = q.conversation[:-1] if q.conversation and q.conversation[-1] == q.text else q.conversation
+    if use_conversation and earlier:
+        return {"question": q.text, "conversation": list(earlier[-MAX_CONVERSATION_TURNS:])}
+    return {"question": q.text}
+
+
+# Carried-word settings compared by `conversation_routing` (words, decay): choose on the fit split.
+CONVERSATION_GRID = ((0, 0.5), (4, 0.5), (8, 0.5), (16, 0.5), (8, 1.0), (16, 1.0), (32, 1.0))
+
+
+def routed_text(q: Question, carry_words: int, decay: float) -> str:
+    """The text the gateway routes for `q` under a carried-word setting (engine/conversation.py)."""
+    from hansa.gateway.engine.conversation import standalone_question
+
+    body = asked_body(q, True)
+    return standalone_question(q.text, body.get("conversation", ()), carry_words, decay)
+
+
+def _conversation_routing(fed: Any, full: Any, embedder: Any, questions: Sequence[Question],
+                          gold_sites: Sequence[Sequence[str]], top_m: int) -> dict[str, Any]:
+    """Routing curves per way of asking a follow-up: the last turn alone, each carried-word setting,
+    and every turn joined (the old `--conversation`), on the same questions and sites."""
+    from hansa.evaluation.routers import routing_curves
+
+    variants = {f"carry={w},decay={d}": [routed_text(q, w, d) for q in questions] for w, d in CONVERSATION_GRID}
+    variants["last_turn"] = variants.pop(f"carry=0,decay={CONVERSATION_GRID[0][1]}")
+    variants["all_turns_joined"] = [q.asked(True) for q in questions]
+    out = {}
+    for name, texts in variants.items():
+        qvecs = embedder.embed(texts)
+        out[name] = routing_curves(fed, full, qvecs, gold_sites, full.rank_many(qvecs), top_m)
+    return out
 
 
 def gateway_held_bytes(index: Any) -> int:
@@ -280,13 +329,22 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
     if settings.top_k_sites:
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
     run = FederationRun(n_sites)
+    llm = None
+    if settings.llm_base_url and not settings.routing_only:
+        from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
+
+        llm = OpenAICompatibleLLM(settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key,
+                                  timeout_s=settings.site_timeout_s, max_retries=0)
     with LocalFederation(root / f"fed{n_sites}", docs, progress=progress, gateway_env=gateway_env,
-                         site_env=site_env(settings.site_settings), site_cache=cache) as fed:
+                         site_env=site_env(settings.site_settings), site_cache=cache, llm=llm) as fed:
         run.meta = _federation_meta(fed, sites)
         progress(f"fed{n_sites}: ready in {run.meta['setup_seconds']} s "
                  f"({run.meta['sites_built']} sites built, {run.meta['sites_reused']} reused)")
         gw = fed.gateway_config.gateway
-        texts = [q.asked(settings.conversation) for q in questions]
+        bodies = [asked_body(q, settings.conversation) for q in questions]
+        # what the gateway routes: the standalone question under the configured carried words
+        texts = [routed_text(q, gw.conversation_carry_words, gw.conversation_decay) if settings.conversation
+                 else q.text for q in questions]
         gold_sites = [sorted({site_of[g] for g in q.gold if g in site_of}) for q in questions]
         plans: list[dict[str, dict[str, Any]]] = [{} for _ in questions]
         if not central:
@@ -297,38 +355,45 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             full_ranked = full.rank_many(qvecs)
             run.meta["routing_gold_site_recall_at_k"] = routing_curves(
                 fed, full, qvecs, gold_sites, full_ranked, gw.top_m_summaries)
+            if settings.conversation:
+                run.meta["conversation_routing"] = _conversation_routing(
+                    fed, full, embedder, questions, gold_sites, gw.top_m_summaries)
+                run.meta["conversation_setting"] = {"carry_words": gw.conversation_carry_words,
+                                                    "decay": gw.conversation_decay}
             run.meta["routing_curves_seconds"] = round(time.perf_counter() - t0, 1)
             top_k = settings.top_k_sites or gw.top_k_sites
-            for plan, text, gold, ranked in zip(plans, texts, gold_sites, full_ranked):
+            for plan, body, gold, ranked in zip(plans, bodies, gold_sites, full_ranked):
                 floor = ranked[0][1] - gw.site_margin  # hansa's selection rule over the full ranking
                 plan.update({
-                    "hansa": {"question": text},
-                    "exhaustive": {"question": text, "sites": sorted(fed.sites)},
-                    "top1": {"question": text, "top_k_sites": 1},
-                    "full_information": {"question": text, "sites": [s for s, sc in ranked[:top_k] if sc >= floor]},
+                    "hansa": body,
+                    "exhaustive": {**body, "sites": sorted(fed.sites)},
+                    "top1": {**body, "top_k_sites": 1},
+                    "full_information": {**body, "sites": [s for s, sc in ranked[:top_k] if sc >= floor]},
                 })
                 if gold:
-                    plan["oracle"] = {"question": text, "sites": gold}
+                    plan["oracle"] = {**body, "sites": gold}
         else:
-            for plan, text in zip(plans, texts):
-                plan["centralized"] = {"question": text, "sites": ["central"]}
+            for plan, body in zip(plans, bodies):
+                plan["centralized"] = {**body, "sites": ["central"]}
+        if settings.routing_only:
+            return run
 
         engine = {s: policy_for(s, fed.gateway_service) for s in strategies if s in ENGINE_STRATEGIES}
         site_ids = sorted(fed.sites)
 
         def ask_engine(i: int, strategy: str) -> list[Outcome]:
-            q, gold, text = questions[i], gold_sites[i], texts[i]
+            q, gold, body = questions[i], gold_sites[i], bodies[i]
             if strategy != "gated":
-                return [outcome_of(strategy, q, gold, *_ask_engine(fed, {"question": text}, engine[strategy]))]
+                return [outcome_of(strategy, q, gold, *ask(fed, body, engine[strategy]))]
             origins = [("in", gold[0])] if gold else []
             ood = other_site(q, site_ids, gold)
             if ood is not None:  # an unanswerable question has no domain: its asks count for abstention
                 origins.append(("out" if q.answerable else "", ood))
-            return [outcome_of(strategy, q, gold, *_ask_engine(fed, {"question": text, "origin": origin}, engine[strategy]),
+            return [outcome_of(strategy, q, gold, *ask(fed, {**body, "origin": origin}, engine[strategy]),
                                origin_kind=kind) for kind, origin in origins]
 
         def ask_all(i: int) -> list[Outcome]:
-            out = [outcome_of(s, questions[i], gold_sites[i], *_ask(fed, plans[i][s]))
+            out = [outcome_of(s, questions[i], gold_sites[i], *ask(fed, plans[i][s]))
                    for s in strategies if s in plans[i]]
             if not central:
                 for s in strategies:

@@ -3,36 +3,44 @@
 Citations: the fused answer's citation list holds every document the answering sites cited; a
 reader needs the ones the answer uses, each with its title, the cited sentence (snippet), the page
 for PDFs and the document's source, never only an opaque id. `readable_citations` builds them from
-`FusedAnswer.sentences` (read-only): `n` is the [n] marker, `used` says whether the answer cites it.
+`FusedAnswer.sentences` (read-only): `n` is the [n] marker, `used` says whether the answer (the
+synthesized one when given) carries it.
 
-Per-site summary, as Elasticsearch's cross-cluster search reports `_clusters`: total (sites
-called), successful, skipped (routed or named but not called: budget, gate), failed, timed_out,
-and `partial: true` when any called site failed. `all_failed` is what makes a query a 502.
+Per-site summary, as Elasticsearch's cross-cluster search reports `_clusters`: total (called plus
+skipped), successful, skipped (chosen but not called: budget, gate), failed, timed_out, and
+`partial: true` when any called site failed. `all_failed` is what makes a query a 502.
+
+The query engine builds both into its QueryResult (gateway.engine.engine); the HTTP adapters only
+serialize them.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import re
+from typing import TYPE_CHECKING, Any, Sequence
 
-from hansa.adapters.llm.base import LLM
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
-from hansa.gateway.engine import QueryResult
-from hansa.gateway.engine.request import Budget
 from hansa.gateway.fusion import FusedAnswer
-from hansa.gateway.synthesis import synthesize
+
+if TYPE_CHECKING:  # the engine imports this module: no import of the engine package at run time
+    from hansa.gateway.engine.request import Budget
+
+_MARKER = re.compile(r"\[(\d+)\]")
 
 
-def readable_citations(fused: FusedAnswer) -> list[dict[str, Any]]:
+def readable_citations(fused: FusedAnswer, answer: str | None = None) -> list[dict[str, Any]]:
     """Every citation as JSON plus `n`, `used` and, for the used ones, the first cited sentence as
-    `snippet` (the sentence of the answer that carries its marker)."""
+    `snippet` (the evidence sentence that carries its marker). `answer`: the answer as written
+    (synthesized); its [n] markers say which citations are used (default: the fused sentences')."""
     snippets: dict[int, str] = {}
     for s in fused.sentences:
         snippets.setdefault(s.citation, s.text)
+    used = set(snippets) if answer is None else {int(n) for n in _MARKER.findall(answer)} & set(snippets)
     out = []
     for n, c in enumerate(fused.citations, start=1):
-        item = {"n": n, **c.to_json(), "used": n in snippets}
+        item = {"n": n, **c.to_json(), "used": n in used}
         if not item.get("title"):
             item["title"] = c.doc_id  # a document the site did not title: its id is all there is
-        if n in snippets:
+        if n in used:
             item["snippet"] = snippets[n]
         out.append(item)
     return out
@@ -51,7 +59,7 @@ def site_summary(calls: Sequence[SiteCall], selected: Sequence[str] = ()) -> dic
             "details": [c.trace_json() for c in calls]}
 
 
-def all_failed(summary: dict[str, Any], budget: Budget) -> bool:
+def all_failed(summary: dict[str, Any], budget: "Budget") -> bool:
     """True when sites were called and none answered on their own account: the query is a 502, not
     a 200 "No answer". A query whose own time or byte budget cut the calls short is not the sites'
     failure (the client asked for it): that stays a 200 with `partial: true`."""
@@ -59,11 +67,3 @@ def all_failed(summary: dict[str, Any], budget: Budget) -> bool:
         return False
     return summary["successful"] == 0 and summary["failed"] + summary["timed_out"] > 0
 
-
-def synthesized(result: QueryResult, llm: LLM | None, question: str) -> tuple[str, dict[str, Any]]:
-    """The answer to send and its trace: the checked LLM answer when an LLM is configured (the
-    trace's `synthesis` says which answer was used and the tokens spent), else the extractive one."""
-    if llm is None:
-        return result.answer, result.trace
-    out = synthesize(llm, question, result.fused)
-    return out.answer, {**result.trace, "synthesis": out.trace}

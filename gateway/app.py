@@ -31,11 +31,10 @@ from hansa.core import metrics as prometheus
 from hansa.core.errors import HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.adapters.llm.base import LLM
 from hansa.gateway.admin_auth import LOGIN_BURST, LOGIN_REFILL_PER_S
 from hansa.gateway.admin_page import create_admin_blueprint
 from hansa.gateway.admin_state import admin_state
-from hansa.gateway.answers import all_failed, readable_citations, site_summary, synthesized
+from hansa.gateway.answers import all_failed
 from hansa.gateway.engine import QueryRequest
 from hansa.gateway.openai_api import create_openai_blueprint
 from hansa.gateway.publishing import PublicationConflict
@@ -63,10 +62,10 @@ def _body() -> Any:
     return loads_strict(data)
 
 
-def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
-    """A Flask app serving `gateway`; the caller owns (and closes) the gateway. With `llm` (the
-    configured [llm], hansa.adapters.llm.open_llm) answers are synthesized from the fused evidence
-    and checked (gateway.synthesis); without it they are extractive."""
+def create_gateway_app(gateway: Gateway) -> Flask:
+    """A Flask app serving `gateway`; the caller owns (and closes) the gateway. The answer, its
+    readable citations and the per-site summary are the service's (synthesized when the gateway was
+    opened with an LLM); this adapter serializes them."""
     cfg = gateway.cfg
     openapi = gateway.openapi()
     app = Flask(__name__)
@@ -107,18 +106,13 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
         client = gateway.api_keys.authenticate(request.headers.get("Authorization"))  # before reading any body
         query = QueryRequest.from_json(_body())
         result = gateway.query(query, client)
-        sites = site_summary(result.calls)
         query_id = str(result.trace.get("query_id", ""))
-        if all_failed(sites, query.budget):  # not a 200 "No answer": the per-site detail says why
-            failed = _json({"error": "every called site failed", "kind": "UpstreamError", "sites": sites,
+        if all_failed(result.sites, query.budget):  # not a 200 "No answer": the per-site detail says why
+            failed = _json({"error": "every called site failed", "kind": "UpstreamError", "sites": result.sites,
                             "query_id": query_id}, 502)
             failed.headers[QUERY_ID_HEADER] = query_id
             return failed
-        answer, trace = synthesized(result, llm, query.question)
-        # the engine's body (abstained, confidence, conflicts), with the answer as written, readable
-        # citations and the per-site summary
-        resp = _json({**result.to_json(), "answer": answer, "citations": readable_citations(result.fused),
-                      "trace": trace, "sites": sites})
+        resp = _json(result.to_json())
         resp.headers[QUERY_ID_HEADER] = query_id
         return resp
 
@@ -141,7 +135,7 @@ def create_gateway_app(gateway: Gateway, llm: LLM | None = None) -> Flask:
     def health() -> Response:
         return _json(gateway.health())
 
-    app.register_blueprint(create_openai_blueprint(gateway, llm))  # /v1/chat/completions, /v1/models
+    app.register_blueprint(create_openai_blueprint(gateway))  # /v1/chat/completions, /v1/models
     login_limits = TokenBucketLimiter("admin-login", LOGIN_BURST, LOGIN_REFILL_PER_S, shared=gateway.shared)
     app.register_blueprint(create_admin_blueprint(cfg.admin_key, lambda: admin_state(gateway), login_limits))
     return app

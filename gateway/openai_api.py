@@ -35,8 +35,7 @@ from werkzeug.exceptions import HTTPException
 from hansa.core.errors import HansaError, InputError, NotFoundError
 from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
-from hansa.adapters.llm.base import LLM
-from hansa.gateway.answers import all_failed, readable_citations, site_summary, synthesized
+from hansa.gateway.answers import all_failed
 from hansa.gateway.engine import QueryRequest
 from hansa.gateway.engine.request import MAX_CONVERSATION_TURNS
 from hansa.gateway.service import Gateway
@@ -171,11 +170,22 @@ def annotations(answer: str, citations: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
+def usage(trace: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage: the tokens answer synthesis spent (0 for an extractive answer); `estimated`
+    is added when the LLM endpoint reported no counts and they were estimated from words."""
+    tokens = (trace.get("synthesis") or {}).get("tokens") or {}
+    prompt, completion = int(tokens.get("prompt", 0)), int(tokens.get("completion", 0))
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if tokens.get("estimated"):
+        out["estimated"] = True
+    return out
+
+
 def _sse(obj: Any) -> str:
     return f"data: {dumps(obj).decode()}\n\n"
 
 
-def create_openai_blueprint(gateway: Gateway, llm: LLM | None = None) -> Blueprint:
+def create_openai_blueprint(gateway: Gateway) -> Blueprint:
     bp = Blueprint("openai", __name__)
 
     @bp.errorhandler(HansaError)
@@ -207,19 +217,16 @@ def create_openai_blueprint(gateway: Gateway, llm: LLM | None = None) -> Bluepri
         client = gateway.api_keys.authenticate(request.headers.get("Authorization"))  # before any body
         query, stream = parse_chat(_body())
         result = gateway.query(query, client)
-        sites = site_summary(result.calls)
-        if all_failed(sites, query.budget):
-            raise UpstreamError(sites)
-        answer, trace = synthesized(result, llm, query.question)
-        citations = readable_citations(result.fused)
-        message = {"role": "assistant", "content": answer, "refusal": None,
-                   "annotations": annotations(answer, citations)}
-        extension = {"citations": citations, "sites": sites, "trace": trace}
+        if all_failed(result.sites, query.budget):
+            raise UpstreamError(result.sites)
+        message = {"role": "assistant", "content": result.answer, "refusal": None,
+                   "annotations": annotations(result.answer, result.citations)}
+        extension = {"citations": result.citations, "sites": result.sites, "trace": result.trace}
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": MODEL_ID}
         if not stream:
             return _json({**head, "object": "chat.completion",
                           "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
-                          "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                          "usage": usage(result.trace),
                           "hansa": extension})
         return Response(_stream(head, message, extension), mimetype="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

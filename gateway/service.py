@@ -5,7 +5,7 @@ Why: the gateway used to be assembled in four places and reached through a Flask
 `Gateway.open(cfg, ...)` wires the parts (registry, summary index, publication owner, query engine,
 transport, rate limits, API keys, signing identity) and every caller holds the same object:
 
-    gw = Gateway.open(cfg)                          # what `hansa gateway serve` runs
+    gw = Gateway.open(cfg, llm=open_llm(cfg))       # what `hansa gateway serve` runs
     gw = Gateway.open(cfg, embedder=e, vector_store=s, registry=r)       # tests, LocalFederation
     gw = Gateway.open(cfg, ..., transport=InProcessSiteTransport(identity, apps))  # fast unit tier
     app = create_gateway_app(gw)                    # Flask: a thin HTTP adapter over it
@@ -13,7 +13,9 @@ transport, rate limits, API keys, signing identity) and every caller holds the s
     gw.close()
 
 What `open` builds itself it also closes (the embedder and vector store it opened from `cfg`); what
-the caller passes in stays the caller's to close. The summary index is always the gateway's: it is
+the caller passes in stays the caller's to close. With `llm` (hansa.adapters.llm.LLM) every query's
+answer is synthesized from the fused evidence and checked (engine/synthesize.py); without it, the
+answer is extractive. Either way `query()` returns the final answer with readable citations. The summary index is always the gateway's: it is
 rebuilt from its durable copy on open and flushed on close.
 """
 from __future__ import annotations
@@ -67,7 +69,8 @@ class Gateway:
     def __init__(self, cfg: GatewayConfig, *, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
                  calibration: Calibration | None = None, resources_to_close: ExitStack | None = None,
-                 reliability: SiteReliability | None = None, shared: SharedState | None = None) -> None:
+                 reliability: SiteReliability | None = None, shared: SharedState | None = None,
+                 llm: Any = None) -> None:
         self.cfg = cfg
         self.embedder = embedder
         self.index = index
@@ -94,7 +97,7 @@ class Gateway:
         self.reliability = reliability
         self.history = SiteHistory(registry.path.parent / HISTORY_FILE)  # tier signal; survives restarts
         self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.calibration, reliability,
-                                  self.history)
+                                  self.history, llm=llm)
         # The router HTTP queries get: None keeps the engine's default (summary matching).
         self.router = None
         if cfg.router == "learned":
@@ -116,6 +119,7 @@ class Gateway:
         api_keys: ApiKeyStore | None = None,
         identity: SiteIdentity | None = None,
         shared: SharedState | None = None,
+        llm: Any = None,
     ) -> "Gateway":
         """Wire a gateway. `cfg` is the whole Config (the defaults of every omitted part come from
         it: `<home>/gateway` state, the configured embedder and Milvus) or only its GatewayConfig
@@ -125,7 +129,8 @@ class Gateway:
         `keys/`); `transport` to signed HTTP with the gateway's identity. A callable `transport`
         is given the identity and config (for transports that sign with the gateway's key).
         `shared`: the state the service's worker processes share (`<home>/state.sqlite`), or None
-        for one process."""
+        for one process. `llm`: the answer writer (hansa.adapters.llm.open_llm(cfg)), or None for
+        extractive answers; the caller owns it."""
         full = cfg if isinstance(cfg, Config) else None
         gcfg = cfg.gateway if isinstance(cfg, Config) else cfg
         owned = ExitStack()
@@ -167,11 +172,20 @@ class Gateway:
             owned.callback(reliability.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
                      api_keys=api_keys, identity=identity, calibration=calibration, resources_to_close=owned,
-                     reliability=reliability, shared=shared)
+                     reliability=reliability, shared=shared, llm=llm)
         except BaseException:
             owned.close()
             raise
         return gw
+
+    @property
+    def llm(self) -> Any:
+        """The LLM that writes answers (None: extractive answers). Settable: the engine reads it per query."""
+        return self.engine.llm
+
+    @llm.setter
+    def llm(self, llm: Any) -> None:
+        self.engine.llm = llm
 
     # -- the two things a gateway does --------------------------------------------------------------
 

@@ -55,9 +55,9 @@ def open_gateway_app(cfg: Config) -> Iterator[Any]:
 
     state = SharedState(cfg.state_path)
     try:
-        with Gateway.open(cfg, shared=state) as gw:
-            # with [llm] configured, answers are written from the fused evidence (gateway/synthesis.py)
-            yield behind_proxies(create_gateway_app(gw, llm=open_llm(cfg)), cfg.gateway.proxy_hops, "[gateway] proxy_hops")
+        # with [llm] configured, answers are written from the fused evidence (gateway/engine/synthesize.py)
+        with Gateway.open(cfg, shared=state, llm=open_llm(cfg)) as gw:
+            yield behind_proxies(create_gateway_app(gw), cfg.gateway.proxy_hops, "[gateway] proxy_hops")
     finally:
         state.close()
 

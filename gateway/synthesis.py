@@ -7,8 +7,12 @@ sentences, numbered by their citation, and every sentence it writes must (1) car
 sentences: at least SUPPORT_OVERLAP of its content words (hansa.plugin.retrieval.content_words,
 the retrieval's own notion of a meaningful word) appear in them. Sentences that fail are dropped;
 when none survives, or the LLM times out or errs, the extractive answer stands. The returned
-`trace` says which answer was used, what was dropped and why, and the tokens spent (the LLM port
-returns text only, so tokens are estimated from words and marked so).
+`trace` says which answer was used, what was dropped and why, and the tokens spent: the endpoint's
+own `usage` counts, or (an endpoint that reports none) words, marked `estimated`.
+
+Token budget: a query's `budget.tokens` caps what synthesis may spend. The prompt is estimated
+before asking (words); when it alone exceeds the budget the LLM is not asked, else the completion
+is capped at what is left.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hansa.adapters.llm.base import LLM
+from hansa.adapters.llm.base import LLM, completion_of, estimate_tokens
 from hansa.core.errors import HansaError
 from hansa.gateway.fusion import FusedAnswer
 from hansa.plugin.retrieval import content_words
@@ -71,7 +75,8 @@ def check(text: str, cited: dict[int, list[str]]) -> tuple[list[str], list[dict[
     return kept, dropped
 
 
-def synthesize(llm: LLM | None, question: str, fused: FusedAnswer, *, max_tokens: int = MAX_TOKENS) -> Synthesis:
+def synthesize(llm: LLM | None, question: str, fused: FusedAnswer, *, max_tokens: int = MAX_TOKENS,
+               token_budget: int | None = None) -> Synthesis:
     """The checked LLM answer, or the extractive one (`trace["answer"]` says which)."""
     cited = evidence(fused)
     if llm is None or not cited:
@@ -79,14 +84,18 @@ def synthesize(llm: LLM | None, question: str, fused: FusedAnswer, *, max_tokens
     prompt = "\n".join(f"[{n}] {t}" for n, texts in sorted(cited.items()) for t in texts)
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": f"Evidence:\n{prompt}\n\nQuestion: {question}"}]
+    if token_budget is not None:
+        left = token_budget - estimate_tokens(messages, "")[0]
+        if left < 1:
+            return Synthesis(fused.answer, {"answer": "extractive",
+                                            "reason": f"the prompt alone exceeds the token budget ({token_budget})"})
+        max_tokens = min(max_tokens, left)
     try:
-        text = llm.complete(messages, max_tokens=max_tokens, temperature=0.0)
+        reply = completion_of(llm, messages, max_tokens=max_tokens, temperature=0.0)
     except HansaError as exc:  # BackendError: timeout, refused, HTTP error — the extractive answer stands
         return Synthesis(fused.answer, {"answer": "extractive", "reason": f"LLM failed: {exc}"})
-    tokens = {"prompt": sum(len(m["content"].split()) for m in messages), "completion": len(text.split()),
-              "estimated": True}
-    kept, dropped = check(text, cited)
-    trace: dict[str, Any] = {"tokens": tokens, "dropped": dropped}
+    kept, dropped = check(reply.text, cited)
+    trace: dict[str, Any] = {"tokens": reply.tokens_json(), "dropped": dropped}
     if not kept:
         return Synthesis(fused.answer, {**trace, "answer": "extractive", "reason": "no LLM sentence was supported"})
     return Synthesis(" ".join(kept), {**trace, "answer": "llm"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping, Sequence
 
-from hansa.adapters.llm.base import LLM
+from hansa.adapters.llm.base import LLM, Completion, estimate_tokens
 from hansa.adapters.openai_api import api_base, client, request
 from hansa.core.errors import BackendError, InputError
 
@@ -46,6 +46,10 @@ class OpenAICompatibleLLM(LLM):
         return request(call, what=what, service="LLM", base=self._base, env="HANSA_LLM")
 
     def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
+        return self.chat(messages, max_tokens=max_tokens, temperature=temperature).text
+
+    def chat(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> Completion:
+        """The text and the endpoint's own `usage` counts (estimated from words only when it sends none)."""
         payload = []
         for i, message in enumerate(messages):
             role, content = message.get("role"), message.get("content")
@@ -65,4 +69,9 @@ class OpenAICompatibleLLM(LLM):
         )
         if not response.choices:
             raise BackendError(f"the LLM endpoint {self._base} returned no choices for model {model!r}")
-        return response.choices[0].message.content or ""
+        text = response.choices[0].message.content or ""
+        usage = getattr(response, "usage", None)
+        prompt, completion = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+        if isinstance(prompt, int) and isinstance(completion, int):
+            return Completion(text, prompt, completion, estimated=False)
+        return Completion(text, *estimate_tokens(payload, text), estimated=True)

@@ -1,4 +1,4 @@
-"""The query engine: route -> gate -> call -> assess -> refine -> fuse, one traced pipeline.
+"""The query engine: route -> gate -> call -> assess -> refine -> fuse -> synthesize, one traced pipeline.
 
 Why one composer with small stages: each stage has one contract (see its module) and can be
 replaced alone — a calibrated gate, a tiered or learned router, a budgeted refiner, a new fusion —
@@ -8,15 +8,25 @@ never lost), and the trace shows each stage's time and each round.
 
 Trace (beside the answer): the fields the gateway always had (sites_considered, sites_excluded,
 sites_called, selection, per_site, routing_ms, calls_ms, fusion_ms, total_ms, bytes_out,
-bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse} (a stage that did not
+bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse, synthesize} (a stage that did not
 run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
-`policy`, `origin_assessment` (the gate's input) with an origin, `abstained` and `abstention` {abstain, score, reason, threshold} (engine.abstain), `router` {name, model_version, ...}.
+`policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
+engine.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an
+origin, `synthesis` with an LLM (engine.synthesize: which answer was used, the tokens spent, also
+counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold}
+(engine.abstain), `router` {name, model_version, ...}.
 With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
 a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
 {site: question}; with a refiner that judges answers each round carries the fused answer's
 `quality` and `best_round` says whose answer was returned.
+
+The result carries what a reader needs beside the answer (gateway.answers): readable citations
+(title, snippet, page, source, `n`, `used`) and the per-site summary `sites` {total, successful,
+skipped, failed, timed_out, partial}. `skipped` counts the sites the engine chose to ask (routed,
+named in `sites`, or picked by a refiner) and then did not call: the budget ran out before them, or
+the gate let the origin answer alone. Sites routing never selected are not skipped, only unasked.
 """
 from __future__ import annotations
 
@@ -27,10 +37,12 @@ from typing import Any, Collection, Mapping, Sequence
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.jsonsafe import dumps
+from hansa.gateway.answers import readable_citations, site_summary
 from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
 from hansa.gateway.engine.assess import Assessment, assess, passages
 from hansa.gateway.engine.calibration import Calibration
+from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.fuse import fuse_answer
 from hansa.gateway.engine.gate import Gate, GateDecision
@@ -38,6 +50,7 @@ from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
 from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, router_json, trace_json
+from hansa.gateway.engine.synthesize import synthesize_answer, tokens_spent
 from hansa.gateway.engine.tiers import tiers_of
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.history import SiteHistory
@@ -59,6 +72,8 @@ class QueryResult:
     decision: GateDecision | None = None
     assessment: Assessment | None = None
     abstention: AbstainDecision | None = None
+    extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
+    sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.answers.site_summary)
 
     @property
     def abstained(self) -> bool:
@@ -67,7 +82,8 @@ class QueryResult:
     def to_json(self) -> dict[str, Any]:
         """The body of a POST /v1/query answer. `confidence` is the abstention score (higher: the
         evidence answers the question), for risk-coverage curves."""
-        out = {"answer": self.answer, "citations": self.citations, "trace": self.trace, "abstained": self.abstained}
+        out = {"answer": self.answer, "citations": self.citations, "trace": self.trace, "abstained": self.abstained,
+               "sites": self.sites}
         if self.abstention is not None:
             out["confidence"] = round(self.abstention.score, 4)
         if self.fused.conflicts:
@@ -102,6 +118,15 @@ class _Calls:
         self.rounds: list[Round] = []
         self.calls: list[SiteCall] = []
         self.out_of_budget = False
+        self._skipped: list[str] = []  # chosen, then not called (budget, gate); see `skipped`
+
+    def skip(self, site_ids: Sequence[str]) -> None:
+        self._skipped.extend(site_ids)
+
+    @property
+    def skipped(self) -> list[str]:
+        called = set(self.called)
+        return [s for s in dict.fromkeys(self._skipped) if s not in called]
 
     @property
     def called(self) -> list[str]:
@@ -124,6 +149,7 @@ class _Calls:
         if left is not None:
             seen = set(self.called)
             new = [s for s in site_ids if s not in seen][:max(left, 0)]
+            self.skip([s for s in site_ids if s not in seen and s not in new])
             site_ids = [s for s in site_ids if s in seen or s in new]
         site_ids = list(site_ids)
         timeout_s = self.engine.cfg.site_timeout_s
@@ -137,6 +163,7 @@ class _Calls:
             cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
         if not site_ids or timeout_s <= 0 or cap <= 0:
             self.out_of_budget = self.out_of_budget or wanted
+            self.skip(site_ids)
             return None
         rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
                          timeout_s, cap)
@@ -149,8 +176,10 @@ class _Calls:
 class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, calibration: Calibration | None = None,
-                 reliability: SiteReliability | None = None, history: SiteHistory | None = None) -> None:
+                 reliability: SiteReliability | None = None, history: SiteHistory | None = None,
+                 llm: Any = None) -> None:
         self.cfg = cfg
+        self.llm = llm  # hansa.adapters.llm.LLM: answers are synthesized from the fused evidence (None: extractive)
         self.calibration = calibration or Calibration()
         self.embedder = embedder
         self.index = index
@@ -168,6 +197,11 @@ class QueryEngine:
         """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
         origins the asking client may speak for (None: any)."""
         policy = policy or QueryPolicy()
+        asked = request
+        standalone = standalone_question(request.question, request.conversation, self.cfg.conversation_carry_words,
+                                         self.cfg.conversation_decay)
+        if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
+            request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
         clock = _Clock()
         records = {r.site_id: r for r in self.registry.list()}
@@ -208,6 +242,8 @@ class QueryEngine:
                 if verdict.abstain:
                     decision = replace(decision, answer=False, reason=f"the origin would abstain ({verdict.reason})")
             t = clock.add("gate", t)
+            if decision.answer:
+                calls.skip(to_call)  # the origin answered: the routed sites are not asked
             to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
 
         calls.round("routed", to_call, {s: request.retrieve_request(tier_modes[s]) for s in to_call if s in tier_modes})
@@ -257,7 +293,11 @@ class QueryEngine:
                                     sentences=(), note=abstention.reason)
             else:
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability)
-        clock.add("fuse", t)
+        t = clock.add("fuse", t)
+        synthesis = None
+        if self.llm is not None:
+            synthesis = synthesize_answer(self.llm, asked, fused)  # the user's own words, not the routing text
+            clock.add("synthesize", t)
         observe = getattr(router, "observe", None)  # a learning router logs what contributed
         if callable(observe):
             observe(request.question, routing.considered, routing.selected, calls.calls, fused)
@@ -266,6 +306,11 @@ class QueryEngine:
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
                             calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+        if standalone != asked.question:
+            trace["standalone_question"] = standalone
+        if synthesis is not None:
+            trace["synthesis"] = synthesis.trace
+            trace["budget"]["spent"]["tokens"] = tokens_spent(synthesis)
         _trace_refinement(trace, request.question, routing, calls.rounds, judged)
         if origin_assessment is not None:
             trace["origin_assessment"] = origin_assessment.to_json()  # what the gate decided on
@@ -273,8 +318,9 @@ class QueryEngine:
         if abstention is not None:
             trace["abstention"] = abstention.to_json()
         trace["router"] = router_json(router)
-        return QueryResult(fused.answer, [c.to_json() for c in fused.citations], trace, fused, tuple(calls.calls),
-                           decision, assessment, abstention)
+        answer = synthesis.answer if synthesis is not None else fused.answer
+        return QueryResult(answer, readable_citations(fused, answer), trace, fused, tuple(calls.calls), decision, assessment,
+                           abstention, extractive_answer=fused.answer, sites=site_summary(calls.calls, calls.skipped))
 
     @staticmethod
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,

@@ -9,7 +9,8 @@ unknown origin -> 404, revoked origin -> 403, an origin the client's API key may
 Fields (all but `question` optional):
   question      1-4000 characters, not all whitespace, valid Unicode.
   conversation  the user's earlier turns, oldest first (at most MAX_CONVERSATION_TURNS, each a
-                question-sized string): context for stages that use it; today's routing does not.
+                question-sized string): their salient words make a follow-up standalone for
+                routing and retrieval (engine.conversation).
   origin        the site of the organization the user belongs to (DGRAG: asked first, then the gate
                 decides whether to escalate).
   budget        {time_ms, sites, bytes, tokens}, each a positive integer below a sane ceiling:

@@ -79,9 +79,47 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     again = CliRunner().invoke(main, [
         "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", dataset,
         "--data", str(datasets_dir / dataset), "--smoke", "--out", str(out), "--cache", str(tmp_path / "cache"),
-        "--strategies", "hansa,oracle",
+        "--strategies", "hansa,oracle", "--conversation", "--routing-only",
     ])
     assert again.exit_code == 0, again.output
     rerun = json.loads(out.read_text())
     assert rerun["federations"]["fed4"]["sites_built"] == 0  # every site came from the cache
     assert rerun["federations"]["fed4"]["sites_reused"] == built
+    assert rerun["records"] == []  # routing only: no site was asked
+    ways = rerun["federations"]["fed4"]["conversation_routing"]
+    assert {"last_turn", "all_turns_joined", "carry=8,decay=0.5"} <= set(ways)
+    assert all(set(c) == {"summaries", "full_information", "centroid"} for c in ways.values())
+
+
+def test_eval_llm_needs_an_endpoint(tmp_path: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HANSA_LLM_BASE_URL", raising=False)
+    result = CliRunner().invoke(main, ["--home", str(tmp_path), "eval", "--dataset", "squad", "--smoke", "--llm",
+                                       "--data", str(datasets_dir / "squad")])
+    assert result.exit_code == 2 and "HANSA_LLM_BASE_URL" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_eval_with_an_llm_scores_the_written_and_the_extractive_answer_of_each_query(
+        tmp_path: Path, datasets_dir: Path, llm_base_url: str, llm_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HANSA_LLM_BASE_URL", llm_base_url + "/v1")
+    monkeypatch.setenv("HANSA_LLM_MODEL", llm_model)
+    out = tmp_path / "eval_llm.json"
+    result = CliRunner().invoke(main, [
+        "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", "mtrag",
+        "--data", str(datasets_dir / "mtrag"), "--smoke", "--strategies", "hansa", "--llm", "--limit-unanswerable", "-1",
+        "--out", str(out), "--cache", str(tmp_path / "cache"), "--sites", "4",
+    ])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["llm_base_url"] and "llm_api_key" not in doc["settings"]
+    (record,) = [r for r in doc["records"] if r["strategy"] == "hansa"]
+    for name in ("extractive_answer_f1", "extractive_answer_rouge_l", "llm_answer_share"):
+        assert record[name] is not None and 0.0 <= record[name] <= 1.0, (name, record[name])
+    assert record["llm_tokens_per_query"] > 0  # the server's usage counts
+    rows = doc["answers_per_question"]
+    assert len(rows) == doc["questions"]["answerable"] == 6
+    for row in rows:
+        assert row["synthesis"] in {"llm", "extractive"} and set(row["answer"]) == set(row["extractive"])
+        if row["synthesis"] == "extractive":  # the check kept nothing: the gateway gave the extractive answer
+            assert row["answer"] == row["extractive"]

@@ -92,6 +92,16 @@ def test_explicit_sites_are_called_as_named_and_unknown_ones_are_404(gw: Gateway
         gw.query(QueryRequest(question=GOVT_Q, sites=("nowhere",)), client="engine")
 
 
+def test_a_follow_up_is_routed_with_its_conversation(gw: Gateway) -> None:
+    follow_up = "What does it do after one?"
+    alone = gw.query(QueryRequest(question=follow_up), client="engine").trace
+    assert "standalone_question" not in alone
+    trace = gw.query(QueryRequest(question=follow_up, conversation=("Tell me about FEMA and disaster relief.",)),
+                     client="engine").trace
+    assert trace["standalone_question"].startswith(follow_up) and "fema" in trace["standalone_question"]
+    assert called(trace) == ["govt"] and trace["conversation_turns"] == 1
+
+
 # -- origins ------------------------------------------------------------------------------------------
 
 def test_the_origin_is_asked_first_then_escalation_skips_it(gw: Gateway) -> None:
@@ -162,6 +172,27 @@ def test_the_budget_bounds_sites_bytes_and_time(gw: Gateway) -> None:
     assert "budget" in starved.answer
     late = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(time_ms=1)), client="engine").trace
     assert late["per_site"] == [] and late["stop_reason"] == "budget"
+
+
+def test_skipped_counts_the_chosen_sites_the_budget_or_the_gate_left_uncalled(gw: Gateway) -> None:
+    both = ("clapnq", "govt")
+    everyone = gw.query(QueryRequest(question=GOVT_Q, sites=both), client="engine").sites
+    assert everyone["skipped"] == 0 and everyone["total"] == 2 and everyone["successful"] == 2
+    one = gw.query(QueryRequest(question=GOVT_Q, sites=both, budget=Budget(sites=1)), client="engine").sites
+    assert one["skipped"] == 1 and one["total"] == 2 and one["successful"] == 1  # govt: named, cut by the budget
+    starved = gw.query(QueryRequest(question=GOVT_Q, sites=both, budget=Budget(bytes=10)), client="engine").sites
+    assert starved["skipped"] == 2 and starved["total"] == 2 and starved["details"] == []
+
+    class TrustOrigin:
+        name = "trust-origin"
+
+        def decide(self, assessment: Assessment) -> GateDecision:
+            return GateDecision(True, "trusted", 1.0)
+
+    answered = gw.query(QueryRequest(question=GOVT_Q, origin="govt", sites=both), client="engine",
+                        policy=QueryPolicy(name="gated", gate=TrustOrigin()))
+    assert called(answered.trace) == ["govt"] and answered.trace["stop_reason"] == "answered by the origin"
+    assert answered.sites["skipped"] == 1 and answered.sites["total"] == 2  # clapnq: chosen, the gate kept it out
 
 
 def test_request_validation_is_complete_for_in_process_callers() -> None:

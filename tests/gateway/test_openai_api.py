@@ -159,12 +159,23 @@ class EchoFirstEvidence:
 def test_with_an_llm_both_apis_answer_from_checked_synthesis(federation) -> None:
     from hansa.gateway.app import create_gateway_app
 
-    client = create_gateway_app(federation.gateway_service, llm=EchoFirstEvidence()).test_client()
-    auth = {"Authorization": f"Bearer {federation.api_key}"}
-    out = client.post("/v1/query", json={"question": USER["content"]}, headers=auth).get_json()
+    service = federation.gateway_service
+    service.llm = EchoFirstEvidence()  # the service writes the answer; the adapters only serialize it
+    try:
+        client = create_gateway_app(service).test_client()
+        auth = {"Authorization": f"Bearer {federation.api_key}"}
+        out = client.post("/v1/query", json={"question": USER["content"]}, headers=auth).get_json()
+        chat = client.post("/v1/chat/completions", json=body(), headers=auth).get_json()
+    finally:
+        service.llm = None
     synthesis = out["trace"]["synthesis"]
     assert synthesis["answer"] == "llm" and [d["sentence"] for d in synthesis["dropped"]][0].startswith("The moon")
     assert "cheese" not in out["answer"] and __import__("re").search(r"\[\d+\]", out["answer"])
-    chat = client.post("/v1/chat/completions", json=body(), headers=auth).get_json()
+    assert synthesis["tokens"]["estimated"] is True  # the double reports no usage
+    assert out["trace"]["budget"]["spent"]["tokens"] == synthesis["tokens"]["total"] > 0
+    assert "synthesize" in out["trace"]["stages_ms"]
+    used = [c for c in out["citations"] if c["used"]]
+    assert used and all(f"[{c['n']}]" in out["answer"] for c in used)  # used: the markers the written answer carries
     assert chat["hansa"]["trace"]["synthesis"]["answer"] == "llm"
     assert chat["choices"][0]["message"]["content"] == out["answer"]
+    assert chat["usage"]["total_tokens"] == synthesis["tokens"]["total"] and chat["usage"]["estimated"] is True

@@ -66,6 +66,8 @@ def test_smollm2_answers_only_with_checked_sentences(llm_base_url: str, llm_mode
     llm = OpenAICompatibleLLM(llm_base_url + "/v1", model=llm_model, timeout_s=120, max_retries=0)
     out = synthesize(llm, "Where does the Saone join the Rhone?", FUSED, max_tokens=64)
     assert out.trace["answer"] in {"llm", "extractive"} and "tokens" in out.trace
+    tokens = out.trace["tokens"]  # the server's own usage counts, not a word estimate
+    assert tokens["estimated"] is False and tokens["prompt"] > 0 and tokens["total"] == tokens["prompt"] + tokens["completion"]
     if out.trace["answer"] == "llm":  # whatever the tiny model wrote, what is kept passes the check
         kept, dropped = check(out.answer, evidence(FUSED))
         assert " ".join(kept) == out.answer and not dropped
@@ -76,3 +78,18 @@ def test_smollm2_answers_only_with_checked_sentences(llm_base_url: str, llm_mode
 def test_a_marker_after_the_full_stop_belongs_to_its_sentence() -> None:
     kept, dropped = check("The Saone joins the Rhone at Lyon. [1] Paris is big [1].", evidence(FUSED))
     assert kept == ["The Saone joins the Rhone at Lyon. [1]"] and dropped[0]["sentence"] == "Paris is big [1]."
+
+
+def test_a_token_budget_caps_the_completion_and_refuses_a_prompt_it_cannot_pay() -> None:
+    class Capped(Scripted):
+        def complete(self, messages, *, max_tokens: int = 512, temperature: float = 0.0) -> str:
+            self.max_tokens = max_tokens
+            return super().complete(messages, max_tokens=max_tokens, temperature=temperature)
+
+    llm = Capped("The Saone joins the Rhone at Lyon [1].")
+    out = synthesize(llm, "Where does the Saone join the Rhone?", FUSED, token_budget=100)
+    prompt = out.trace["tokens"]["prompt"]
+    assert out.trace["answer"] == "llm" and llm.max_tokens == 100 - prompt and out.trace["tokens"]["estimated"]
+    poor = Capped("x [1].")
+    out = synthesize(poor, "Where does the Saone join the Rhone?", FUSED, token_budget=5)
+    assert out.answer == FUSED.answer and "token budget" in out.trace["reason"] and not poor.seen

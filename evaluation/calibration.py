@@ -1,0 +1,24 @@
+"""Calibration rows from an evaluation's own federation: fit the gate and abstention at the size
+they are reported at.
+
+Why here and not in a script of its own: the rows must come from exactly the sites, questions and
+split rule the report is measured on (`hansa eval --split fit --calibration-rows ROWS`), then
+`hansa gateway calibrate --data ROWS --out CAL` fits them, and `hansa eval --split report
+--calibration CAL` reports the calibrated gate (`gated`) and abstention on questions the fit never
+saw. Origins follow the `gated` strategy's rule: a gold site (in-domain) and a site holding none of
+the question's gold (out-of-domain), so the rows and the reported Table 2 mean the same thing.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from hansa.evaluation.datasets import Question
+from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, gate_rows
+
+
+def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequence[str], other: str | None) -> list[Row]:
+    """The gate rows (answerable questions: one per origin) and the abstain row of one question."""
+    labelled = LabelledQuestion(question.id, text, tuple(gold_sites), question.answerable)
+    origins = ([gold_sites[0]] if gold_sites else []) + ([other] if other else [])
+    rows = gate_rows(gateway, [labelled], origins) if question.answerable and gold_sites else []
+    return rows + abstain_rows(gateway, [labelled])
