@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hansa.core.errors import InputError
+from hansa.core.errors import HansaError, InputError
 from hansa.evaluation import metrics
 from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
