@@ -59,6 +59,12 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--site-setting", "site_settings", multiple=True, metavar="KEY=VALUE",
               help="Build every site with this [site] setting (repeatable), e.g. chunks_per_summary=32: "
                    "a sweep; each value is its own cached build.")
+@click.option("--calibration", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The gate's and abstention's calibration for the gateway (from `hansa gateway calibrate --out`); "
+                   "without it the gateway's safe defaults (always escalate, abstain by rule).")
+@click.option("--calibration-rows", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --split fit: also write each federation's gate and abstain rows to ROWS_fed<N>.jsonl, "
+                   "for `hansa gateway calibrate --data`.")
 @click.option("--no-cache", is_flag=True, help="Build every site afresh in the work directory.")
 @click.option("--smoke", is_flag=True, help="Seconds-long run for CI: 6+2 questions, 12 passages per domain, 4 sites.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -69,7 +75,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
-             no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
+             calibration: Path | None, calibration_rows: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -103,7 +109,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             llm_api_key=llm_cfg.api_key if llm_cfg else "",
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
-                            site_settings=tuple(pairs))
+                            site_settings=tuple(pairs), calibration=calibration, calibration_rows=calibration_rows)
     if smoke:
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"

@@ -80,6 +80,11 @@ class EvalSettings:
     # [site] settings every site is built with, e.g. (("chunks_per_summary", "32"),): a sweep of
     # how sites are built, each value its own cached build
     site_settings: tuple[tuple[str, str], ...] = ()
+    # the gate's and abstention's calibration the gateway loads (`hansa gateway calibrate --out`)
+    calibration: Path | None = None
+    # write the gate and abstain rows of the asked (fit-split) questions here, one file per
+    # federation (<stem>_fed<N><suffix>), for `hansa gateway calibrate --data` (evaluation.calibration)
+    calibration_rows: Path | None = None
 
 
 def site_env(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -328,6 +333,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
     gateway_env = {"HANSA_GATEWAY_SITE_TIMEOUT_S": str(settings.site_timeout_s)}
     if settings.top_k_sites:
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
+    if settings.calibration is not None:
+        gateway_env["HANSA_GATEWAY_CALIBRATION_FILE"] = str(Path(settings.calibration).resolve())
     run = FederationRun(n_sites)
     llm = None
     if settings.llm_base_url and not settings.routing_only:
@@ -392,6 +399,9 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             return [outcome_of(strategy, q, gold, *ask(fed, {**body, "origin": origin}, engine[strategy]),
                                origin_kind=kind) for kind, origin in origins]
 
+        rows: list[Any] = []
+        collect = settings.calibration_rows is not None and not central
+
         def ask_all(i: int) -> list[Outcome]:
             out = [outcome_of(s, questions[i], gold_sites[i], *ask(fed, plans[i][s]))
                    for s in strategies if s in plans[i]]
@@ -399,6 +409,11 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                 for s in strategies:
                     if s in engine:
                         out += ask_engine(i, s)
+            if collect:
+                from hansa.evaluation.calibration import collect_rows
+
+                q, gold = questions[i], gold_sites[i]
+                rows.extend(collect_rows(fed.gateway_service, q, texts[i], gold, other_site(q, site_ids, gold)))
             return out
 
         t0 = time.perf_counter()
@@ -412,7 +427,19 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
         wall = time.perf_counter() - t0
         run.meta["ask_seconds"] = round(wall, 1)
         run.meta["questions_per_second"] = round(len(questions) / wall, 3) if wall else None
+        if collect:
+            from hansa.gateway.calibrate import write_rows
+
+            target = rows_path(settings.calibration_rows, n_sites)
+            write_rows(target, sorted(rows, key=lambda r: (r.model, r.example.question_id, r.origin)))
+            run.meta["calibration_rows"] = {"path": str(target), "rows": len(rows)}
+            progress(f"fed{n_sites}: {len(rows)} calibration rows written to {target}")
     return run
+
+
+def rows_path(path: Path, n_sites: int) -> Path:
+    """Where one federation's calibration rows go: `rows.jsonl` -> `rows_fed16.jsonl`."""
+    return path.with_name(f"{path.stem}_fed{n_sites}{path.suffix}")
 
 
 def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str, Any]:
@@ -423,6 +450,9 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
     ds = load_dataset(settings.dataset, settings.data)
     if settings.max_documents:
         ds = sample_documents(ds, settings.max_documents)
+    if settings.calibration_rows is not None and settings.split != "fit":
+        raise InputError("calibration rows are collected on the fit split only (--split fit): "
+                         "a gate fit on report questions would be reported on what it was fit on")
     questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable)
     if not questions:
         raise InputError(f"no {settings.split} questions selected")

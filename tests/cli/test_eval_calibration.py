@@ -1,0 +1,58 @@
+"""The gate fit and reported at one federation's size: `hansa eval --split fit --calibration-rows`,
+`hansa gateway calibrate`, then `hansa eval --split report --calibration` with the `gated` strategy.
+Real sites and gateway (the smoke federation of MTRAG); the test checks the plumbing and the split
+rule, not the rates (a handful of questions fit nothing meaningful)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hansa.cli import main
+
+
+@pytest.fixture(scope="module")
+def mtrag_dir(request: pytest.FixtureRequest) -> Path:
+    env = os.environ.get("HANSA_EVAL_DATA")
+    return (Path(env) if env else request.getfixturevalue("shared_dir") / "datasets") / "mtrag"
+
+
+def _eval(tmp_path: Path, data: Path, *extra: str):
+    return CliRunner().invoke(main, [
+        "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", "mtrag", "--data", str(data),
+        "--smoke", "--cache", str(tmp_path / "cache"), *extra,
+    ])
+
+
+def test_calibration_rows_only_on_the_fit_split(tmp_path: Path, mtrag_dir: Path) -> None:
+    result = _eval(tmp_path, mtrag_dir, "--calibration-rows", str(tmp_path / "rows.jsonl"), "--out", str(tmp_path / "r.json"))
+    assert result.exit_code != 0 and "fit split only" in result.output
+    assert not (tmp_path / "rows_fed4.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    fit = _eval(tmp_path, mtrag_dir, "--split", "fit", "--strategies", "hansa", "--calibration-rows", str(rows),
+                "--out", str(tmp_path / "fit.json"))
+    assert fit.exit_code == 0, fit.output
+    written = tmp_path / "rows_fed4.jsonl"
+    lines = [json.loads(line) for line in written.read_text().splitlines()]
+    assert {r["model"] for r in lines} == {"gate", "abstain"}
+    fit_doc = json.loads((tmp_path / "fit.json").read_text())
+    assert fit_doc["federations"]["fed4"]["calibration_rows"]["rows"] == len(lines)
+    # every gate row is a fit-split question asked from a gold (label true) or a non-gold origin
+    assert {r["label"] for r in lines if r["model"] == "gate"} == {True, False}
+
+    cal = tmp_path / "cal.json"
+    fitted = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "gateway", "calibrate", "--data", str(written),
+                                       "--out", str(cal)])
+    assert fitted.exit_code == 0, fitted.output
+    report = _eval(tmp_path, mtrag_dir, "--strategies", "gated", "--calibration", str(cal), "--out", str(tmp_path / "rep.json"))
+    assert report.exit_code == 0, report.output
+    records = json.loads((tmp_path / "rep.json").read_text())["records"]
+    [gated] = [r for r in records if r["strategy"] == "gated"]
+    assert gated["split"] == "report" and gated["escalation_in_domain"] is not None
