@@ -142,8 +142,14 @@ def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | No
     return None
 
 
-def _with_published(report: Any, published: Any) -> dict[str, Any]:
-    return {**dataclasses.asdict(report), "published": dataclasses.asdict(published) if published else None}
+def _report_with_published(title: str, report: Any, published: Any, as_json: bool) -> None:
+    """An ingest's or a delete's report, with the publication that followed it (if any)."""
+    if as_json:
+        _print_json({**dataclasses.asdict(report), "published": dataclasses.asdict(published) if published else None})
+        return
+    _echo_fields(title, report)
+    if published is not None:
+        _echo_fields("published", published)
 
 
 _PUBLISH_OPTION = click.option(
@@ -180,12 +186,7 @@ def ingest(paths: tuple[Path, ...], source: str | None, sync: bool, skip_bad: bo
         for problem in report.bad:
             click.echo(f"skipped (unreadable): {problem}", err=True)
         published = _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
-    if as_json:
-        _print_json(_with_published(report, published))
-        return
-    _echo_fields("ingest done", report)
-    if published is not None:
-        _echo_fields("published", published)
+    _report_with_published("ingest done", report, published, as_json)
 
 
 @site.command()
@@ -205,12 +206,7 @@ def delete(doc_ids: tuple[str, ...], publish: bool, gateway_url: str | None, as_
         if report.unknown:
             click.echo(f"not found (nothing done): {', '.join(report.unknown)}", err=True)
         published = _after_deletion(ctx, len(report.deleted), publish, gateway_url, progress)
-    if as_json:
-        _print_json(_with_published(report, published))
-        return
-    _echo_fields("delete done", report)
-    if published is not None:
-        _echo_fields("published", published)
+    _report_with_published("delete done", report, published, as_json)
 
 
 @site.command("migrate-ids")
