@@ -2,7 +2,7 @@
 
 Order: the graph first (the commit point: retrieval resolves every vector hit through the graph,
 so a deleted document can no longer be cited even if its vectors linger after a crash), then its
-chunk vectors. Communities that held the document's entities are then stale: `refresh` rebuilds
+chunk and answer-sentence vectors. Communities that held the document's entities are then stale: `refresh` rebuilds
 them starting Leiden from the stored partition (GDS `seedProperty`, leidenalg
 `initial_membership`), so communities the deletion did not touch keep their members and ids, and
 only the changed summaries are re-embedded and re-published. Publishing afterwards sends the
@@ -16,6 +16,7 @@ from typing import Sequence
 
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
+from hansa.plugin import sentence_vectors
 from hansa.plugin.site import CHUNKS, SiteContext
 
 log = get_logger(__name__)
@@ -30,7 +31,7 @@ class DeleteReport:
 
 
 def delete_documents(ctx: SiteContext, doc_ids: Sequence[str]) -> DeleteReport:
-    """Remove documents (graph, then chunk vectors); unknown ids are reported, not an error."""
+    """Remove documents (graph, then chunk and sentence vectors); unknown ids are reported, not an error."""
     ids = list(dict.fromkeys(doc_ids))
     if any(not isinstance(i, str) or not i for i in ids):
         raise InputError("document ids must be non-empty strings")
@@ -42,6 +43,7 @@ def delete_documents(ctx: SiteContext, doc_ids: Sequence[str]) -> DeleteReport:
         ctx.graph.delete_documents(deleted)
         for doc_id in deleted:
             ctx.vectors.delete(CHUNKS, where={"doc_id": doc_id})
+        sentence_vectors.delete_documents(ctx, deleted)
     report = DeleteReport(deleted=tuple(deleted), unknown=tuple(i for i in ids if i not in known))
     log.info("documents.deleted", deleted=len(report.deleted), unknown=len(report.unknown))
     return report

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 from tqdm import tqdm
 
 from hansa.adapters.records import Document, DocumentGraph
@@ -27,6 +28,7 @@ from hansa.core.logs import get_logger
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
 from hansa.plugin.readers import SourceDocument, read_origins
+from hansa.plugin import sentence_vectors
 from hansa.plugin.site import CHUNKS, SiteContext, chunk_collection
 from hansa.plugin.sources import Origin, bind, read_roots, resolve_origins
 
@@ -97,14 +99,18 @@ def _build(doc: SourceDocument, sha256: str, ctx: SiteContext) -> DocumentGraph:
 
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str]) -> None:
-    """Vectors first, graph last (the commit point), so a crash in between is redone next run."""
+    """Vectors first (chunks and their answer sentences, one embedding call), graph last (the commit
+    point), so a crash in between is redone next run."""
     for graph in graphs:
         if graph.document.id in replaced:
             ctx.vectors.delete(CHUNKS, where={"doc_id": graph.document.id})
+    sentence_vectors.delete_documents(ctx, [g.document.id for g in graphs if g.document.id in replaced])
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     if chunks:
-        vectors = ctx.embedder.embed([chunk.text for chunk in chunks])
-        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors, [{"doc_id": c.doc_id} for c in chunks])
+        ids, texts, fields = sentence_vectors.rows(chunks)
+        vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
+        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
+        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
     ctx.graph.write_documents(graphs)
 
 
@@ -168,8 +174,11 @@ def ingest_paths(
     chunks = relations = 0
     entities: set[str] = set()
     startup = 0.0
-    if pending:
+    unchanged = [doc for doc in docs if stored.get(doc.id) == sha[doc.id]]
+    backfill = bool(unchanged) and not sentence_vectors.exists(ctx)  # stored before sentence vectors were
+    if pending or backfill:
         ctx.vectors.ensure_collection(chunk_collection(ctx.embedder.dim))
+        sentence_vectors.ensure(ctx)
         load_started = time.perf_counter()
         ctx.embedder.warm()  # the model loads here, once: not part of the ingest rate
         startup = time.perf_counter() - load_started
@@ -182,6 +191,8 @@ def ingest_paths(
                 relations += len(graph.relations)
                 entities.update(e.id for e in graph.entities)
             bar.update(len(batch))
+    if backfill:
+        sentence_vectors.backfill(ctx, [chunk for doc in unchanged for chunk in _build(doc, sha[doc.id], ctx).chunks])
     if gone:
         delete_documents(ctx, gone)
 

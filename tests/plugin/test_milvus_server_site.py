@@ -12,7 +12,7 @@ from typing import Callable
 
 from hansa.core.config import Config
 from hansa.plugin.retrieval import retrieve
-from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.plugin.site import CHUNKS, SENTENCES, SUMMARIES, SiteContext
 from hansa.sync.wire import RetrieveRequest
 
 
@@ -50,10 +50,11 @@ def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_pr
             """
         )
         proc = subprocess.run(
-            [sys.executable, "-c", reader, milvus_server_uri, cfg.milvus.collection_prefix, CHUNKS, SUMMARIES],
+            [sys.executable, "-c", reader, milvus_server_uri, cfg.milvus.collection_prefix, CHUNKS, SUMMARIES, SENTENCES],
             capture_output=True, text=True, timeout=120,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         counts = json.loads(proc.stdout.strip().splitlines()[-1])
         assert counts[CHUNKS] == report.chunks == ctx.vectors.count(CHUNKS)
         assert counts[SUMMARIES] == ctx.vectors.count(SUMMARIES) >= 1
+        assert counts[SENTENCES] == ctx.vectors.count(SENTENCES) > counts[CHUNKS]  # answer sentences, stored at ingest
