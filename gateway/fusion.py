@@ -35,7 +35,17 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
-from hansa.gateway.relevance import MAX_MEASURED, measure, overclaimed, round_robin, trusted
+from hansa.gateway.relevance import (
+    EAGER_BELOW,
+    MAX_MEASURED,
+    distrusted,
+    measure,
+    overclaimed,
+    round_robin,
+    spot_checks,
+    trusted,
+    upper_bound,
+)
 from hansa.gateway.reliability import Observation, SiteReliability
 from hansa.sync.wire import Citation, PartialAnswer
 
@@ -63,6 +73,7 @@ class FusedAnswer:
     sentences: tuple[FusedSentence, ...]
     note: str | None = None  # why there is no answer, when there is none
     conflicts: tuple[Conflict, ...] = ()  # contradictions between sources, and how each was settled
+    measured: int = 0  # sentences the gateway embedded to measure their relevance
 
     def conflicts_json(self) -> list[dict[str, object]]:
         return [c.to_json() for c in self.conflicts]
@@ -79,6 +90,7 @@ class _Candidate:
     words: frozenset[str]
     reported: float | None = None
     measured: float = 0.0
+    checked: bool = False  # `measured` holds the gateway's measurement (else the claim bounds it)
     base: float = 0.0  # reliability x trusted relevance x confidence
     weight: float = 0.0  # base x support
 
@@ -148,53 +160,29 @@ def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], ch
     return tuple(c for _, _, c in ranked)
 
 
-def _observations(candidates: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
-                  rejected: set[int]) -> dict[str, Observation]:
+def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
+                  rejected: set[int], candidates: Sequence[_Candidate]) -> dict[str, Observation]:
     """What this answer says about each site that offered sentences: a success when any of its
     sentences made the answer or agreed with another site's, one per contradiction it won; a
     failure per contradiction it lost, and one when it claimed relevance the gateway did not measure."""
     sites = {c.site_id for c in candidates}
     good = {c.site_id for c in chosen} | {candidates[k].site_id for k in resolution.agreeing_sites if k not in rejected}
-    over = {c.site_id for c in candidates if overclaimed(c.measured, c.reported)}
+    over = {c.site_id for c in checked if overclaimed(c.measured, c.reported)}
     return {s: Observation(successes=(s in good) + resolution.won.get(s, 0),
                            failures=(s in over) + resolution.lost.get(s, 0)) for s in sites}
 
 
-def fuse(
-    question_vector: np.ndarray,
-    calls: Sequence[SiteCall],
-    embedder: Embedder,
-    max_sentences: int = MAX_SENTENCES,
-    duplicate_jaccard: float = DUPLICATE_JACCARD,
-    *,
-    reliability: SiteReliability | None = None,
-    learn: bool = True,
-    max_measured: int = MAX_MEASURED,
-) -> FusedAnswer:
-    """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
-    (when `learn`) this answer is recorded; without, every site weighs 1."""
-    ok = [c for c in calls if c.status == OK and c.answer is not None]
-    per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
-    for call in ok:
-        assert call.answer is not None
-        per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer)])
-    pairs = round_robin(per_site, max_measured)
-    trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
-    if not pairs:
-        note = _why_no_answer(calls)
-        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set()),
-                           sentences=(), note=note)
-    measured = measure(question_vector, [text for _, text, _, _ in pairs], embedder)
-    candidates: list[_Candidate] = []
-    for i, (call, text, doc_id, rel) in enumerate(pairs):
-        assert call.answer is not None
-        cited = any(c.doc_id == doc_id for c in call.answer.citations)
-        cand = _Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel, float(measured[i]))
-        cand.base = trust.get(call.site_id, 1.0) * trusted(cand.measured, rel) * cand.confidence
-        candidates.append(cand)
+def _relevance(cand: _Candidate) -> float:
+    return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
 
-    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, extract_claims(c.text))
-                  for i, c in enumerate(candidates) if c.base > 0]
+
+def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], duplicate_jaccard: float,
+          max_sentences: int) -> tuple[Resolution, set[int], list[_Candidate]]:
+    """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance as
+    measured, or bounded by its claim while unmeasured (sets `base` and `weight`)."""
+    for cand in candidates:
+        cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
+    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, claims[i]) for i, c in enumerate(candidates) if c.base > 0]
     resolution = resolve(statements)
     rejected = set(resolution.rejected)
     for i, cand in enumerate(candidates):
@@ -210,14 +198,73 @@ def fuse(
         elif cand.attribution() > kept[dup].attribution():
             kept[dup] = cand
     chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
+    return resolution, rejected, chosen
+
+
+def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
+    """Candidates whose weight this ranking relies on: the chosen ones, and every statement on a
+    side of a conflict (their weights settle it)."""
+    disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
+    return ({c.order for c in chosen} | rejected
+            | {i for i, c in enumerate(candidates) if c.base > 0 and (c.site_id, c.doc_id) in disputed})
+
+
+def fuse(
+    question_vector: np.ndarray,
+    calls: Sequence[SiteCall],
+    embedder: Embedder,
+    max_sentences: int = MAX_SENTENCES,
+    duplicate_jaccard: float = DUPLICATE_JACCARD,
+    *,
+    reliability: SiteReliability | None = None,
+    learn: bool = True,
+    max_measured: int = MAX_MEASURED,
+    eager_below: int = EAGER_BELOW,
+) -> FusedAnswer:
+    """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
+    (when `learn`) this answer is recorded; without, every site weighs 1."""
+    ok = [c for c in calls if c.status == OK and c.answer is not None]
+    per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
+    for call in ok:
+        assert call.answer is not None
+        per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer)])
+    pairs = round_robin(per_site, max_measured)
+    trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
+    if not pairs:
+        note = _why_no_answer(calls)
+        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set()),
+                           sentences=(), note=note)
+    candidates: list[_Candidate] = []
+    for i, (call, text, doc_id, rel) in enumerate(pairs):
+        assert call.answer is not None
+        cited = any(c.doc_id == doc_id for c in call.answer.citations)
+        candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel))
+    claims = [extract_claims(c.text) for c in candidates]
+
+    # Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what the
+    # ranking uses, re-rank, until everything used was measured.
+    to_check = set(range(len(candidates))) if len(candidates) <= eager_below else spot_checks(
+        [(c.site_id, c.reported) for c in candidates])
+    while True:
+        resolution, rejected, chosen = _rank(candidates, claims, trust, duplicate_jaccard, max_sentences)
+        need = (to_check | _used(candidates, resolution, rejected, chosen)) - {i for i, c in enumerate(candidates) if c.checked}
+        if not need:
+            break
+        batch = sorted(need)
+        for i, value in zip(batch, measure(question_vector, [candidates[i].text for i in batch], embedder)):
+            candidates[i].measured, candidates[i].checked = float(value), True
+        liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
+        to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
+
+    checked = [c for c in candidates if c.checked]
     if reliability is not None and learn:
-        reliability.observe(_observations(candidates, chosen, resolution, rejected))
+        reliability.observe(_observations(checked, chosen, resolution, rejected, candidates))
     lost_docs = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
-    citations = _rank_citations(ok, candidates, chosen, trust, lost_docs)
+    citations = _rank_citations(ok, checked, chosen, trust, lost_docs)
     if not chosen:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
-                           conflicts=resolution.conflicts)
+                           conflicts=resolution.conflicts, measured=len(checked))
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
@@ -228,4 +275,5 @@ def fuse(
     notes = [c.summary() for c in resolution.conflicts if in_answer & set(c.winner.documents)]
     if notes:
         answer += " " + " ".join(notes)
-    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts)
+    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
+                       measured=len(checked))
