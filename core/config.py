@@ -150,6 +150,10 @@ class GatewayConfig:
     # The gate's and abstention's calibration (gateway/engine/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"
+    # Texts whose embeddings the gateway keeps in memory (adapters/embedder/memo.py): repeated
+    # questions, and sentences fusion measured before (sites return the same sentences to related
+    # questions). 0 turns it off. ~1.6 KiB per entry at 384 dimensions.
+    embed_cache_size: int = 4096
 
 
 @dataclass
@@ -258,6 +262,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:
         raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
+    if cfg.gateway.embed_cache_size < 0:
+        raise ConfigError(f"gateway.embed_cache_size must be >= 0 (0: off), not {cfg.gateway.embed_cache_size}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:
         raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
     return cfg

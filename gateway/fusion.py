@@ -6,8 +6,10 @@ sentences sites already stand behind. Each candidate sentence is weighted by
 
     weight = reliability(site) x relevance x confidence x support
 
-- relevance is measured here (gateway/relevance.py: the gateway embeds the sentences it fuses, a
-  bounded round-robin batch); a site's reported relevance can only lower it;
+- relevance is measured here (gateway/relevance.py): a site's reported relevance can only lower it.
+  Claims rank as upper bounds; the gateway embeds what the ranking uses (the answer's sentences,
+  conflict sides, each site's top claim) and re-ranks until all of it was measured; a site caught
+  claiming more than measured has all its sentences measured;
 - the site's confidence in [0, 1] can likewise only lower the weight;
 - reliability is the site's record (gateway/reliability.py: a decayed Beta posterior), 1 without one;
 - support grows with the other sites stating the same thing (a near-verbatim copy, or an agreeing
@@ -35,8 +37,8 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
+from hansa.gateway import relevance
 from hansa.gateway.relevance import (
-    EAGER_BELOW,
     MAX_MEASURED,
     distrusted,
     measure,
@@ -219,10 +221,11 @@ def fuse(
     reliability: SiteReliability | None = None,
     learn: bool = True,
     max_measured: int = MAX_MEASURED,
-    eager_below: int = EAGER_BELOW,
+    eager_below: int | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
-    (when `learn`) this answer is recorded; without, every site weighs 1."""
+    (when `learn`) this answer is recorded; without, every site weighs 1. Up to `eager_below`
+    candidates (default relevance.EAGER_BELOW, read per call) are all measured in one batch."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
     for call in ok:
@@ -243,7 +246,8 @@ def fuse(
 
     # Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what the
     # ranking uses, re-rank, until everything used was measured.
-    to_check = set(range(len(candidates))) if len(candidates) <= eager_below else spot_checks(
+    eager = relevance.EAGER_BELOW if eager_below is None else eager_below
+    to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
         [(c.site_id, c.reported) for c in candidates])
     while True:
         resolution, rejected, chosen = _rank(candidates, claims, trust, duplicate_jaccard, max_sentences)

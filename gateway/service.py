@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.adapters.vector.base import VectorStore
 from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError, HansaError
@@ -67,6 +68,8 @@ class Gateway:
                  calibration: Calibration | None = None, resources_to_close: ExitStack | None = None,
                  reliability: SiteReliability | None = None, shared: SharedState | None = None) -> None:
         self.cfg = cfg
+        if cfg.embed_cache_size > 0 and not isinstance(embedder, MemoEmbedder):
+            embedder = MemoEmbedder(embedder, cfg.embed_cache_size)  # questions and measured sentences
         self.embedder = embedder
         self.index = index
         self.space = index.space
