@@ -188,3 +188,15 @@ def test_conflicts_smoke(tmp_path: Path) -> None:
         assert {k for k in res["by"] if k.startswith("source=")} == {"source=squad", "source=mtrag"}, name
     assert doc["results"]["no_history"]["all"]["recall"] > 0, "copies with one value changed must be noticed"
     assert set(doc["results"]["with_history"]["reliability_after"]) <= {f"site-{i}" for i in range(8)}
+
+
+def test_query_smoke(tmp_path: Path) -> None:
+    doc = run_bench("query", tmp_path)
+    gateway, site = doc["results"]["gateway"], doc["results"]["site_retrieval"]
+    for mode in ("routed", "all_sites"):
+        for arm in ("before", "after", "after_repeat"):
+            assert gateway[mode][arm]["gateway_overhead"]["n"] == doc["params"]["questions"]
+        # the `after` arm verifies a subset of what `before` measures, never more
+        assert gateway[mode]["after"]["sentences_measured_mean"] <= gateway[mode]["before"]["sentences_measured_mean"]
+    assert site["calls"] == doc["params"]["questions"] * doc["params"]["sites"] and site["same_sentences_share"] == 1.0
+    assert set(doc["targets"]) == {"gateway_overhead_p50_ms_routed", "gateway_overhead_p50_ms_all_sites"}
