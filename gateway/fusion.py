@@ -178,18 +178,18 @@ def _relevance(cand: _Candidate) -> float:
     return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
 
 
-def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], duplicate_jaccard: float,
-          max_sentences: int) -> tuple[Resolution, set[int], list[_Candidate]]:
+def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], copies: Sequence[set[str]],
+          duplicate_jaccard: float, max_sentences: int) -> tuple[Resolution, set[int], list[_Candidate]]:
     """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance as
-    measured, or bounded by its claim while unmeasured (sets `base` and `weight`)."""
+    measured, or bounded by its claim while unmeasured (sets `base` and `weight`). `copies[i]`: the
+    other sites holding a near-verbatim copy of candidate i (support that does not depend on weights)."""
     for cand in candidates:
         cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
     statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, claims[i]) for i, c in enumerate(candidates) if c.base > 0]
     resolution = resolve(statements)
     rejected = set(resolution.rejected)
     for i, cand in enumerate(candidates):
-        others = set(resolution.agreeing_sites.get(i, set()))
-        others |= {o.site_id for o in candidates if o.site_id != cand.site_id and _jaccard(o.words, cand.words) > duplicate_jaccard}
+        others = set(resolution.agreeing_sites.get(i, set())) | copies[i]
         cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
 
     kept: list[_Candidate] = []
@@ -201,6 +201,11 @@ def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict
             kept[dup] = cand
     chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
     return resolution, rejected, chosen
+
+
+def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batch: Sequence[int], embedder: Embedder) -> None:
+    for i, value in zip(batch, measure(question_vector, [candidates[i].text for i in batch], embedder)):
+        candidates[i].measured, candidates[i].checked = float(value), True
 
 
 def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
@@ -243,20 +248,23 @@ def fuse(
         cited = any(c.doc_id == doc_id for c in call.answer.citations)
         candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel))
     claims = [extract_claims(c.text) for c in candidates]
+    copies = [{o.site_id for o in candidates if o.site_id != c.site_id and _jaccard(o.words, c.words) > duplicate_jaccard}
+              for c in candidates]
 
     # Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what the
     # ranking uses, re-rank, until everything used was measured.
     eager = relevance.EAGER_BELOW if eager_below is None else eager_below
     to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
         [(c.site_id, c.reported) for c in candidates])
+    if len(to_check) == len(candidates):  # all of them: measure before ranking, rank once
+        _measure(question_vector, candidates, sorted(to_check), embedder)
     while True:
-        resolution, rejected, chosen = _rank(candidates, claims, trust, duplicate_jaccard, max_sentences)
+        resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences)
         need = (to_check | _used(candidates, resolution, rejected, chosen)) - {i for i, c in enumerate(candidates) if c.checked}
         if not need:
             break
         batch = sorted(need)
-        for i, value in zip(batch, measure(question_vector, [candidates[i].text for i in batch], embedder)):
-            candidates[i].measured, candidates[i].checked = float(value), True
+        _measure(question_vector, candidates, batch, embedder)
         liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
         to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
 

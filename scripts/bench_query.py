@@ -108,7 +108,7 @@ def ask(fed: Any, question: str, mode: str) -> dict[str, Any]:
     t = result.trace
     return {"overhead": t["gateway_overhead_ms"], "fusion": t["fusion_ms"], "routing": t["routing_ms"],
             "measured": t.get("fusion_measured", 0), "calls": [c["latency_ms"] for c in t["per_site"]],
-            "answer": result.answer}
+            "answer": result.answer, "sentences": [x.text for x in result.fused.sentences]}
 
 
 def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str,
     out: dict[str, Any] = {}
     for mode in MODES:
         rows: dict[str, list[dict[str, Any]]] = {"before": [], "after": [], "after_repeat": []}
-        same = 0
+        same = same_sentences = 0
         for i, q in enumerate(questions):
             got: dict[str, dict[str, Any]] = {}
             for arm in (ARMS if i % 2 == 0 else ARMS[::-1]):  # alternate which arm goes first
@@ -125,7 +125,8 @@ def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str,
                 got[arm] = ask(fed, q, mode)
                 rows[arm].append(got[arm])
             rows["after_repeat"].append(ask(fed, q, mode))  # still the `after` arm: the LRU answers
-            same += got["before"]["answer"] == got["after"]["answer"]
+            same += got["before"]["answer"] == got["after"]["answer"]  # sentences, [n] markers and notes
+            same_sentences += got["before"]["sentences"] == got["after"]["sentences"]
         out[mode] = {
             arm: {
                 "gateway_overhead": p50_p95([r["overhead"] for r in rs]),
@@ -137,6 +138,7 @@ def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str,
             for arm, rs in rows.items()
         }
         out[mode]["same_answer_share"] = round(same / len(questions), 4)
+        out[mode]["same_sentences_share"] = round(same_sentences / len(questions), 4)
     return out
 
 
