@@ -295,6 +295,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
     if not 0 <= cfg.gateway.recent_queries <= MAX_RECENT_QUERIES:
         raise ConfigError(f"gateway.recent_queries must be in [0, {MAX_RECENT_QUERIES}], not {cfg.gateway.recent_queries}")
+    if cfg.gateway.embedding_memo_entries < 0:
+        raise ConfigError(f"gateway.embedding_memo_entries must be >= 0 (0: off), not {cfg.gateway.embedding_memo_entries}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:
         raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
     return cfg

@@ -6,8 +6,10 @@ sentences sites already stand behind. Each candidate sentence is weighted by
 
     weight = reliability(site) x relevance x confidence x support
 
-- relevance is measured here (gateway/relevance.py: the gateway embeds the sentences it fuses, a
-  bounded round-robin batch); a site's reported relevance can only lower it;
+- relevance is measured here (gateway/relevance.py): a site's reported relevance can only lower it.
+  Claims rank as upper bounds; the gateway embeds what the ranking uses (the answer's sentences,
+  conflict sides, each site's top claim) and re-ranks until all of it was measured; a site caught
+  claiming more than measured has all its sentences measured;
 - the site's confidence in [0, 1] can likewise only lower the weight;
 - reliability is the site's record (gateway/reliability.py: a decayed Beta posterior), 1 without one;
 - support grows with the other sites stating the same thing (a near-verbatim copy, or an agreeing
@@ -35,7 +37,17 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
-from hansa.gateway.relevance import MAX_MEASURED, measure, overclaimed, round_robin, trusted
+from hansa.gateway import relevance
+from hansa.gateway.relevance import (
+    MAX_MEASURED,
+    distrusted,
+    measure,
+    overclaimed,
+    round_robin,
+    spot_checks,
+    trusted,
+    upper_bound,
+)
 from hansa.gateway.reliability import Observation, SiteReliability
 from hansa.sync.wire import Citation, PartialAnswer
 
@@ -63,6 +75,7 @@ class FusedAnswer:
     sentences: tuple[FusedSentence, ...]
     note: str | None = None  # why there is no answer, when there is none
     conflicts: tuple[Conflict, ...] = ()  # contradictions between sources, and how each was settled
+    measured: int = 0  # sentences the gateway embedded to measure their relevance
 
     def conflicts_json(self) -> list[dict[str, object]]:
         return [c.to_json() for c in self.conflicts]
@@ -79,6 +92,7 @@ class _Candidate:
     words: frozenset[str]
     reported: float | None = None
     measured: float = 0.0
+    checked: bool = False  # `measured` holds the gateway's measurement (else the claim bounds it)
     base: float = 0.0  # reliability x trusted relevance x confidence
     weight: float = 0.0  # base x support
 
@@ -148,16 +162,58 @@ def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], ch
     return tuple(c for _, _, c in ranked)
 
 
-def _observations(candidates: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
-                  rejected: set[int]) -> dict[str, Observation]:
+def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
+                  rejected: set[int], candidates: Sequence[_Candidate]) -> dict[str, Observation]:
     """What this answer says about each site that offered sentences: a success when any of its
     sentences made the answer or agreed with another site's, one per contradiction it won; a
     failure per contradiction it lost, and one when it claimed relevance the gateway did not measure."""
     sites = {c.site_id for c in candidates}
     good = {c.site_id for c in chosen} | {candidates[k].site_id for k in resolution.agreeing_sites if k not in rejected}
-    over = {c.site_id for c in candidates if overclaimed(c.measured, c.reported)}
+    over = {c.site_id for c in checked if overclaimed(c.measured, c.reported)}
     return {s: Observation(successes=(s in good) + resolution.won.get(s, 0),
                            failures=(s in over) + resolution.lost.get(s, 0)) for s in sites}
+
+
+def _relevance(cand: _Candidate) -> float:
+    return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
+
+
+def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], copies: Sequence[set[str]],
+          duplicate_jaccard: float, max_sentences: int) -> tuple[Resolution, set[int], list[_Candidate]]:
+    """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance as
+    measured, or bounded by its claim while unmeasured (sets `base` and `weight`). `copies[i]`: the
+    other sites holding a near-verbatim copy of candidate i (support that does not depend on weights)."""
+    for cand in candidates:
+        cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
+    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, claims[i]) for i, c in enumerate(candidates) if c.base > 0]
+    resolution = resolve(statements)
+    rejected = set(resolution.rejected)
+    for i, cand in enumerate(candidates):
+        others = set(resolution.agreeing_sites.get(i, set())) | copies[i]
+        cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
+
+    kept: list[_Candidate] = []
+    for cand in sorted((c for i, c in enumerate(candidates) if i not in rejected), key=lambda c: (-c.weight, c.order)):
+        dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
+        if dup is None:
+            kept.append(cand)
+        elif cand.attribution() > kept[dup].attribution():
+            kept[dup] = cand
+    chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
+    return resolution, rejected, chosen
+
+
+def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batch: Sequence[int], embedder: Embedder) -> None:
+    for i, value in zip(batch, measure(question_vector, [candidates[i].text for i in batch], embedder)):
+        candidates[i].measured, candidates[i].checked = float(value), True
+
+
+def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
+    """Candidates whose weight this ranking relies on: the chosen ones, and every statement on a
+    side of a conflict (their weights settle it)."""
+    disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
+    return ({c.order for c in chosen} | rejected
+            | {i for i, c in enumerate(candidates) if c.base > 0 and (c.site_id, c.doc_id) in disputed})
 
 
 def fuse(
@@ -170,9 +226,11 @@ def fuse(
     reliability: SiteReliability | None = None,
     learn: bool = True,
     max_measured: int = MAX_MEASURED,
+    eager_below: int | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
-    (when `learn`) this answer is recorded; without, every site weighs 1."""
+    (when `learn`) this answer is recorded; without, every site weighs 1. Up to `eager_below`
+    candidates (default relevance.EAGER_BELOW, read per call) are all measured in one batch."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
     for call in ok:
@@ -184,40 +242,41 @@ def fuse(
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set()),
                            sentences=(), note=note)
-    measured = measure(question_vector, [text for _, text, _, _ in pairs], embedder)
     candidates: list[_Candidate] = []
     for i, (call, text, doc_id, rel) in enumerate(pairs):
         assert call.answer is not None
         cited = any(c.doc_id == doc_id for c in call.answer.citations)
-        cand = _Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel, float(measured[i]))
-        cand.base = trust.get(call.site_id, 1.0) * trusted(cand.measured, rel) * cand.confidence
-        candidates.append(cand)
+        candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel))
+    claims = [extract_claims(c.text) for c in candidates]
+    copies = [{o.site_id for o in candidates if o.site_id != c.site_id and _jaccard(o.words, c.words) > duplicate_jaccard}
+              for c in candidates]
 
-    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, extract_claims(c.text))
-                  for i, c in enumerate(candidates) if c.base > 0]
-    resolution = resolve(statements)
-    rejected = set(resolution.rejected)
-    for i, cand in enumerate(candidates):
-        others = set(resolution.agreeing_sites.get(i, set()))
-        others |= {o.site_id for o in candidates if o.site_id != cand.site_id and _jaccard(o.words, cand.words) > duplicate_jaccard}
-        cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
+    # Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what the
+    # ranking uses, re-rank, until everything used was measured.
+    eager = relevance.EAGER_BELOW if eager_below is None else eager_below
+    to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
+        [(c.site_id, c.reported) for c in candidates])
+    if len(to_check) == len(candidates):  # all of them: measure before ranking, rank once
+        _measure(question_vector, candidates, sorted(to_check), embedder)
+    while True:
+        resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences)
+        need = (to_check | _used(candidates, resolution, rejected, chosen)) - {i for i, c in enumerate(candidates) if c.checked}
+        if not need:
+            break
+        batch = sorted(need)
+        _measure(question_vector, candidates, batch, embedder)
+        liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
+        to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
 
-    kept: list[_Candidate] = []
-    for cand in sorted((c for i, c in enumerate(candidates) if i not in rejected), key=lambda c: (-c.weight, c.order)):
-        dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
-        if dup is None:
-            kept.append(cand)
-        elif cand.attribution() > kept[dup].attribution():
-            kept[dup] = cand
-    chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
+    checked = [c for c in candidates if c.checked]
     if reliability is not None and learn:
-        reliability.observe(_observations(candidates, chosen, resolution, rejected))
+        reliability.observe(_observations(checked, chosen, resolution, rejected, candidates))
     lost_docs = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
-    citations = _rank_citations(ok, candidates, chosen, trust, lost_docs)
+    citations = _rank_citations(ok, checked, chosen, trust, lost_docs)
     if not chosen:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
-                           conflicts=resolution.conflicts)
+                           conflicts=resolution.conflicts, measured=len(checked))
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
@@ -228,4 +287,5 @@ def fuse(
     notes = [c.summary() for c in resolution.conflicts if in_answer & set(c.winner.documents)]
     if notes:
         answer += " " + " ".join(notes)
-    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts)
+    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
+                       measured=len(checked))

@@ -5,8 +5,17 @@ Why: a site's self-reported relevance and confidence are claims, not evidence â€
 embeds the sentences it fuses with the federation's model (one batch per question) and uses the
 cosine it measured; a site's own figure may only lower that (`trusted`), never raise it.
 
-The batch is bounded (MAX_MEASURED): sentences are taken round-robin across sites, each site's in
-its own order, so one site sending many sentences cannot crowd the others out of the measurement.
+The candidates are bounded (MAX_MEASURED): sentences are taken round-robin across sites, each
+site's in its own order, so one site sending many sentences cannot crowd the others out.
+
+Verify what is used, not everything (gateway.fusion): measuring is embedding, and embedding ~96
+sentences per question was most of the gateway's own time. A claim is an upper bound on what fusion
+will use (`trusted` never exceeds it), so fusion ranks with the claims, measures what that ranking
+would use (the answer's sentences, the sides of a conflict), and re-ranks until everything it uses
+was measured. Each site's highest claims are spot-checked (`spot_checks`) whatever the ranking says;
+a site whose measured sentences fall short of its claims by more than DISTRUST has every sentence
+measured. The guarantee stays: no claim ever raises a weight above what the gateway measured, and
+every sentence in an answer was measured. What it saves: sentences the ranking never reaches.
 """
 from __future__ import annotations
 
@@ -18,6 +27,12 @@ from hansa.adapters.embedder.base import Embedder
 
 MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answer sentences
 OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
+# A claim may exceed the measurement by float rounding and because a site scores a sentence that
+# leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
+# not used to skip measuring any of its sentences.
+DISTRUST = 0.1
+SPOT_CHECK = 1  # each site's highest claims measured whatever the ranking (the one it most wants in)
+EAGER_BELOW = 8  # with this few candidates, one batch of all costs less than rounds of verification
 
 T = TypeVar("T")
 
@@ -44,6 +59,29 @@ def measure(question_vector: np.ndarray, texts: Sequence[str], embedder: Embedde
     norms = np.linalg.norm(vecs, axis=1)
     norms[norms == 0] = 1.0
     return (vecs / norms[:, None]) @ q
+
+
+def spot_checks(claims: Sequence[tuple[str, float | None]], per_site: int = SPOT_CHECK) -> set[int]:
+    """Indices of (site, claim) pairs measured in any case: each site's `per_site` highest claims
+    (first offered wins ties) and every sentence that came without a claim (nothing bounds it)."""
+    out = {i for i, (_, claim) in enumerate(claims) if claim is None}
+    by_site: dict[str, list[tuple[float, int]]] = {}
+    for i, (site, claim) in enumerate(claims):
+        if claim is not None:
+            by_site.setdefault(site, []).append((-claim, i))
+    for ranked in by_site.values():
+        out.update(i for _, i in sorted(ranked)[:per_site])
+    return out
+
+
+def upper_bound(reported: float | None) -> float:
+    """What an unmeasured sentence can at most weigh in: its claim (`trusted` never exceeds it), or
+    1, the largest cosine, without one."""
+    return 1.0 if reported is None else max(0.0, min(1.0, float(reported)))
+
+
+def distrusted(measured: float, reported: float | None) -> bool:
+    return reported is not None and reported - measured > DISTRUST
 
 
 def trusted(measured: float, reported: float | None) -> float:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.adapters.vector.base import VectorStore
 from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError, HansaError
@@ -72,6 +73,8 @@ class Gateway:
                  reliability: SiteReliability | None = None, shared: SharedState | None = None,
                  llm: Any = None) -> None:
         self.cfg = cfg
+        if cfg.embedding_memo_entries > 0 and not isinstance(embedder, MemoEmbedder):
+            embedder = MemoEmbedder(embedder, cfg.embedding_memo_entries)  # questions and measured sentences
         self.embedder = embedder
         self.index = index
         self.space = index.space
@@ -144,11 +147,7 @@ class Gateway:
                     raise ConfigError("Gateway.open: give an embedder, or the whole Config to open the configured one")
                 from hansa.adapters.embedder import open_embedder
 
-                embedder = open_embedder(full)
-                if gcfg.embedding_memo_entries:
-                    from hansa.adapters.embedder.memo import MemoEmbedder
-
-                    embedder = MemoEmbedder(embedder, maxsize=gcfg.embedding_memo_entries)
+                embedder = open_embedder(full)  # __init__ keeps its embeddings ([gateway] embedding_memo_entries)
             if vector_store is None:
                 if full is None:
                     raise ConfigError("Gateway.open: give a vector store, or the whole Config to open Milvus")

@@ -2,8 +2,8 @@
 
 Order: the graph first (the commit point: retrieval resolves every vector hit through the graph,
 so a deleted document can no longer be cited even if its vectors linger after a crash), then its
-chunk vectors; the document ids are on disk until then, so the next ingest or delete removes
-vectors a crash left (plugin.vector_intent). Communities that held the document's entities are then stale: `refresh` rebuilds
+chunk and answer-sentence vectors; the document ids are on disk until then, so the next ingest or
+delete removes vectors a crash left (plugin.vector_intent). Communities that held the document's entities are then stale: `refresh` rebuilds
 them starting Leiden from the stored partition (GDS `seedProperty`, leidenalg
 `initial_membership`), so communities the deletion did not touch keep their members and ids, and
 only the changed summaries are re-embedded and re-published. Publishing afterwards sends the
@@ -18,7 +18,7 @@ from typing import Sequence
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
-from hansa.plugin import vector_intent
+from hansa.plugin import sentence_vectors, vector_intent
 from hansa.plugin.site import CHUNKS, SiteContext
 
 log = get_logger(__name__)
@@ -33,7 +33,7 @@ class DeleteReport:
 
 
 def delete_documents(ctx: SiteContext, doc_ids: Sequence[str]) -> DeleteReport:
-    """Remove documents (graph, then chunk vectors); unknown ids are reported, not an error."""
+    """Remove documents (graph, then chunk and sentence vectors); unknown ids are reported, not an error."""
     ids = list(dict.fromkeys(doc_ids))
     if any(not isinstance(i, str) or not i for i in ids):
         raise InputError("document ids must be non-empty strings")
@@ -48,6 +48,7 @@ def delete_documents(ctx: SiteContext, doc_ids: Sequence[str]) -> DeleteReport:
         crash_point("delete.after_graph")
         for doc_id in deleted:
             ctx.vectors.delete(CHUNKS, where={"doc_id": doc_id})
+        sentence_vectors.delete_documents(ctx, deleted)
         vector_intent.done(ctx)
     report = DeleteReport(deleted=tuple(deleted), unknown=tuple(i for i in ids if i not in known))
     log.info("documents.deleted", deleted=len(report.deleted), unknown=len(report.unknown))

@@ -62,7 +62,7 @@ def _graph_checks(cfg: Config, site_id: str | None) -> list[Check]:
 
 def _vector_checks(cfg: Config, expected_dim: int | None) -> list[Check]:
     from hansa.adapters.vector.milvus import MilvusVectorStore, is_server_uri
-    from hansa.plugin.site import CHUNKS, SUMMARIES
+    from hansa.plugin.site import COLLECTIONS
 
     uri = cfg.milvus_uri
     where = f"Milvus server {uri}" if is_server_uri(uri) else f"Milvus Lite file {uri}"
@@ -75,7 +75,7 @@ def _vector_checks(cfg: Config, expected_dim: int | None) -> list[Check]:
                 *skipped(VECTOR_CHECKS[1:], "vector store reachable failed")]
     try:
         def collections() -> str:
-            found = {name: store.collection_dim(name) for name in (CHUNKS, SUMMARIES)}
+            found = {name: store.collection_dim(name) for name in COLLECTIONS}
             missing = [cfg.milvus.collection_prefix + n for n, dim in found.items() if dim is None]
             if missing:
                 raise BackendError(f"collection(s) {', '.join(missing)} missing in {where}")

@@ -21,13 +21,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
 from tqdm import tqdm
 
 from hansa.adapters.records import Document, DocumentGraph
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
-from hansa.plugin import vector_intent
+from hansa.plugin import sentence_vectors, vector_intent
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
 from hansa.plugin.readers import SourceDocument, read_origins
@@ -101,21 +102,26 @@ def _build(doc: SourceDocument, sha256: str, ctx: SiteContext) -> DocumentGraph:
 
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str]) -> None:
-    """New vectors beside the old, the graph (the commit point), then the replaced versions'
-    vectors: whenever a crash strikes, each document is stored whole in one version, and the rows
-    no chunk names are listed in the intent file for the next run to delete (plugin.vector_intent)."""
+    """New vectors (chunks and their answer sentences, one embedding call) beside the old, the graph
+    (the commit point), then the replaced versions' vectors: whenever a crash strikes, each document
+    is stored whole in one version, and the rows no chunk names are listed in the intent file for
+    the next run to delete (plugin.vector_intent). Chunk ids, and so sentence ids, are content
+    addressed (plugin.chunking): a new version never overwrites an old version's rows."""
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     new = {chunk.id for chunk in chunks}
     old = ctx.graph.document_chunk_ids([g.document.id for g in graphs if g.document.id in replaced]) - new
     vector_intent.record(ctx, chunk_ids=new | old)
     if chunks:
-        vectors = ctx.embedder.embed([chunk.text for chunk in chunks])
-        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors, [{"doc_id": c.doc_id} for c in chunks])
+        ids, texts, fields = sentence_vectors.rows(chunks)
+        vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
+        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
+        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
     crash_point("ingest.after_vectors")
     ctx.graph.write_documents(graphs)
     crash_point("ingest.after_graph")
     if old:
         ctx.vectors.delete(CHUNKS, ids=sorted(old))
+        sentence_vectors.delete_chunks(ctx, old)
     vector_intent.done(ctx)
 
 
@@ -180,8 +186,11 @@ def ingest_paths(
     entities: set[str] = set()
     startup = 0.0
     vector_intent.repair(ctx)  # rows a crashed earlier run left without a chunk
-    if pending:
+    unchanged = [doc for doc in docs if stored.get(doc.id) == sha[doc.id]]
+    backfill = bool(unchanged) and not sentence_vectors.exists(ctx)  # stored before sentence vectors were
+    if pending or backfill:
         ctx.vectors.ensure_collection(chunk_collection(ctx.embedder.dim))
+        sentence_vectors.ensure(ctx)
         load_started = time.perf_counter()
         ctx.embedder.warm()  # the model loads here, once: not part of the ingest rate
         startup = time.perf_counter() - load_started
@@ -194,6 +203,8 @@ def ingest_paths(
                 relations += len(graph.relations)
                 entities.update(e.id for e in graph.entities)
             bar.update(len(batch))
+    if backfill:
+        sentence_vectors.backfill(ctx, [chunk for doc in unchanged for chunk in _build(doc, sha[doc.id], ctx).chunks])
     if gone:
         delete_documents(ctx, gone)
 

@@ -19,7 +19,7 @@ from hansa.adapters.graph.base import InstallReport
 from hansa.core.files import write_json_atomic
 from hansa.core.errors import ConfigError, NotFoundError
 from hansa.core.logs import get_logger
-from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, chunk_collection, summary_collection
+from hansa.plugin.site import COLLECTIONS, SiteContext, chunk_collection, sentence_collection, summary_collection
 from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
 
 log = get_logger(__name__)
@@ -132,7 +132,7 @@ def check_one_site(ctx: SiteContext) -> None:
             f"site {site_id!r} its own database ([neo4j] database / [graph] path), or run `hansa site uninstall` "
             f"as {owner!r} first"
         )
-    for name in (CHUNKS, SUMMARIES):
+    for name in COLLECTIONS:
         owner = ctx.vectors.collection_owner(name)
         if owner and owner != site_id:
             raise ConfigError(
@@ -152,7 +152,7 @@ def install_site(ctx: SiteContext) -> InstallResult:
 
     graph_report = ctx.graph.install(site_id)
     created: list[str] = []
-    for spec in (chunk_collection(dim, site_id), summary_collection(dim, site_id)):
+    for spec in (chunk_collection(dim, site_id), summary_collection(dim, site_id), sentence_collection(dim, site_id)):
         if not _collection_exists(ctx, spec.name):
             created.append(spec.name)
         ctx.vectors.ensure_collection(spec)  # refuses an existing collection of another dim
@@ -180,7 +180,7 @@ def install_site(ctx: SiteContext) -> InstallResult:
     result = InstallResult(
         site_id=site_id,
         graph=graph_report,
-        collections=(CHUNKS, SUMMARIES),
+        collections=COLLECTIONS,
         collections_created=tuple(created),
         identity_created=identity_created,
         keyid=identity.keyid,

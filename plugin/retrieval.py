@@ -10,11 +10,10 @@ Two modes, as the gateway asks:
   rescored by cosine with the question, so expansion adds neighbours only when they are relevant;
 - global: community-summary vectors → the chunks of the best communities (broad questions).
 
-Which sentences answer: statements only. FAQ pages are full of questions ("What is a safe room?")
-that sit close to the user's question in embedding space yet answer nothing, and lead-ins ("Consider
-the following:") or headings say nothing on their own; all are dropped. The rest are ranked by
-cosine with the question plus a small bonus for sharing its content words, which favours the
-sentence that talks about what was asked ("items") over one that merely shares its topic.
+Which sentences answer: statements only (plugin.answer_candidates). They are ranked by cosine
+with the question plus a small bonus for sharing its content words, which favours the sentence
+that talks about what was asked ("items") over one that merely shares its topic. Their vectors were
+computed at ingest (plugin.sentence_vectors): a request embeds only the question.
 """
 from __future__ import annotations
 
@@ -25,7 +24,8 @@ import numpy as np
 
 from hansa.adapters.records import ChunkHit
 from hansa.core.logs import get_logger
-from hansa.plugin.chunking import sentence_spans
+from hansa.plugin import sentence_vectors
+from hansa.plugin.answer_candidates import MAX_SENTENCE_CHARS, answer_sentences, chunk_sentences  # noqa: F401  (re-exported)
 from hansa.plugin.extraction import STOPWORDS, fold
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
@@ -34,14 +34,12 @@ log = get_logger(__name__)
 
 EXPAND_LIMIT = 10  # graph neighbours added to the vector seeds
 ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
-MAX_CANDIDATES = 40  # sentences embedded per request (one batch)
+MAX_CANDIDATES = 40  # sentences ranked per request (vectors stored at ingest)
 MAX_ANSWER_SENTENCES = 3  # sentences in the answer, counting those brought along (see _ANAPHORA)
 ANSWER_MARGIN = 0.15  # a further sentence may join the answer if within this cosine of the best one
 DUPLICATE_COSINE = 0.95  # ... and is not a near-copy of a sentence already chosen
 REDUNDANCY = 0.5  # weight of a candidate's similarity to the chosen sentences (see _choose)
 OVERLAP_BONUS = 0.1  # added to the cosine, times the share of the question's content words a sentence has
-MIN_SENTENCE_WORDS = 5  # headings and fragments ("Kettle Ridge Roasters") state nothing
-MAX_SENTENCE_CHARS = 400  # longer "sentences" (tables, unpunctuated text) are cut: no chunk leaks whole
 GLOBAL_COMMUNITIES = 3  # communities whose chunks answer a global question
 GLOBAL_MAX_CHUNKS = 200  # chunk vectors read per global question
 
@@ -52,15 +50,12 @@ GLOBAL_MAX_CHUNKS = 200  # chunk vectors read per global question
 CONF_LOW = 0.2
 CONF_HIGH = 0.8
 
-# A sentence opening with one of these words leans on the sentence before it ("Its last eruption
-# began in 1912"): it is scored together with that sentence, and brings it along into the answer.
-_ANAPHORA = frozenset("it its this these they their theirs he his him she her them that those there such".split())
-
 
 @dataclass(frozen=True)
 class _Sentence:
     text: str
     doc_id: str
+    chunk_id: str  # with `position`, names its stored vector (plugin.sentence_vectors)
     chunk_rank: int  # rank of its chunk: keeps the chosen sentences in a readable order
     position: int  # character offset in its chunk
     context: "_Sentence | None" = None  # the sentence before it, when this one depends on it
@@ -75,40 +70,6 @@ def confidence_from_similarity(similarity: float) -> float:
     """The documented mapping from best cosine similarity to a confidence in [0, 1]."""
     value = (similarity - CONF_LOW) / (CONF_HIGH - CONF_LOW)
     return round(float(min(1.0, max(0.0, value))), 4)
-
-
-def _states_nothing(sentence: str) -> bool:
-    """Headings, fragments, questions and lead-ins ending in ":" are no answer to anything. A line
-    without a closing full stop whose words are mostly capitalized is a title ("FEMA: Preparing a
-    Safe Room"), however long."""
-    if sentence.startswith("#") or len(sentence.split()) < MIN_SENTENCE_WORDS:
-        return True
-    bare = sentence.rstrip("\"'’”)]")
-    if bare.endswith(("?", ":")):
-        return True
-    if bare.endswith((".", "!", "…")):
-        return False
-    words = [w for w in sentence.split() if w[0].isalpha()]
-    return 2 * sum(w[0].isupper() for w in words) > len(words)
-
-
-def answer_sentences(text: str) -> list[tuple[int, str]]:
-    """(offset, sentence) candidates of a chunk: the chunker's sentences with whitespace folded;
-    those that state nothing dropped, over-long ones cut so no chunk can leak whole as one "sentence"."""
-    out: list[tuple[int, str]] = []
-    for start, end in sentence_spans(text):
-        sentence = " ".join(text[start:end].split())
-        if _states_nothing(sentence):
-            continue
-        if len(sentence) > MAX_SENTENCE_CHARS:
-            sentence = sentence[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
-        out.append((start, sentence))
-    return out
-
-
-def _leans_back(sentence: str) -> bool:
-    first = sentence.split(maxsplit=1)[0].strip("\"'“‘(").lower()
-    return first in _ANAPHORA
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -196,8 +157,10 @@ def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
     seen: set[str] = set()
     for rank, chunk in enumerate(ranked[:ANSWER_CHUNKS]):
         previous: _Sentence | None = None
-        for position, text in answer_sentences(chunk.text):
-            sentence = _Sentence(text, chunk.doc_id, rank, position, previous if _leans_back(text) else None)
+        for candidate in chunk_sentences(chunk.text):
+            text = candidate.text
+            context = previous if candidate.context is not None else None
+            sentence = _Sentence(text, chunk.doc_id, chunk.chunk_id, rank, candidate.position, context)
             previous = sentence
             if text in seen:  # chunk overlap repeats sentences
                 continue
@@ -222,7 +185,7 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
     question; near-copies (DUPLICATE_COSINE) are never taken."""
     if not candidates:
         return [], 0.0
-    vectors = np.asarray(ctx.embedder.embed([s.scored_text for s in candidates]), dtype=np.float32)
+    vectors = sentence_vectors.vectors_for(ctx, [(s.chunk_id, s.position) for s in candidates], [s.scored_text for s in candidates])
     cosines = _cosine(vectors, query)
     asked = content_words(question)
     relevance = cosines + OVERLAP_BONUS * np.array([_overlap(asked, s.scored_text) for s in candidates], dtype=np.float32)

@@ -19,10 +19,18 @@ from hansa.sync.wire import validate_site_id
 # Milvus collections of a site (names without the configured prefix).
 CHUNKS = "chunks"  # one row per chunk: id, vector, doc_id
 SUMMARIES = "summaries"  # one row per community: id, vector, level
+SENTENCES = "sentences"  # one row per answer-candidate sentence: id "<chunk id>:<offset>", vector, doc_id
+COLLECTIONS = (CHUNKS, SUMMARIES, SENTENCES)  # every collection a site owns (install, uninstall)
 
 
 def chunk_collection(dim: int, owner: str = "") -> CollectionSpec:
     return CollectionSpec(name=CHUNKS, dim=dim, fields={"doc_id": "str"}, owner=owner)
+
+
+def sentence_collection(dim: int, owner: str = "") -> CollectionSpec:
+    """Answer-candidate sentence vectors, computed once at ingest (plugin.sentence_vectors). FLAT:
+    they are only ever read by id, never searched, so an ANN index would cost memory for nothing."""
+    return CollectionSpec(name=SENTENCES, dim=dim, fields={"doc_id": "str", "chunk_id": "str"}, index="FLAT", owner=owner)
 
 
 def summary_collection(dim: int, owner: str = "") -> CollectionSpec:

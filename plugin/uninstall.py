@@ -16,7 +16,7 @@ from hansa.adapters.graph.base import UninstallReport
 from hansa.core.errors import ConfigError
 from hansa.core.logs import get_logger
 from hansa.plugin.install import site_file
-from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.plugin.site import COLLECTIONS, SiteContext
 from hansa.plugin.sources import sources_file
 from hansa.sync.keys import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE
 
@@ -41,13 +41,13 @@ def uninstall_site(ctx: SiteContext, *, keys: bool = False) -> UninstallResult:
             f"the {ctx.graph.backend} graph store holds site {owner!r}, not {site_id!r}: uninstall it with "
             f"{owner!r}'s configuration (HANSA_SITE_SITE_ID={owner})"
         )
-    for name in (CHUNKS, SUMMARIES):
+    for name in COLLECTIONS:
         vector_owner = ctx.vectors.collection_owner(name)
         if vector_owner and vector_owner != site_id:
             raise ConfigError(f"Milvus collection {name} belongs to site {vector_owner!r}, not {site_id!r}: nothing was removed")
     graph = ctx.graph.uninstall()
     dropped = []
-    for name in (CHUNKS, SUMMARIES):
+    for name in COLLECTIONS:
         if ctx.vectors.collection_owner(name) is not None:
             ctx.vectors.drop(name)
             dropped.append(name)

@@ -1,4 +1,4 @@
-"""Chunk vectors a crash may leave without a graph chunk: named on disk before the risky step, and
+"""Chunk (and answer-sentence) vectors a crash may leave without a graph chunk: named on disk before the risky step, and
 deleted by the next ingest or delete wherever the graph does not name them.
 
 Why: the graph transaction is the commit point of ingest and delete, and Milvus is not part of it.
@@ -20,6 +20,7 @@ from typing import Iterable
 from hansa.core.errors import ConfigError
 from hansa.core.files import write_json_atomic
 from hansa.core.logs import get_logger
+from hansa.plugin import sentence_vectors
 from hansa.plugin.site import CHUNKS, SiteContext
 
 log = get_logger(__name__)
@@ -56,10 +57,12 @@ def repair(ctx: SiteContext) -> int:
     orphans = [cid for cid in chunk_ids if cid not in named]
     if orphans:
         ctx.vectors.delete(CHUNKS, ids=orphans)
+        sentence_vectors.delete_chunks(ctx, orphans)
     stored = ctx.graph.document_hashes(doc_ids) if doc_ids else {}
-    for doc_id in doc_ids:
-        if doc_id not in stored:
-            ctx.vectors.delete(CHUNKS, where={"doc_id": doc_id})
-    log.info("vectors.repaired", orphans=len(orphans), documents=len([d for d in doc_ids if d not in stored]))
+    gone = [doc_id for doc_id in doc_ids if doc_id not in stored]
+    for doc_id in gone:
+        ctx.vectors.delete(CHUNKS, where={"doc_id": doc_id})
+    sentence_vectors.delete_documents(ctx, gone)
+    log.info("vectors.repaired", orphans=len(orphans), documents=len(gone))
     done(ctx)
     return len(orphans)

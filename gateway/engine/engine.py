@@ -336,6 +336,7 @@ class QueryEngine:
             "routing_ms": round(routing_ms, 1),  # includes embedding the question
             "calls_ms": round(clock.waiting_ms, 1),
             "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
+            "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
             "total_ms": round(total_ms, 1),
             "bytes_out": bytes_out,
             "bytes_in": bytes_in,

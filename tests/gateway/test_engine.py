@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError, InputError, NotFoundError, VerificationError
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
@@ -170,7 +171,9 @@ def test_the_budget_bounds_sites_bytes_and_time(gw: Gateway) -> None:
     starved = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(bytes=10)), client="engine")
     assert starved.trace["per_site"] == [] and starved.trace["stop_reason"] == "budget"
     assert "budget" in starved.answer
-    late = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(time_ms=1)), client="engine").trace
+    # a question the gateway's LRU has not seen: embedding it alone outlasts 1 ms
+    late = gw.query(QueryRequest(question="What does FEMA do before a flood?", budget=Budget(time_ms=1)),
+                    client="engine").trace
     assert late["per_site"] == [] and late["stop_reason"] == "budget"
 
 
@@ -268,3 +271,20 @@ def test_open_needs_its_parts_or_the_whole_config(tmp_path: Path, embedder) -> N
         assert isinstance(gw.transport, HttpSiteTransport) and gw.transport.identity is gw.identity
     finally:
         assert gw.close() and gw.close()  # idempotent; the store it opened is closed with it
+
+
+def test_a_repeated_question_embeds_nothing_new_at_the_gateway(gw: Gateway, federation) -> None:
+    """The gateway's embedder is an LRU: the question and the sentences fusion measured are embedded
+    once (gateway.embedding_memo_entries; 0 turns it off)."""
+    assert isinstance(gw.embedder, MemoEmbedder)
+    gw.query(QueryRequest(question=RIVER_Q), client="engine")
+    misses = gw.embedder.misses
+    trace = gw.query(QueryRequest(question=RIVER_Q), client="engine").trace
+    assert trace["fusion_measured"] >= 1 and gw.embedder.misses == misses
+    embedder = next(iter(federation.sites.values())).ctx.embedder
+    plain = Gateway.open(GatewayConfig(embedding_memo_entries=0), embedder=embedder, vector_store=federation.gateway_vectors,
+                         registry=federation.registry, api_keys=gw.api_keys)
+    try:
+        assert plain.embedder is embedder
+    finally:
+        plain.close()

@@ -12,7 +12,7 @@ from hansa.adapters.embedder.sentence_transformers import packaged_model_dir
 from hansa.core.config import Config, load_config
 from hansa.core.errors import ConfigError
 from hansa.plugin.install import install_site, load_identity
-from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.plugin.site import CHUNKS, COLLECTIONS, SENTENCES, SUMMARIES, SiteContext
 from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
 
 
@@ -27,13 +27,13 @@ def test_install_creates_everything_then_is_idempotent(tmp_path: Path, make_conf
         first = install_site(ctx)
         assert first.already_installed == ()
         assert first.graph.created and first.identity_created and first.site_file_created
-        assert set(first.collections_created) == {CHUNKS, SUMMARIES}
+        assert set(first.collections_created) == set(COLLECTIONS) == {CHUNKS, SUMMARIES, SENTENCES}
         assert ctx.vectors.count(CHUNKS) == 0 and ctx.vectors.count(SUMMARIES) == 0
         before = _snapshot(tmp_path)
 
         second = install_site(ctx)
         assert set(second.already_installed) == {
-            "graph schema", f"collection {CHUNKS}", f"collection {SUMMARIES}", "site identity", "site file"
+            "graph schema", *(f"collection {name}" for name in COLLECTIONS), "site identity", "site file"
         }
         assert second.keyid == first.keyid and second.public_key_b64 == first.public_key_b64
         assert _snapshot(tmp_path) == before  # nothing rewritten, the key least of all

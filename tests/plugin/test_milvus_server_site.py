@@ -12,7 +12,7 @@ from typing import Callable
 
 from hansa.core.config import Config
 from hansa.plugin.retrieval import retrieve
-from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
+from hansa.plugin.site import CHUNKS, SENTENCES, SUMMARIES, SiteContext
 from hansa.sync.wire import RetrieveRequest
 
 
@@ -50,13 +50,14 @@ def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_pr
             """
         )
         proc = subprocess.run(
-            [sys.executable, "-c", reader, milvus_server_uri, cfg.milvus.collection_prefix, CHUNKS, SUMMARIES],
+            [sys.executable, "-c", reader, milvus_server_uri, cfg.milvus.collection_prefix, CHUNKS, SUMMARIES, SENTENCES],
             capture_output=True, text=True, timeout=120,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         counts = json.loads(proc.stdout.strip().splitlines()[-1])
         assert counts[CHUNKS] == report.chunks == ctx.vectors.count(CHUNKS)
         assert counts[SUMMARIES] == ctx.vectors.count(SUMMARIES) >= 1
+        assert counts[SENTENCES] == ctx.vectors.count(SENTENCES) > counts[CHUNKS]  # answer sentences, stored at ingest
 
 
 def test_doctor_checks_the_collections_on_a_milvus_server(tmp_path: Path, milvus_server_uri: str) -> None:
@@ -75,7 +76,8 @@ def test_doctor_checks_the_collections_on_a_milvus_server(tmp_path: Path, milvus
     found = {c["name"]: c for c in json.loads(site("doctor", "--json").stdout)["checks"]}
     assert found["vector store reachable"] == {"name": "vector store reachable", "status": "pass",
                                                "detail": f"Milvus server {milvus_server_uri}", "hint": ""}
-    assert found["vector collections"]["detail"] == "hansa_chunks (384-d, 0 rows), hansa_summaries (384-d, 0 rows)"
+    assert found["vector collections"]["detail"] == ("hansa_chunks (384-d, 0 rows), hansa_summaries (384-d, 0 rows), "
+                                                  "hansa_sentences (384-d, 0 rows)")
 
     client = MilvusClient(uri=milvus_server_uri, timeout=30)
     try:

@@ -153,7 +153,7 @@ def test_query_delete_sync_skip_bad_and_uninstall_on_the_embedded_store(tmp_path
     assert other.exit_code == 1 and "'acme'" in other.output
 
     gone = _run(home, "uninstall", "--yes")
-    assert gone.exit_code == 0 and "collections: chunks, summaries" in gone.stdout
+    assert gone.exit_code == 0 and "collections: chunks, summaries, sentences" in gone.stdout
     assert not (home / "site.json").exists() and not (home / "sources.json").exists()
     assert (home / "keys" / "site-ed25519.pem").exists()
     assert "installed: no" in _run(home, "status").stdout

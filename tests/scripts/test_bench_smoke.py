@@ -214,3 +214,15 @@ def test_load_smoke(tmp_path: Path) -> None:
     assert set(calls["garbage"]) <= {"invalid", "timeout"} and calls["real"].get("ok", 0) > 0
     assert all(isinstance(record["resources_growth"][k], int) for k in ("threads", "fds", "sockets"))
     assert (tmp_path / "load.png").stat().st_size > 1000
+
+
+def test_query_smoke(tmp_path: Path) -> None:
+    doc = run_bench("query", tmp_path)
+    gateway, site = doc["results"]["gateway"], doc["results"]["site_retrieval"]
+    for mode in ("routed", "all_sites"):
+        for arm in ("before", "after", "after_repeat"):
+            assert gateway[mode][arm]["gateway_overhead"]["n"] == doc["params"]["questions"]
+        # the `after` arm verifies a subset of what `before` measures, never more
+        assert gateway[mode]["after"]["sentences_measured_mean"] <= gateway[mode]["before"]["sentences_measured_mean"]
+    assert site["calls"] == doc["params"]["questions"] * doc["params"]["sites"] and site["same_sentences_share"] == 1.0
+    assert set(doc["targets"]) == {"gateway_overhead_p50_ms_routed", "gateway_overhead_p50_ms_all_sites"}
