@@ -6,8 +6,6 @@ sums both workers.
 Slow (a Milvus server and two workers that each load the embedder)."""
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import os
 import signal
 import subprocess
@@ -19,10 +17,6 @@ from typing import Any, Iterator
 
 import pytest
 import requests
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from hansa.adapters.vector.lite_server import LiteServer, free_port
 from hansa.sync.keys import SiteIdentity
@@ -35,36 +29,18 @@ BOOT_TIMEOUT_S = 300.0
 SITE = "rivers"
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, as PEM files (as in tests/plugin/test_site_serving.py)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = folder / "gw.crt", folder / "gw.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
-
 
 def hansa(*args: str) -> list[str]:
     return [sys.executable, "-c", "from hansa.cli import main; main()", "--log-json", *args]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def served(tmp_path_factory: pytest.TempPathFactory, self_signed_tls: tuple[Path, Path]) -> Iterator[dict[str, Any]]:
     """`hansa gateway serve --workers 2` over HTTPS, a Milvus server, one enrolled site."""
     root = tmp_path_factory.mktemp("gateway-served")
     home = root / "home"
     home.mkdir()
-    cert, key = self_signed(root)
+    cert, key = self_signed_tls
     site = SiteIdentity.generate()
     port = free_port()
     with LiteServer(root / "milvus") as milvus_uri:

@@ -7,8 +7,6 @@ Slow (a real site, a Milvus server, server processes that load the embedder): on
 per module and served several times."""
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import os
 import signal
@@ -22,10 +20,6 @@ from typing import Any, Iterator
 
 import pytest
 import requests
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from hansa.adapters.vector.lite_server import LiteServer, free_port
 from hansa.core.config import load_config
@@ -48,35 +42,15 @@ SITE_ID = "acme"
 BOOT_TIMEOUT_S = 300.0
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for localhost / 127.0.0.1 and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "site.crt", folder / "site.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    key_path.chmod(0o600)
-    return cert_path, key_path
-
 
 @pytest.fixture(scope="module")
-def served_home(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]) -> Iterator[dict[str, Any]]:
+def served_home(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str],
+                self_signed_tls: tuple[Path, Path]) -> Iterator[dict[str, Any]]:
     """An installed, ingested site whose vectors live in a running `milvus-lite server`, with a
     hansa.toml naming the gateway key and the TLS files. Nothing of it is open in this process."""
     root = tmp_path_factory.mktemp("served")
     home = root / "home"
-    cert, key = self_signed(root)
+    cert, key = self_signed_tls
     with LiteServer(root / "milvus") as milvus_uri:
         home.mkdir()
         (home / "hansa.toml").write_text(
