@@ -104,6 +104,12 @@ class SiteConfig:
     summary_vector: str = "blend"
     leiden_seed: int = 42
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
+    # Term statistics published beside the summaries (sync.terms): hashed words with the number of
+    # documents using each, for the gateway's CORI routing. A word fewer than terms_min_documents
+    # documents use is never published; publish_terms = false publishes none (routing then uses the
+    # summary vectors alone: SQuAD 16 sites, recall@4 0.71 instead of the blend's, benchmarks/README.md).
+    publish_terms: bool = True
+    terms_min_documents: int = 2
     publication_ttl_hours: float = 168.0
     # `hansa site serve` re-publishes when less than this share of the TTL remains before the
     # gateway's copy expires, or when the summaries changed; it checks every republish_check_s.
@@ -128,6 +134,9 @@ class GatewayConfig:
     top_m_summaries: int = 128  # summaries matched per question (DGRAG's m)
     top_k_sites: int = 5  # at most this many sites are asked (DGRAG's k) ...
     site_margin: float = 0.24  # ... and only those scoring within this of the best (gateway/router.py)
+    # Weight of the sites' term statistics (CORI) beside their summary match (gateway/router.py;
+    # chosen on the SQuAD fit split, benchmarks/README.md); 0 routes by summary vectors alone.
+    lexical_weight: float = 4.0
     site_timeout_s: float = 10.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary
@@ -301,6 +310,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.embedding_memo_entries must be >= 0 (0: off), not {cfg.gateway.embedding_memo_entries}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:
         raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
+    if cfg.site.terms_min_documents < 1:
+        raise ConfigError(f"site.terms_min_documents must be >= 1, not {cfg.site.terms_min_documents}")
     return cfg
 
 

@@ -3,7 +3,9 @@
 full information: every chunk embedding of every site at the gateway, sites ranked by their best
 chunk. hansa may not ship it (it is exactly what must not leave a site); it is the bar summary-only
 routing is measured against. centroid: one mean chunk vector per site, the simplest summary.
-summaries: the gateway's own index and scorer over the signed community summaries.
+summaries: the gateway's own index and router over what sites publish: the signed community
+summaries and their term statistics (gateway.router, gateway.lexical), at the gateway's
+`lexical_weight`. summary_vectors and terms: each of the two alone, to show what each buys.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 
 from hansa.evaluation.metrics import recall_at_k_curve
 
-ROUTERS = ("summaries", "full_information", "centroid")
+ROUTERS = ("summaries", "summary_vectors", "terms", "full_information", "centroid")
 
 
 class FullInformationRouter:
@@ -60,26 +62,39 @@ class FullInformationRouter:
         return self.sites, np.vstack(means)
 
 
-def summary_ranking(fed: Any, qvec: np.ndarray, top_m: int) -> list[str]:
-    """Sites as the gateway's summary router ranks them for a question vector."""
+def summary_rankings(fed: Any, text: str, qvec: np.ndarray, top_m: int) -> dict[str, list[str]]:
+    """Sites as the gateway's router ranks them from what sites publish (summaries), and from each
+    of its two signals alone (summary_vectors, terms)."""
+    from hansa.gateway.engine.route import site_term_scores
     from hansa.gateway.router import score_sites
 
     index = fed.gateway_service.index
-    return [s.site_id for s in score_sites(index.search(qvec, top_m), set(fed.sites))]
+    routable = set(fed.sites)
+    hits = index.search(qvec, top_m)
+    lexical = site_term_scores(text, index, routable)
+    weight = fed.gateway_config.gateway.lexical_weight
+
+    def ids(scores: Sequence[Any]) -> list[str]:
+        return [s.site_id for s in scores]
+
+    return {"summaries": ids(score_sites(hits, routable, lexical=lexical, lexical_weight=weight)),
+            "summary_vectors": ids(score_sites(hits, routable, lexical_weight=0.0)),
+            "terms": sorted(lexical, key=lambda s: (-lexical[s], s))}
 
 
-def routing_curves(fed: Any, full: FullInformationRouter, qvecs: np.ndarray, gold_sites: Sequence[Sequence[str]],
-                   full_ranked: Sequence[Sequence[tuple[str, float]]], top_m: int, max_k: int = 8) -> dict[str, dict[str, float]]:
+def routing_curves(fed: Any, full: FullInformationRouter, texts: Sequence[str], qvecs: np.ndarray,
+                   gold_sites: Sequence[Sequence[str]], full_ranked: Sequence[Sequence[tuple[str, float]]], top_m: int,
+                   max_k: int = 8) -> dict[str, dict[str, float]]:
     """Mean gold-site recall at k = 1..max_k for each router, over questions that have gold sites."""
     names, cents = full.centroids()
     max_k = min(max_k, len(names))
     sums = {r: np.zeros(max_k) for r in ROUTERS}
     n = 0
-    for qvec, gold, ranked_full in zip(qvecs, gold_sites, full_ranked):
+    for text, qvec, gold, ranked_full in zip(texts, qvecs, gold_sites, full_ranked):
         if not gold:
             continue
         rankings = {
-            "summaries": summary_ranking(fed, qvec, top_m),
+            **summary_rankings(fed, text, qvec, top_m),
             "full_information": [s for s, _ in ranked_full],
             "centroid": [names[i] for i in np.argsort(-(cents @ qvec), kind="stable")],
         }

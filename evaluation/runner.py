@@ -272,7 +272,7 @@ def _conversation_routing(fed: Any, full: Any, embedder: Any, questions: Sequenc
     out = {}
     for name, texts in variants.items():
         qvecs = embedder.embed(texts)
-        out[name] = routing_curves(fed, full, qvecs, gold_sites, full.rank_many(qvecs), top_m)
+        out[name] = routing_curves(fed, full, texts, qvecs, gold_sites, full.rank_many(qvecs), top_m)
     return out
 
 
@@ -288,7 +288,7 @@ def gateway_held_bytes(index: Any) -> int:
         if current is None:
             continue
         held += len(current.rows) * index.space.dim * 4
-        held += len(dumps(current.stored().to_json()))
+        held += len(dumps(current.stored().to_json()))  # with the term statistics, base64 as the head keeps them
     return held
 
 
@@ -313,6 +313,8 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
         # what the gateway holds: float32 vectors + each site's head (gateway_held_bytes)
         "gateway_storage_bytes": storage,
         "gateway_vector_bytes": summaries * dim * 4,
+        "gateway_terms_bytes": sum(t.stored_bytes() for t in fed.gateway_service.index.term_sketches(sites).values()),
+        "published_terms": sum(len(t) for t in fed.gateway_service.index.term_sketches(sites).values()),
         "raw_corpus_bytes": raw,
         "gateway_storage_share_of_raw": round(storage / raw, 4) if raw else None,
         "publication_share_of_raw": round(published / raw, 4) if raw else None,
@@ -361,7 +363,7 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             full = FullInformationRouter(fed)
             full_ranked = full.rank_many(qvecs)
             run.meta["routing_gold_site_recall_at_k"] = routing_curves(
-                fed, full, qvecs, gold_sites, full_ranked, gw.top_m_summaries)
+                fed, full, texts, qvecs, gold_sites, full_ranked, gw.top_m_summaries)
             if settings.conversation:
                 run.meta["conversation_routing"] = _conversation_routing(
                     fed, full, embedder, questions, gold_sites, gw.top_m_summaries)

@@ -3,7 +3,8 @@
 Why both: Milvus holds the exact published float32 vectors (what the in-memory index is rebuilt
 from at start); a small JSON file per site (`<state_dir>/<site_id>.json`, replaced atomically)
 says which rows make up the site's current set — its **head**: sequence, expiry, the digests of
-the publication and of its manifest, and per summary (version, sha256, level, richness).
+the publication and of its manifest, per summary (version, sha256, level, richness), and the
+site's term statistics (sync.terms) when it publishes them.
 
 Rows are content-addressed (`row_key`: site, summary id, version and hash), so a new set's rows
 are written *beside* the old set's, and switching sets is the one atomic head-file replace. A crash
@@ -32,6 +33,7 @@ from hansa.core.files import write_bytes_atomic
 from hansa.core.errors import BackendError, HansaError, InputError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.sync.terms import TermSketch
 from hansa.sync.wire import MAX_INT64, SHA256_HEX_RE, SUMMARY_ID_RE, parse_utc, validate_site_id
 
 log = get_logger(__name__)
@@ -59,6 +61,7 @@ class StoredHead:
     manifest_sha256: str
     rows: Mapping[str, Row]  # summary id -> (version, sha256, level, richness)
     orphans: tuple[str, ...] = ()  # row keys that may exist in Milvus but belong to no set
+    terms: TermSketch | None = None  # the set's term statistics, switched with it (same file)
 
     def keys(self) -> dict[str, str]:
         """Row key by summary id."""
@@ -74,13 +77,15 @@ class StoredHead:
             "manifest_sha256": self.manifest_sha256,
             "summaries": {sid: list(r) for sid, r in sorted(self.rows.items())},
             "orphans": sorted(self.orphans),
+            "terms": None if self.terms is None else self.terms.to_json(),
         }
 
     @classmethod
     def from_json(cls, obj: object, where: str) -> "StoredHead":
         """Re-validates what it reads: a damaged or hand-edited head must not load half a set."""
         keys = {"format", "site_id", "sequence", "expires", "payload_sha256", "manifest_sha256", "summaries", "orphans"}
-        if not isinstance(obj, dict) or set(obj) != keys or obj["format"] != HEAD_FORMAT:
+        # "terms" is optional: heads written before term statistics existed lack it
+        if not isinstance(obj, dict) or set(obj) - {"terms"} != keys or obj["format"] != HEAD_FORMAT:
             raise InputError(f"{where}: not a hansa gateway head (format {HEAD_FORMAT})")
         seq = obj["sequence"]
         if type(seq) is not int or not 0 <= seq <= MAX_INT64:
@@ -105,8 +110,10 @@ class StoredHead:
         orphans = obj["orphans"]
         if not isinstance(orphans, list) or not all(isinstance(k, str) for k in orphans):
             raise InputError(f"{where}: orphans must be a list of row keys")
+        terms = obj.get("terms")
         return cls(validate_site_id(obj["site_id"]), seq, obj["expires"], obj["payload_sha256"],
-                   obj["manifest_sha256"], rows, tuple(orphans))
+                   obj["manifest_sha256"], rows, tuple(orphans),
+                   None if terms is None else TermSketch.from_json(terms, f"{where}: terms"))
 
 
 class DurableStore:

@@ -33,6 +33,7 @@ from hansa.core.logs import get_logger
 from hansa.gateway.ann import AnnIndex
 from hansa.gateway.durable import DurableStore, StoredHead, WriteBehind, row_key
 from hansa.sync.publication import Publication, PublicationHead, carried_over
+from hansa.sync.terms import TermSketch
 from hansa.sync.wire import EmbeddingSpace, validate_site_id
 
 log = get_logger(__name__)
@@ -76,13 +77,14 @@ class SiteSet:
     payload_sha256: str
     manifest_sha256: str
     rows: Mapping[str, _Row]
+    terms: TermSketch | None = None  # the publication's term statistics (sync.terms), if any
 
     def head(self) -> PublicationHead:
         return PublicationHead(self.sequence, _ManifestView(self.rows), self.manifest_sha256)
 
     def stored(self) -> StoredHead:
         return StoredHead(self.site_id, self.sequence, self.expires, self.payload_sha256, self.manifest_sha256,
-                          {sid: (r[1], r[2], r[3], r[4]) for sid, r in self.rows.items()})
+                          {sid: (r[1], r[2], r[3], r[4]) for sid, r in self.rows.items()}, terms=self.terms)
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,7 +164,8 @@ class SummaryIndex:
                 report["incomplete"].append(site)
                 continue
             rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
-            new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows)
+            new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
+                              head.terms)
             order = list(rows)
             matrix = np.stack([vectors[sid] for sid in order]) if order else np.zeros((0, self.space.dim), np.float32)
             self._swap(None, new, [rows[sid][0] for sid in order], matrix, [])
@@ -222,7 +225,7 @@ class SummaryIndex:
             add.append((handle, i))
         kept = {row[0] for row in rows.values()}
         remove = [row[0] for row in old_rows.values() if row[0] not in kept]
-        new = SiteSet(site, pub.sequence, pub.expires, pub.payload_sha256, pub.manifest_sha256, rows)
+        new = SiteSet(site, pub.sequence, pub.expires, pub.payload_sha256, pub.manifest_sha256, rows, pub.terms)
         return Plan(pub, previous, new, add, remove)
 
     def commit(self, plan: Plan) -> SiteSet:
@@ -291,7 +294,8 @@ class SummaryIndex:
                 if previous is not None and previous.sequence >= head.sequence:
                     continue
                 rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
-                new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows)
+                new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
+                              head.terms)
                 order = list(rows)
                 matrix = (np.stack([vectors[sid] for sid in order]) if order
                           else np.zeros((0, self.space.dim), np.float32))
@@ -384,6 +388,11 @@ class SummaryIndex:
         publication but not kept, so SCOUT-RAG's richness here counts communities and entities)."""
         sets = dict(self._sites)
         return {s: (len(sets[s].rows), sum(r[4] for r in sets[s].rows.values())) for s in among if s in sets}
+
+    def term_sketches(self, among: Iterable[str]) -> dict[str, TermSketch]:
+        """The term statistics of each site of `among` that publishes them."""
+        sets = dict(self._sites)
+        return {s: sets[s].terms for s in among if s in sets and sets[s].terms is not None}  # type: ignore[misc]
 
     def count(self) -> int:
         return len(self.ann)

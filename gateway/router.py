@@ -11,8 +11,15 @@ outrank a site whose best summary is clearly closer. Further hits add nothing: a
 small communities must not win on volume. Ties break on total richness, then site id, so routing
 is deterministic.
 
+Term statistics (sync.terms, scored by gateway.lexical's CORI) add `lexical_weight * lexical(s)`
+to a site's score, and can bring in a site none of whose summaries made the top-m: at realistic
+site sizes the rare words of a factoid question say more about where it lives than a community's
+vector (SQuAD, 16 sites: benchmarks/README.md). A site that publishes no term statistics is scored
+by its summaries alone.
+
 Sites not in `active_sites` (revoked, expired, unknown) are ignored, as are sites whose best
-similarity is not above `min_score` (orthogonal or opposed to the question).
+similarity is not above `min_score` (orthogonal or opposed to the question) and that no question
+word points at.
 
 Which sites are called: at most `top_k`, and only those scoring within `margin` of the leader
 (score >= best - margin). Every call costs latency and bytes, and RAGRoute found most source
@@ -26,13 +33,15 @@ the same rule on a router that sees every chunk reaches 0.953 at 3.96 (benchmark
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Sequence
+from typing import Collection, Mapping, Sequence
 
+from hansa.core.config import GatewayConfig
 from hansa.core.errors import InputError
 from hansa.gateway.index import SummaryHit
 
 SECOND_HIT_BONUS = 0.1
 DEFAULT_MARGIN = 0.24
+DEFAULT_LEXICAL_WEIGHT = GatewayConfig.lexical_weight  # [gateway] lexical_weight: why and how it was chosen
 
 
 @dataclass(frozen=True)
@@ -41,30 +50,42 @@ class SiteScore:
     score: float
     summaries: tuple[str, ...]  # evidence: the site's matching summary ids, best first
     richness: int  # summed over the matching summaries
+    lexical: float | None = None  # the site's CORI term score (None: no term statistics used)
 
     def to_json(self) -> dict[str, object]:
-        return {"site_id": self.site_id, "score": round(self.score, 6), "summaries": list(self.summaries)}
+        out: dict[str, object] = {"site_id": self.site_id, "score": round(self.score, 6),
+                                  "summaries": list(self.summaries)}
+        if self.lexical is not None:
+            out["lexical"] = round(self.lexical, 6)
+        return out
 
 
-def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_score: float = 0.0) -> list[SiteScore]:
-    """Every routable site with hits, ranked best first (what a trace shows as considered)."""
+def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_score: float = 0.0,
+                lexical: Mapping[str, float] | None = None,
+                lexical_weight: float = DEFAULT_LEXICAL_WEIGHT) -> list[SiteScore]:
+    """Every routable site with hits (or, given `lexical`, a term score above 0), ranked best first
+    (what a trace shows as considered)."""
     per_site: dict[str, list[SummaryHit]] = {}
     for hit in hits:
         if hit.site_id in active_sites:
             per_site.setdefault(hit.site_id, []).append(hit)
+    terms = {s: v for s, v in (lexical or {}).items() if s in active_sites} if lexical_weight else {}
     ranked: list[SiteScore] = []
-    for site_id, site_hits in per_site.items():
-        site_hits.sort(key=lambda h: (-h.score, h.summary_id))
-        best = site_hits[0].score
-        if best <= min_score:
+    for site_id in per_site.keys() | {s for s, v in terms.items() if v > 0}:
+        site_hits = sorted(per_site.get(site_id, ()), key=lambda h: (-h.score, h.summary_id))
+        best = site_hits[0].score if site_hits else 0.0
+        word = terms.get(site_id)
+        if best <= min_score and not word:
             continue
         second = site_hits[1].score if len(site_hits) > 1 else 0.0
+        vector = best + SECOND_HIT_BONUS * max(second, 0.0) if best > min_score else 0.0
         ranked.append(
             SiteScore(
                 site_id=site_id,
-                score=best + SECOND_HIT_BONUS * max(second, 0.0),
+                score=vector + lexical_weight * (word or 0.0),
                 summaries=tuple(h.summary_id for h in site_hits),
                 richness=sum(h.richness for h in site_hits),
+                lexical=word,
             )
         )
     ranked.sort(key=lambda s: (-s.score, -s.richness, s.site_id))

@@ -30,6 +30,7 @@ from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConfigError, InputError
 from hansa.core.logs import get_logger
 from hansa.plugin.extraction import normalize
+from hansa.plugin.vocabulary import build_terms
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, summary_collection
 from hansa.plugin.summarize import EXTRACTIVE, summarize
 
@@ -277,6 +278,7 @@ def stored_partition(ctx: SiteContext) -> dict[str, int]:
 def clear_communities(ctx: SiteContext) -> None:
     """Withdraw every community (an emptied site): the next publish sends only tombstones."""
     _write_summaries(ctx, [])
+    build_terms(ctx)
 
 
 def build_communities(ctx: SiteContext, progress: bool = False, incremental: bool = False) -> CommunityReport:
@@ -322,6 +324,7 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
             )
         )
     embedded = _write_summaries(ctx, communities)
+    build_terms(ctx)
 
     sizes = sorted(len(c.entity_ids) for c in communities)
     report = CommunityReport(

@@ -1,7 +1,8 @@
 """`hansa site publish`: sign the site's current community summaries and hand them to the gateway.
 
 What leaves the site: per community an embedding, its richness (entity/chunk/document counts), its
-level, and the summary text only if the site's policy (`[site] publish_text`) allows it.
+level, and the summary text only if the site's policy (`[site] publish_text`) allows it; and, unless
+`[site] publish_terms` is off, the site's term statistics (sync.terms, built by plugin.vocabulary).
 
 Incremental: every publication signs the manifest of the whole current set, but carries only the
 summaries that changed since the last publication the gateway accepted (its *base*), plus
@@ -50,6 +51,7 @@ from hansa.core.files import write_bytes_atomic, write_json_atomic
 from hansa.plugin.install import check_site_file, load_identity
 from hansa.plugin.outbox import Answer, Outbox, OutboxEntry, RetryPolicy, deliver
 from hansa.plugin.site import SUMMARIES, SiteContext
+from hansa.plugin.vocabulary import read_terms
 from hansa.sync.publication import PublicationHead, build_publication, manifest_sha256, summary_sha256
 from hansa.sync.vectors import encode_vector
 from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord, parse_utc
@@ -288,9 +290,10 @@ def publish_summaries(
     ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
     ids = sorted(c.id for c in communities)
     retired = len(set(state.current) - set(ids))
+    terms = read_terms(ctx)
 
     def sign(sequence: int, base: PublicationHead | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        envelope = build_publication(identity, site_id, sequence, space, records, ttl, now=now, base=base)
+        envelope = build_publication(identity, site_id, sequence, space, records, ttl, now=now, base=base, terms=terms)
         manifest = {r.summary_id: [r.version, summary_sha256(r)] for r in records}
         sent = len(records) if base is None else sum(
             1 for r in records if base.manifest.get(r.summary_id) != (manifest[r.summary_id][0], manifest[r.summary_id][1]))

@@ -26,7 +26,7 @@ from hansa.adapters.records import ChunkHit
 from hansa.core.logs import get_logger
 from hansa.plugin import sentence_vectors
 from hansa.plugin.answer_candidates import MAX_SENTENCE_CHARS, answer_sentences, chunk_sentences  # noqa: F401  (re-exported)
-from hansa.plugin.extraction import STOPWORDS, fold
+from hansa.core.text import STOPWORDS, fold
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
 

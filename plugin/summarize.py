@@ -18,7 +18,7 @@ from hansa.adapters.llm.base import LLM
 from hansa.adapters.records import CommunityContext
 from hansa.core.logs import get_logger
 from hansa.plugin.chunking import sentence_spans
-from hansa.plugin.extraction import fold
+from hansa.core.text import fold
 
 log = get_logger(__name__)
 

@@ -46,6 +46,7 @@ from hansa.core.errors import ConflictError, InputError, VerificationError
 from hansa.core.jsonsafe import loads_strict
 from hansa.sync.dsse import sign_envelope, verify_envelope
 from hansa.sync.keys import SiteIdentity
+from hansa.sync.terms import TermSketch
 from hansa.sync.vectors import WIRE_DTYPE, b64decode_strict, b64encode
 from hansa.sync.wire import (
     MAX_INT64,
@@ -67,6 +68,8 @@ MAX_LEVEL = 1024
 _PAYLOAD_KEYS = frozenset(
     {"site_id", "sequence", "issued_at", "expires", "embedding", "base", "manifest", "summaries", "tombstones"}
 )
+# Optional: "terms", the site's term statistics (sync.terms); absent when the site publishes none.
+_OPTIONAL_PAYLOAD_KEYS = frozenset({"terms"})
 _BASE_KEYS = frozenset({"sequence", "manifest_sha256"})
 _COLUMN_KEYS = frozenset({"ids", "versions", "levels", "entities", "chunks", "documents", "texts", "vectors"})
 
@@ -190,6 +193,7 @@ class Publication:
     tombstones: tuple[str, ...]  # summaries of the base that the site withdraws
     payload_sha256: str  # of the exact signed bytes: one sequence, one content
     manifest_sha256: str
+    terms: TermSketch | None = None  # the site's whole current term statistics (never a delta)
 
     @property
     def summaries(self) -> tuple[SummaryRecord, ...]:
@@ -257,9 +261,12 @@ def build_publication(
     ttl: timedelta,
     now: datetime | None = None,
     base: PublicationHead | None = None,
+    terms: TermSketch | None = None,
 ) -> dict[str, Any]:
     """Sign the site's whole current set `summaries`; with `base` (the last set the gateway
     accepted), carry only records that differ from it plus tombstones for those it no longer has.
+    `terms`, when given, travels whole in every publication (a few tens of KB): the gateway holds
+    exactly the statistics of the publication it routes by, with no delta rules of their own.
 
     Refuses anything the gateway would refuse, by reading its own bytes back as a gateway does."""
     validate_site_id(site_id)
@@ -291,6 +298,8 @@ def build_publication(
         "summaries": _columns_json(pieces, embedding.dim),
         "tombstones": tombstones,
     }
+    if terms is not None:
+        payload["terms"] = terms.to_json()
     data = canonical_json(payload)
     parsed = parse_publication(data)  # what a gateway will read, checked the way it checks
     if base is not None:
@@ -463,8 +472,9 @@ def _payload_object(data: bytes) -> dict[str, Any]:
         raise _fail(f"invalid JSON ({exc})") from exc
     if not isinstance(obj, dict):
         raise _fail("expected an object")
-    if obj.keys() != _PAYLOAD_KEYS:
-        missing, extra = sorted(_PAYLOAD_KEYS - obj.keys()), sorted(obj.keys() - _PAYLOAD_KEYS)
+    if not _PAYLOAD_KEYS <= obj.keys() <= _PAYLOAD_KEYS | _OPTIONAL_PAYLOAD_KEYS:
+        missing = sorted(_PAYLOAD_KEYS - obj.keys())
+        extra = sorted(obj.keys() - _PAYLOAD_KEYS - _OPTIONAL_PAYLOAD_KEYS)
         raise _fail(f"payload keys are wrong (missing {missing}, unknown {extra})")
     return obj
 
@@ -515,10 +525,11 @@ def _with_pieces(header: _Header, obj: dict[str, Any], payload_digest: str) -> P
     listed = [sid for sid in tombstones if sid in manifest]
     if listed:
         raise _fail(f"summary {listed[0]!r} is both withdrawn (tombstone) and in the manifest")
+    terms = TermSketch.from_json(obj["terms"], "publication: terms") if "terms" in obj else None
     return Publication(
         site_id=header.site_id, sequence=header.sequence, issued_at=header.issued_at, expires=header.expires,
         embedding=header.embedding, base=base, manifest=manifest, pieces=pieces, tombstones=tombstones,
-        payload_sha256=payload_digest, manifest_sha256=manifest_sha256(manifest),
+        payload_sha256=payload_digest, manifest_sha256=manifest_sha256(manifest), terms=terms,
     )
 
 

@@ -125,6 +125,12 @@ class GraphStore(ABC):
     def chunks(self, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         """Chunks by id with their document title (score 0), in the order given; unknown ids skipped."""
 
+    @abstractmethod
+    def chunk_texts(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, str, str]]:
+        """Up to `limit` stored chunks as (chunk id, document id, text), by chunk id ascending,
+        only ids strictly after `after` (None: from the start); [] when `limit` < 1. Keyset pages:
+        the site reads its whole corpus (term statistics for routing) without holding it at once."""
+
     # -- graph -----------------------------------------------------------------------------
     @abstractmethod
     def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:

@@ -465,6 +465,18 @@ class EmbeddedGraphStore(GraphStore):
             rows = {row[0]: row for row in db.execute(_CHUNK_ROWS, (_ids(chunk_ids),))}
         return [_hit(rows[cid], 0.0, "vector") for cid in dict.fromkeys(chunk_ids) if cid in rows]
 
+    def chunk_texts(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, str, str]]:
+        """`id > ?` with "" for the first page (chunk ids are never empty) keeps it a range
+        search on the primary key; `? IS NULL OR id > ?` would scan from the first id each page."""
+        if limit < 1:
+            return []
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT id, doc_id, text FROM hansa_chunks WHERE id > ? ORDER BY id LIMIT ?",
+                ("" if after is None else after, int(limit)),
+            ).fetchall()
+        return [(row[0], row[1], row[2]) for row in rows]
+
     # -- graph ---------------------------------------------------------------------------------
     def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
         """See `_EXPAND`: score = summed weight of relations between each shared entity and the

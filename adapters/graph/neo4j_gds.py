@@ -390,6 +390,14 @@ class Neo4jGraphStore(GraphStore):
         found = {r["chunk_id"]: r for r in self._query("graph/chunks", "reading chunks", chunk_ids=wanted)}
         return [_hit(found[cid], 0.0, "vector") for cid in wanted if cid in found]
 
+    def chunk_texts(self, after: str | None = None, limit: int = 1000) -> list[tuple[str, str, str]]:
+        if limit < 1:
+            return []
+        records = self._query(
+            "graph/chunk_texts", "reading chunk texts", after="" if after is None else after, limit=int(limit)
+        )
+        return [(r["chunk_id"], r["doc_id"], r["text"]) for r in records]
+
     # -- graph ---------------------------------------------------------------------------------
     def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
         if limit < 1 or not chunk_ids:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from hansa.plugin.extraction import fold
+from hansa.core.text import fold
 from hansa.plugin.retrieval import content_words
 from hansa.sync.wire import MAX_QUESTION_CHARS
 

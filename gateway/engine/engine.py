@@ -189,7 +189,7 @@ class QueryEngine:
         self.history = history  # which sites final answers cite (a tier signal); None: not kept
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
-        return (policy.router or SummaryRouter(self.cfg.site_margin), policy.gate or default_gate(self.calibration),
+        return (policy.router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight), policy.gate or default_gate(self.calibration),
                 policy.refiner or OneRound(), policy.abstainer or default_abstainer(self.calibration))
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,

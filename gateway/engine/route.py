@@ -7,7 +7,8 @@ k, or exactly the sites the request named), and the sites whose summaries matche
 routed to (`excluded`, with the reason). It calls no site.
 
 The default `SummaryRouter` is DGRAG summary matching with the margin rule of gateway.router,
-unchanged; a learned router replaces it by implementing the same two methods.
+plus the sites' published term statistics (CORI, gateway.lexical); a learned router replaces it by
+implementing the same two methods.
 """
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ import numpy as np
 from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.index import SummaryHit, SummaryIndex
 from hansa.gateway.registry import REVOKED, SiteRecord
-from hansa.gateway.router import DEFAULT_MARGIN, SiteScore, score_sites, select_sites
+from hansa.gateway.lexical import lexical_scores
+from hansa.gateway.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
+from hansa.sync.terms import term_keys
 
 
 class Router(Protocol):
-    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str]) -> list[SiteScore]:
-        """Every routable site worth considering, best first."""
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
+             lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
+        """Every routable site worth considering, best first; `lexical` is each site's CORI term
+        score (gateway.lexical) for routers that use it."""
         ...
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
@@ -39,9 +44,11 @@ class SummaryRouter:
     called within `margin` of the leader."""
 
     margin: float = DEFAULT_MARGIN
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT  # 0: summaries alone
 
-    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str]) -> list[SiteScore]:
-        return score_sites(hits, routable)
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
+             lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
+        return score_sites(hits, routable, lexical=lexical, lexical_weight=self.lexical_weight)
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         return select_sites(ranked, k, self.margin)
@@ -56,7 +63,7 @@ class Routing:
     excluded: list[dict[str, str]]
     selection: str  # "routed" or "explicit"
     embed_ms: float
-    search_ms: float
+    search_ms: float  # summary search, term scoring and ranking
 
     def best_summary(self, site_id: str) -> float | None:
         """The site's best summary similarity among the top-m hits (None: none of its summaries
@@ -88,7 +95,7 @@ def route(
     vector = embedder.embed_one(question)
     t1 = time.perf_counter()
     hits = index.search(vector, top_m)
-    considered = router.rank(vector, hits, routable)
+    considered = router.rank(vector, hits, routable, lexical=site_term_scores(question, index, routable))
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]
     else:
@@ -98,6 +105,12 @@ def route(
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
                    (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+
+def site_term_scores(question: str, index: SummaryIndex, routable: Collection[str]) -> dict[str, float]:
+    """Each routable site's CORI score for the question's words (sites without term statistics
+    are absent)."""
+    return lexical_scores(term_keys(question), index.term_sketches(routable))
 
 
 def router_json(router: Router) -> dict[str, Any]:

@@ -130,7 +130,9 @@ class TieredRouter:
     history: SiteHistory | None = None
     cutoffs: TierCutoffs = field(default_factory=TierCutoffs)
 
-    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str]) -> list[SiteScore]:
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
+             lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
+        """Tiers come from the summaries alone (SCOUT-RAG's signals); `lexical` is not used yet."""
         sites = {h.site_id for h in hits if h.site_id in routable}
         richness = self.index.richness(sites) if self.index is not None else {}
         history = {s: self.history.score(s) for s in sites} if self.history is not None else {}

@@ -19,7 +19,7 @@ import random
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -129,14 +129,17 @@ class LearnedRouter:
 
     # -- Router contract ------------------------------------------------------------------------------
 
-    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str]) -> list[SiteScore]:
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
+             lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
+        """The model's features come from the summaries alone; `lexical` is not a feature yet."""
         feats = site_features(hits, routable, self.published)
         if not feats:
             return []
         model = self.model()
         probs = model.probabilities(np.vstack([f.vector for f in feats])) if model else [None] * len(feats)
         scored = [LearnedScore(f.score.site_id, f.score.score, f.score.summaries, f.score.richness,
-                               tuple(float(v) for v in f.vector), None if p is None else float(p))
+                               features=tuple(float(v) for v in f.vector),
+                               probability=None if p is None else float(p))
                   for f, p in zip(feats, probs)]
         if model:  # stable: ties keep summary order
             scored.sort(key=lambda s: -(s.probability or 0.0))

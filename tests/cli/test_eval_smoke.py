@@ -73,7 +73,9 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     assert meta["gateway_vector_bytes"] < meta["gateway_storage_bytes"] < meta["publication_bytes"]
     assert records[(4, "hansa")]["gateway_storage_share_of_raw"] == meta["gateway_storage_share_of_raw"] > 0
     curves = doc["federations"]["fed4"]["routing_gold_site_recall_at_k"]
-    assert set(curves) == {"summaries", "full_information", "centroid"}
+    assert set(curves) == {"summaries", "summary_vectors", "terms", "full_information", "centroid"}
+    # the sites published term statistics and the gateway holds them with each site's set
+    assert meta["published_terms"] > 0 and 0 < meta["gateway_terms_bytes"] < meta["gateway_storage_bytes"]
     assert all(0.0 <= v <= 1.0 for c in curves.values() for v in c.values())
 
     again = CliRunner().invoke(main, [
@@ -88,7 +90,7 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     assert rerun["records"] == []  # routing only: no site was asked
     ways = rerun["federations"]["fed4"]["conversation_routing"]
     assert {"last_turn", "all_turns_joined", "carry=8,decay=0.5"} <= set(ways)
-    assert all(set(c) == {"summaries", "full_information", "centroid"} for c in ways.values())
+    assert all(set(c) == set(curves) for c in ways.values())
 
 
 def test_eval_llm_needs_an_endpoint(tmp_path: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,6 +33,8 @@ from hansa.sync.publication import (
     open_publication,
     summary_sha256,
 )
+from hansa.gateway.engine.route import site_term_scores
+from hansa.sync.terms import TermSketch
 from hansa.sync.vectors import encode_vector
 from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord, canonical_json
 
@@ -112,11 +114,12 @@ class Site:
         self.head: PublicationHead | None = None
 
     def envelope(self, sequence: int, records: Any, base: PublicationHead | None = None,
-                 now: datetime | None = None, ttl: timedelta = TTL) -> dict[str, Any]:
-        return build_publication(self.identity, self.site_id, sequence, self.gw.space, records, ttl, now=now, base=base)
+                 now: datetime | None = None, ttl: timedelta = TTL, terms: TermSketch | None = None) -> dict[str, Any]:
+        return build_publication(self.identity, self.site_id, sequence, self.gw.space, records, ttl, now=now, base=base,
+                                 terms=terms)
 
-    def publish(self, sequence: int, records: Any, delta: bool = True) -> Any:
-        resp = self.gw.post(self.site_id, self.envelope(sequence, records, self.head if delta else None))
+    def publish(self, sequence: int, records: Any, delta: bool = True, terms: TermSketch | None = None) -> Any:
+        resp = self.gw.post(self.site_id, self.envelope(sequence, records, self.head if delta else None, terms=terms))
         if resp.status_code == 200:
             self.head = PublicationHead(sequence, {r.summary_id: (r.version, summary_sha256(r)) for r in records})
         return resp
@@ -436,3 +439,41 @@ def test_searches_see_the_old_set_or_the_new_one_never_a_mix(ann: str, embedder)
     assert {h.summary_id[0] for h in index.search(centre, 40) if h.site_id == "flip"} == {"b"}
     if ann == "ivf":
         assert index.ann.kind == "ivf" and len(index.ann) == 112
+
+
+def _sketch(*texts: str) -> TermSketch:
+    return TermSketch.from_documents([(f"d{i}", t) for i, t in enumerate(texts)], 1)
+
+
+def test_term_statistics_are_held_with_the_set_they_came_with_and_survive_a_restart(gw: Gateway, vectors) -> None:
+    lyon, paris = Site(gw, "terms-lyon"), Site(gw, "terms-paris")
+    assert lyon.publish(1, [rec(vectors, "a", "rivers")], terms=_sketch("quenelles of Lyon", "Lyon bouchons")).status_code == 200
+    assert paris.publish(1, [rec(vectors, "b", "pastry")], terms=_sketch("croissants in Paris")).status_code == 200
+    sites = {"terms-lyon", "terms-paris"}
+    scores = site_term_scores("Where are quenelles served in Lyon?", gw.index, sites)
+    assert scores["terms-lyon"] > scores["terms-paris"] == 0.0
+    # a delta carries the whole new sketch; the set it describes and the sketch switch together
+    assert lyon.publish(2, [rec(vectors, "a", "rivers")], terms=_sketch("croissants", "croissants again")).status_code == 200
+    assert gw.index.current("terms-lyon").terms.documents == 2
+    scores = site_term_scores("Where are quenelles served in Lyon?", gw.index, sites)
+    assert set(scores.values()) == {0.0}
+    gw.restart()
+    held = gw.index.term_sketches(sites)
+    assert held["terms-lyon"].documents == 2 and held["terms-paris"].documents == 1
+    assert held["terms-paris"].keys.tolist() == _sketch("croissants in Paris").keys.tolist()
+    # a publication without term statistics leaves the site routed by its summaries alone
+    assert paris.publish(2, [rec(vectors, "b", "pastry")]).status_code == 200
+    assert set(gw.index.term_sketches(sites)) == {"terms-lyon"}
+    gw.restart()
+    assert set(gw.index.term_sketches(sites)) == {"terms-lyon"}
+
+
+def test_malformed_term_statistics_are_refused_and_change_nothing(gw: Gateway, vectors) -> None:
+    site = Site(gw, "terms-bad")
+    assert site.publish(1, [rec(vectors, "a", "castles")], terms=_sketch("moats", "walls")).status_code == 200
+    payload = payload_of(site.envelope(2, [rec(vectors, "a", "castles")], terms=_sketch("moats")))
+    payload["terms"]["count"] += 1
+    resp = gw.post(site.site_id, site.sign(payload))
+    assert resp.status_code == 400 and "terms" in resp.get_json()["error"]
+    held = gw.index.current(site.site_id)
+    assert held.sequence == 1 and held.terms.documents == 2

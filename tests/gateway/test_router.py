@@ -68,3 +68,16 @@ def test_clearly_weaker_sites_are_not_called_even_within_top_k() -> None:
     edge = [hit("gold", "g1", 0.60), hit("edge", "e1", 0.60 - DEFAULT_MARGIN), hit("out", "o1", 0.60 - DEFAULT_MARGIN - 0.01)]
     assert [s.site_id for s in route(edge, 3, {"gold", "edge", "out"})] == ["gold", "edge"]
     assert select_sites([], 3) == []
+
+
+def test_term_scores_add_to_the_summary_score_and_can_bring_in_a_site_without_hits() -> None:
+    hits = [hit("a", "a1", 0.60), hit("b", "b1", 0.55)]
+    lexical = {"a": 0.0, "b": 0.02, "c": 0.05, "revoked": 0.9}
+    ranked = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=4.0)
+    assert [s.site_id for s in ranked] == ["b", "a", "c"]
+    assert ranked[0].score == pytest.approx(0.55 + 4.0 * 0.02) and ranked[0].lexical == 0.02
+    assert ranked[2].score == pytest.approx(4.0 * 0.05) and ranked[2].summaries == ()
+    assert ranked[0].to_json()["lexical"] == 0.02
+    # weight 0: the summaries alone, as before term statistics existed
+    alone = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=0.0)
+    assert [s.site_id for s in alone] == ["a", "b"] and "lexical" not in alone[0].to_json()

@@ -225,3 +225,32 @@ def test_expiry_follows_the_configured_ttl(built_site: SiteContext, tmp_path: Pa
     finally:
         built_site.cfg.site.publication_ttl_hours = before
     assert payload.expires == (NOW + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_term_statistics_are_published_without_words_of_a_single_document(built_site: SiteContext,
+                                                                          tmp_path: Path) -> None:
+    from hansa.plugin.vocabulary import TERMS_FILENAME, build_terms
+    from hansa.sync.terms import term_keys
+
+    site = built_site.cfg.site
+    before = (site.publish_terms, site.terms_min_documents)
+    try:
+        _, pub = _publish_to_file(built_site, tmp_path, "terms.json")
+        assert pub.terms is not None and pub.terms.min_documents == 2
+        assert pub.terms.documents == built_site.graph.stats().documents
+        # "Brightwater" is named by one document only: never published at the default threshold
+        assert pub.terms.lookup(term_keys("Brightwater Lighthouse")).tolist() == [0, 0]
+        site.terms_min_documents = 1
+        with pytest.raises(ConfigError, match="terms_min_documents"):  # the stored sketch used another threshold
+            publish_summaries(built_site, out=tmp_path / "stale.json", now=NOW)
+        build_terms(built_site)
+        _, pub = _publish_to_file(built_site, tmp_path, "terms1.json")
+        assert pub.terms.lookup(term_keys("Brightwater")).tolist() == [1]
+        site.publish_terms = False
+        build_terms(built_site)
+        assert not (built_site.cfg.home / TERMS_FILENAME).exists()
+        _, pub = _publish_to_file(built_site, tmp_path, "none.json")
+        assert pub.terms is None
+    finally:
+        site.publish_terms, site.terms_min_documents = before
+        build_terms(built_site)

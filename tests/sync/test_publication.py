@@ -30,6 +30,7 @@ from hansa.sync.publication import (
     summary_record_bytes,
     summary_sha256,
 )
+from hansa.sync.terms import TermSketch
 from hansa.sync.vectors import decode_vector, encode_vector
 from hansa.sync.wire import PUBLICATION_TYPE, EmbeddingSpace, Richness, SummaryRecord, canonical_json
 
@@ -362,6 +363,9 @@ def test_parse_is_what_open_checks_without_key_or_clock(site: SiteIdentity) -> N
     lambda p: p["manifest"].update(c0=[1, "ABC"]),
     lambda p: p["manifest"].update(c0=[1]),
     lambda p: p["manifest"].update({"../x": [1, "0" * 64]}),
+    lambda p: p.update(terms=[]),
+    lambda p: p.update(terms={"documents": 1, "min_documents": 1, "count": 1, "data": "AAAA"}),
+    lambda p: p.update(term_statistics={}),
 ])
 def test_malformed_signed_payload_is_an_input_error(site: SiteIdentity, mutate: Callable[[Any], Any]) -> None:
     obj = _obj()
@@ -393,3 +397,18 @@ def test_build_refuses_bad_arguments(site: SiteIdentity) -> None:
         args.update(kwargs)
         with pytest.raises(HansaError):
             build_publication(**args)
+
+
+def test_term_statistics_travel_signed_and_whole(site: SiteIdentity) -> None:
+    sketch = TermSketch.from_documents([("d1", "Normans in Normandy"), ("d2", "Normans again"), ("d3", "solo")], 2)
+    full = _open(build_publication(site, "site-a", 7, SPACE, RECORDS, TTL, now=NOW, terms=sketch), site)
+    assert full.terms is not None and full.terms.keys.tolist() == sketch.keys.tolist()
+    assert full.terms.dfs.tolist() == [2] and full.terms.documents == 3
+    # a delta carries the whole sketch again: the gateway routes by exactly what this payload signed
+    delta = _open(build_publication(site, "site-a", 8, SPACE, RECORDS, TTL, now=NOW, base=_head(RECORDS), terms=sketch),
+                  site)
+    assert len(delta.pieces) == 0 and delta.terms is not None and len(delta.terms) == 1
+    # without terms (a site that publishes none, or an older one) the field is simply absent
+    plain = build_publication(site, "site-a", 9, SPACE, RECORDS, TTL, now=NOW)
+    assert "terms" not in json.loads(base64.b64decode(plain["payload"]))
+    assert _open(plain, site).terms is None

@@ -205,6 +205,27 @@ def test_chunks_in_given_order_skipping_unknown_ids(graph_store: GraphStore) -> 
     assert graph_store.chunks([]) == []
 
 
+def test_chunk_texts_pages_every_chunk_in_id_order(graph_store: GraphStore) -> None:
+    graphs = [
+        doc("d1", {"k3": ["a"], "k1": ["b"], "k5": ["a", "b"]}),
+        doc("d2", {"k2": ["c"], "k6": ["a"]}),
+        doc("d3", {"k4": ["d"]}, texts={"k4": "Straße: 'quoted' $after\n"}),
+    ]
+    graph_store.write_documents(graphs)
+    expected = sorted((c.id, c.doc_id, c.text) for g in graphs for c in g.chunks)
+    pages, after = [], None
+    while page := graph_store.chunk_texts(after=after, limit=2):
+        assert len(page) <= 2
+        pages.append(page)
+        after = page[-1][0]
+    assert [row for page in pages for row in page] == expected
+    assert len(pages) == 3
+    assert graph_store.chunk_texts() == expected
+    assert graph_store.chunk_texts(after="k2", limit=2) == expected[2:4]
+    assert graph_store.chunk_texts(after="k6") == []
+    assert graph_store.chunk_texts(limit=0) == []
+
+
 def test_a_bad_batch_writes_nothing(graph_store: GraphStore) -> None:
     good = doc("good", {"g1": ["x", "y"]}, [("x", "y", 1.0)])
     bad = doc("bad", {"b1": ["x"]})
