@@ -263,9 +263,13 @@ class Gateway:
         self.sync()
         now = utc_now()
         learned = {r["site_id"]: r for r in self.reliability.view()} if self.reliability else {}
+        records = self.registry.list()
+        terms = self.index.term_sketches([r.site_id for r in records])
         return {"sites": [{**r.view(now), "last_call": self.last_call(r.site_id),
+                           # words in the site's published term statistics (None: it publishes none)
+                           "terms": len(terms[r.site_id]) if r.site_id in terms else None,
                            **({"reliability": learned[r.site_id]} if r.site_id in learned else {})}
-                          for r in self.registry.list()]}
+                          for r in records]}
 
     def health(self) -> dict[str, Any]:
         self.sync()

@@ -378,6 +378,7 @@ def status(as_json: bool) -> None:
     from hansa.plugin.install import load_identity, read_site_file
     from hansa.plugin.publish import read_state, state_file
     from hansa.plugin.site import CHUNKS, SUMMARIES
+    from hansa.plugin.vocabulary import read_terms
 
     view: dict[str, Any] = {}
     with _site() as ctx:
@@ -389,6 +390,10 @@ def status(as_json: bool) -> None:
             view["identity"] = {"keyid": identity.keyid, "public_key": identity.public_key_b64}
             view["graph"] = {"backend": ctx.graph.backend, **dataclasses.asdict(ctx.graph.stats())}
             view["vectors"] = {"chunks": ctx.vectors.count(CHUNKS), "summaries": ctx.vectors.count(SUMMARIES)}
+            terms = read_terms(ctx) if ctx.cfg.site.publish_terms else None
+            view["terms"] = (None if terms is None else
+                             {"terms": len(terms), "documents": terms.documents, "min_documents": terms.min_documents,
+                              "bytes": terms.stored_bytes()})
         state = read_state(ctx)
         view["last_publication"] = ({"sequence": state.sequence, "summaries": len(state.current),
                                      "state_file": str(state_file(ctx))} if state.sequence else None)
@@ -409,6 +414,10 @@ def status(as_json: bool) -> None:
         click.echo(f"graph ({g['backend']}): {g['documents']} documents, {g['chunks']} chunks, "
                    f"{g['entities']} entities, {g['relations']} relations, {g['communities']} communities")
         click.echo(f"vectors: {v['chunks']} chunks, {v['summaries']} summaries")
+        t = view["terms"]
+        click.echo("term statistics: " + (
+            f"{t['terms']} words used by >= {t['min_documents']} documents ({t['bytes']} bytes), published"
+            if t else "none (publish_terms off, or run `hansa site communities`)"))
     last = view["last_publication"]
     if last:
         click.echo(f"last publication: sequence {last['sequence']}, {last['summaries']} summaries ({last['state_file']})")

@@ -2,8 +2,8 @@
 
 Why exactly: a site lives inside an organization's own Neo4j and Milvus. Uninstall drops the
 Hansa* nodes, hansa's own constraints and indexes (named one by one, never by pattern over the
-organization's schema), GDS graphs hansa projected, the site's two Milvus collections, site.json
-and the source roots — and nothing else. The signing key goes only with `keys=True`: the gateway
+organization's schema), GDS graphs hansa projected, the site's Milvus collections, site.json,
+the source roots and the term statistics built from the corpus (terms.json) — and nothing else. The signing key goes only with `keys=True`: the gateway
 enrolled its public half, and a reinstall that keeps it can rejoin without a new enrolment. The
 publication state (sequence floors) stays, so a reinstalled site keeps publishing above them.
 """
@@ -18,6 +18,7 @@ from hansa.core.logs import get_logger
 from hansa.plugin.install import site_file
 from hansa.plugin.site import COLLECTIONS, SiteContext
 from hansa.plugin.sources import sources_file
+from hansa.plugin.vocabulary import TERMS_FILENAME
 from hansa.sync.keys import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE
 
 log = get_logger(__name__)
@@ -52,7 +53,7 @@ def uninstall_site(ctx: SiteContext, *, keys: bool = False) -> UninstallResult:
             ctx.vectors.drop(name)
             dropped.append(name)
     removed: list[str] = []
-    paths: list[Path] = [site_file(ctx), sources_file(ctx.cfg.home)]
+    paths: list[Path] = [site_file(ctx), sources_file(ctx.cfg.home), ctx.cfg.home / TERMS_FILENAME]
     if keys:
         paths += [ctx.identity_dir / PRIVATE_KEY_FILE, ctx.identity_dir / PUBLIC_KEY_FILE]
     for path in paths:

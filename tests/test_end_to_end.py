@@ -96,3 +96,24 @@ def test_no_chunk_text_reached_the_gateway(demo_run) -> None:
             if len(window) == 60 and window in re.sub(r"\s+", " ", received):
                 leaked.append((p["id"], window))
     assert not leaked, leaked[:3]
+
+
+def test_publications_carry_hashed_term_statistics_and_never_a_word(demo_run) -> None:
+    """Each site's term statistics travel in its signed publication as hashes with counts: no word
+    of any passage appears in them, and a word a single document uses is not among the hashes."""
+    from hansa.sync.terms import TermSketch, term_keys, terms
+
+    passages, _, _, tap = demo_run
+    publications = [json.loads(base64.b64decode(json.loads(body)["payload"]))
+                    for path, body in tap.bodies if path.endswith("/publications")]
+    sketches = [TermSketch.from_json(p["terms"]) for p in publications]
+    assert all(len(s) > 0 and s.min_documents == 2 for s in sketches)
+    words = set().union(*(terms(p["text"]) for p in passages))
+    blobs = "\n".join(p["terms"]["data"] for p in publications)
+    assert not [w for w in words if len(w) > 5 and w in blobs]
+    in_one_document = [w for w in words if sum(w in terms(p["text"]) for p in passages) == 1]
+    assert in_one_document
+    published = set().union(*(set(s.keys.tolist()) for s in sketches))
+    unique_keys = {int(term_keys(w)[0]) for w in in_one_document}
+    # 24-bit hashes: a chance collision with another published word is possible, but rare
+    assert len(unique_keys & published) <= max(1, len(unique_keys) // 100)

@@ -152,9 +152,12 @@ def test_query_delete_sync_skip_bad_and_uninstall_on_the_embedded_store(tmp_path
     other = _run(home, "install", site_id="other")
     assert other.exit_code == 1 and "'acme'" in other.output
 
+    assert (home / "terms.json").exists()  # built with the communities
+    assert "term statistics: " in _run(home, "status").stdout
     gone = _run(home, "uninstall", "--yes")
     assert gone.exit_code == 0 and "collections: chunks, summaries, sentences" in gone.stdout
     assert not (home / "site.json").exists() and not (home / "sources.json").exists()
+    assert not (home / "terms.json").exists()
     assert (home / "keys" / "site-ed25519.pem").exists()
     assert "installed: no" in _run(home, "status").stdout
     assert _run(home, "install", site_id="other").exit_code == 0  # free for another site now
