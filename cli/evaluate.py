@@ -28,6 +28,23 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """--site-setting / --gateway-setting KEY=VALUE pairs, each key checked against its section."""
+    from hansa.evaluation.runner import setting_env
+
+    pairs = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise click.UsageError(f"--{section}-setting takes KEY=VALUE, not {item!r}")
+        pairs.append((key.strip(), value.strip()))
+    try:
+        setting_env(section, pairs)
+    except HansaError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return tuple(pairs)
+
+
 @click.command("eval")
 @click.option("--dataset", type=click.Choice(DATASETS), default="mtrag", show_default=True)
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -59,6 +76,9 @@ def _sizes(text: str) -> tuple[int, ...]:
 @click.option("--site-setting", "site_settings", multiple=True, metavar="KEY=VALUE",
               help="Build every site with this [site] setting (repeatable), e.g. chunks_per_summary=32: "
                    "a sweep; each value is its own cached build.")
+@click.option("--gateway-setting", "gateway_settings", multiple=True, metavar="KEY=VALUE",
+              help="Run the gateway with this [gateway] setting (repeatable), e.g. lexical_weight=2: a sweep of "
+                   "how it routes; the sites are reused as built.")
 @click.option("--calibration", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="The gate's and abstention's calibration for the gateway (from `hansa gateway calibrate --out`); "
                    "without it the gateway's safe defaults (always escalate, abstain by rule).")
@@ -75,7 +95,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
-             calibration: Path | None, calibration_rows: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
+             gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -91,16 +111,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     except HansaError as exc:
         raise click.UsageError(str(exc)) from exc
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
-    pairs = []
-    for item in site_settings:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise click.UsageError(f"--site-setting takes KEY=VALUE, not {item!r}")
-        pairs.append((key.strip(), value.strip()))
-    try:
-        runner.site_env(pairs)
-    except HansaError as exc:
-        raise click.UsageError(str(exc)) from exc
+    pairs, gateway_pairs = _settings("site", site_settings), _settings("gateway", gateway_settings)
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
                             limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
@@ -109,7 +120,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             llm_api_key=llm_cfg.api_key if llm_cfg else "",
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
-                            site_settings=tuple(pairs), calibration=calibration, calibration_rows=calibration_rows)
+                            site_settings=pairs, gateway_settings=gateway_pairs, calibration=calibration, calibration_rows=calibration_rows)
     if smoke:
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"

@@ -80,6 +80,9 @@ class EvalSettings:
     # [site] settings every site is built with, e.g. (("chunks_per_summary", "32"),): a sweep of
     # how sites are built, each value its own cached build
     site_settings: tuple[tuple[str, str], ...] = ()
+    # [gateway] settings the gateway runs with, e.g. (("lexical_weight", "2"),): a sweep of how the
+    # gateway routes; sites are reused as built
+    gateway_settings: tuple[tuple[str, str], ...] = ()
     # the gate's and abstention's calibration the gateway loads (`hansa gateway calibrate --out`)
     calibration: Path | None = None
     # write the gate and abstain rows of the asked (fit-split) questions here, one file per
@@ -87,20 +90,24 @@ class EvalSettings:
     calibration_rows: Path | None = None
 
 
-def site_env(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """`[site]` settings as the environment overrides a site's configuration reads; an unknown key
-    is an error, not a silently ignored sweep."""
+def setting_env(section: str, settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """`[site]` or `[gateway]` settings as the environment overrides that role's configuration
+    reads; an unknown key is an error, not a silently ignored sweep."""
     from dataclasses import fields
 
-    from hansa.core.config import SiteConfig
+    from hansa.core.config import GatewayConfig, SiteConfig
 
-    known = {f.name for f in fields(SiteConfig)}
+    known = {f.name for f in fields({"site": SiteConfig, "gateway": GatewayConfig}[section])}
     out = {}
     for key, value in settings:
         if key not in known:
-            raise HansaError(f"unknown [site] setting {key!r}: one of {', '.join(sorted(known))}")
-        out[f"HANSA_SITE_{key.upper()}"] = value
+            raise HansaError(f"unknown [{section}] setting {key!r}: one of {', '.join(sorted(known))}")
+        out[f"HANSA_{section.upper()}_{key.upper()}"] = value
     return out
+
+
+def site_env(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    return setting_env("site", settings)
 
 
 @dataclass
@@ -332,7 +339,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
     docs = {s: [p.as_document() for p in ps] for s, ps in sites.items()}
     central = n_sites == 1
     strategies = ["centralized"] if central else [s for s in settings.strategies if s != "centralized"]
-    gateway_env = {"HANSA_GATEWAY_SITE_TIMEOUT_S": str(settings.site_timeout_s)}
+    gateway_env = {"HANSA_GATEWAY_SITE_TIMEOUT_S": str(settings.site_timeout_s),
+                   **setting_env("gateway", settings.gateway_settings)}
     if settings.top_k_sites:
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
     if settings.calibration is not None:
