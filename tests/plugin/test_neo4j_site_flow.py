@@ -26,6 +26,7 @@ from hansa.core.config import Config, load_config
 from hansa.plugin.install import load_identity
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.communities import summary_vectors
+from hansa.sync.terms import TermSketch
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.publication import open_publication
 from hansa.sync.vectors import decode_vector
@@ -205,6 +206,13 @@ def test_site_workflow_on_neo4j_gds(driver: Driver, neo4j_uri: str, passages: di
     for record in publication.summaries:
         np.testing.assert_array_equal(decode_vector(record.vector_b64, space.dim), vectors[record.summary_id])
         assert record.text is None  # default policy: no summary text leaves the site
+    # term statistics, read from Neo4j page by page, counted per document as the embedded store counts them
+    assert publication.terms is not None and publication.terms.documents == doc_count
+    with SiteContext.open(_config(home, neo4j_uri)) as ctx:
+        corpus = [(doc, text) for _, doc, text in ctx.graph.chunk_texts(limit=100_000)]
+    expected = TermSketch.from_documents(corpus, 2)
+    assert publication.terms.keys.tolist() == expected.keys.tolist() and len(expected) > 0
+    assert publication.terms.dfs.tolist() == expected.dfs.tolist()
 
     # 5. status reads the Neo4j-backed site
     out = _run(home, neo4j_uri, "status").output
