@@ -11,11 +11,19 @@ outrank a site whose best summary is clearly closer. Further hits add nothing: a
 small communities must not win on volume. Ties break on total richness, then site id, so routing
 is deterministic.
 
-Term statistics (sync.terms, scored by gateway.lexical's CORI) add `lexical_weight * lexical(s)`
+Term statistics (sync.terms, scored by gateway.lexical's CORI) add
+
+    lexical_weight * lexical(s) / max over sites of lexical
+
 to a site's score, and can bring in a site none of whose summaries made the top-m: at realistic
 site sizes the rare words of a factoid question say more about where it lives than a community's
-vector (SQuAD, 16 sites: benchmarks/README.md). A site that publishes no term statistics is scored
-by its summaries alone.
+vector. Why relative to the best site: CORI scores shrink with question length and federation
+size, while a share of the leader's stays in the units of the summary score and the margin, so one
+weight and one margin serve MTRAG's small sites and SQuAD's large ones. Chosen on both fit splits
+(16 sites, routing only; benchmarks/README.md, "Term statistics"): weight 0.3 with margin 0.4
+(top 5) asked 3.8 sites on SQuAD at gold-site recall 0.858 (summaries alone, margin 0.24: 0.748
+at 4.3) and 3.9 on MTRAG at 0.943 (alone: 0.941 at 3.8). A site that publishes no term statistics
+is scored by its summaries alone.
 
 Sites not in `active_sites` (revoked, expired, unknown) are ignored, as are sites whose best
 similarity is not above `min_score` (orthogonal or opposed to the question) and that no question
@@ -26,9 +34,10 @@ Which sites are called: at most `top_k`, and only those scoring within `margin` 
 queries unnecessary; a site whose best summary is far less similar than the leader's rarely holds
 the answer, while sites close to the leader are all kept, so a question that spans sites still
 reaches each of them. The number of sites asked therefore adapts to how clear the routing is.
-Measured on MTRAG split into 16 random shards (511 questions, routing only): top-4 reaches gold-site
-recall 0.941 at 4 sites per question; margin 0.24 with at most 5 sites reaches 0.947 at 3.98 —
-the same rule on a router that sees every chunk reaches 0.953 at 3.96 (benchmarks/README.md).
+Scored by summaries alone (MTRAG, 16 random shards, 511 questions, routing only), margin 0.24
+(SUMMARY_MARGIN) with at most 5 sites reached gold-site recall 0.947 at 3.98 sites, and the same
+rule on a router that sees every chunk 0.953 at 3.96 (benchmarks/README.md); with term statistics
+the margin is [gateway] site_margin (above).
 """
 from __future__ import annotations
 
@@ -40,8 +49,11 @@ from hansa.core.errors import InputError
 from hansa.gateway.index import SummaryHit
 
 SECOND_HIT_BONUS = 0.1
-DEFAULT_MARGIN = 0.24
-DEFAULT_LEXICAL_WEIGHT = GatewayConfig.lexical_weight  # [gateway] lexical_weight: why and how it was chosen
+DEFAULT_MARGIN = GatewayConfig.site_margin  # [gateway] site_margin: summaries and term statistics
+# The margin for scores from summaries alone: the learned router's cold start (its features are the
+# summaries') and the tiers' moderate gap (engine.tiers).
+SUMMARY_MARGIN = 0.24
+DEFAULT_LEXICAL_WEIGHT = GatewayConfig.lexical_weight  # [gateway] lexical_weight
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,7 @@ def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_s
         if hit.site_id in active_sites:
             per_site.setdefault(hit.site_id, []).append(hit)
     terms = {s: v for s, v in (lexical or {}).items() if s in active_sites} if lexical_weight else {}
+    leader = max(terms.values(), default=0.0)
     ranked: list[SiteScore] = []
     for site_id in per_site.keys() | {s for s, v in terms.items() if v > 0}:
         site_hits = sorted(per_site.get(site_id, ()), key=lambda h: (-h.score, h.summary_id))
@@ -82,7 +95,7 @@ def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_s
         ranked.append(
             SiteScore(
                 site_id=site_id,
-                score=vector + lexical_weight * (word or 0.0),
+                score=vector + (lexical_weight * word / leader if word else 0.0),
                 summaries=tuple(h.summary_id for h in site_hits),
                 richness=sum(h.richness for h in site_hits),
                 lexical=word,

@@ -5,7 +5,9 @@ an expiry, the embedding space, and a **manifest** of every summary the site cur
 (summary id -> version, sha256 of the record's canonical bytes). Beside the manifest travel only
 the **pieces** (records) that are new or changed since the publication the site builds on (its
 **base**: that publication's sequence and manifest digest), and **tombstones** for the summaries
-the site withdraws. With no base, the publication is a full set and carries every piece.
+the site withdraws. With no base, the publication is a full set and carries every piece. A
+publication may also carry the site's term statistics (key "terms", sync.terms), always whole:
+they are signed with the set they describe and replace the ones the gateway held.
 
 Guarantees this module gives (the gateway adds the ones that need stored state):
 - Origin (1): the signature must verify under a key enrolled for the site the caller believes it

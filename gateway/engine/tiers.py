@@ -20,7 +20,7 @@ question; the gap is what the routing margin already calibrates), plus an absolu
   POTENTIAL   gap <= potential_gap            -> held back for refinement (breadth)
   IRRELEVANT  further, or score <= min_score  -> never asked
 
-Defaults: moderate_gap is the gateway's routing margin (0.24, measured on MTRAG 16 shards:
+Defaults: moderate_gap is the routing margin for summary scores alone (0.24, measured on MTRAG 16 shards:
 gold-site recall 0.947 at 3.98 sites); high_gap and potential_gap bracket it. `fit_cutoffs` sets
 the three gaps from the fit split's gold sites (quantiles of the gold sites' gaps), no LLM.
 """

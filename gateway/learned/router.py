@@ -32,7 +32,7 @@ from hansa.gateway.index import SummaryHit, SummaryIndex
 from hansa.gateway.learned.features import Published, site_features
 from hansa.gateway.learned.model import RouterModel, load_model
 from hansa.gateway.learned.outcomes import OutcomeLog
-from hansa.gateway.router import DEFAULT_MARGIN, SiteScore, select_sites
+from hansa.gateway.router import SUMMARY_MARGIN, SiteScore, select_sites
 
 log = get_logger(__name__)
 
@@ -71,7 +71,7 @@ class LearnedRouter:
     outcomes: OutcomeLog | None = None
     explore_share: float = 0.0
     explore_sites: int = 2
-    margin: float = DEFAULT_MARGIN  # cold start: summary matching's rule
+    margin: float = SUMMARY_MARGIN  # cold start: summary matching's rule (its scores are the summaries')
     seed: int | None = None
     name: str = "learned"
     _model: RouterModel | None = field(default=None, init=False, repr=False)
@@ -206,7 +206,7 @@ def open_router(cfg: GatewayConfig, index: SummaryIndex, gateway_dir: Path, *, e
     home = router_dir(gateway_dir)
     return LearnedRouter(home / MODEL_FILE, index_published(index), OutcomeLog(home, cfg.router_log_max_records),
                          explore_share=cfg.router_explore_share if explore_share is None else explore_share,
-                         explore_sites=cfg.router_explore_sites, margin=cfg.site_margin, seed=seed)
+                         explore_sites=cfg.router_explore_sites, seed=seed)
 
 
 def learned_policy(gateway: Any, *, explore_share: float = 0.0, name: str = "learned") -> QueryPolicy:

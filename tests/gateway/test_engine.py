@@ -86,6 +86,16 @@ def test_routes_each_question_to_the_site_that_holds_it_and_traces_every_stage(g
         assert trace["stop_reason"] == "one round (no refinement)"
 
 
+def test_routing_scores_each_site_by_its_published_terms_too(gw: Gateway) -> None:
+    """The federation's sites publish term statistics; the trace shows each site's CORI score, and
+    routing by the words alone would pick the same site for these questions."""
+    assert gw.sites_view()["sites"] and all(s["terms"] for s in gw.sites_view()["sites"])
+    for question, site in ((GOVT_Q, "govt"), (RIVER_Q, "clapnq")):
+        considered = gw.query(QueryRequest(question=question), client="engine").trace["sites_considered"]
+        lexical = {s["site_id"]: s["lexical"] for s in considered}
+        assert max(lexical, key=lexical.get) == site, considered
+
+
 def test_explicit_sites_are_called_as_named_and_unknown_ones_are_404(gw: Gateway) -> None:
     trace = gw.query(QueryRequest(question=GOVT_Q, sites=("clapnq", "govt")), client="engine").trace
     assert trace["selection"] == "explicit" and sorted(called(trace)) == ["clapnq", "govt"]

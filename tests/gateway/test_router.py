@@ -62,7 +62,7 @@ def test_to_json_carries_the_evidence() -> None:
 
 
 def test_clearly_weaker_sites_are_not_called_even_within_top_k() -> None:
-    hits = [hit("gold", "g1", 0.60), hit("near", "n1", 0.50), hit("far", "f1", 0.30)]
+    hits = [hit("gold", "g1", 0.60), hit("near", "n1", 0.50), hit("far", "f1", 0.15)]
     assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"})] == ["gold", "near"]
     assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"}, margin=1.0)] == ["gold", "near", "far"]
     edge = [hit("gold", "g1", 0.60), hit("edge", "e1", 0.60 - DEFAULT_MARGIN), hit("out", "o1", 0.60 - DEFAULT_MARGIN - 0.01)]
@@ -73,11 +73,18 @@ def test_clearly_weaker_sites_are_not_called_even_within_top_k() -> None:
 def test_term_scores_add_to_the_summary_score_and_can_bring_in_a_site_without_hits() -> None:
     hits = [hit("a", "a1", 0.60), hit("b", "b1", 0.55)]
     lexical = {"a": 0.0, "b": 0.02, "c": 0.05, "revoked": 0.9}
-    ranked = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=4.0)
+    ranked = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=0.3)
+    # each site's term score counts as its share of the best routable site's (c's 0.05; revoked is no site)
     assert [s.site_id for s in ranked] == ["b", "a", "c"]
-    assert ranked[0].score == pytest.approx(0.55 + 4.0 * 0.02) and ranked[0].lexical == 0.02
-    assert ranked[2].score == pytest.approx(4.0 * 0.05) and ranked[2].summaries == ()
+    assert ranked[0].score == pytest.approx(0.55 + SECOND_HIT_BONUS * 0 + 0.3 * 0.02 / 0.05) and ranked[0].lexical == 0.02
+    assert ranked[2].score == pytest.approx(0.3) and ranked[2].summaries == ()
     assert ranked[0].to_json()["lexical"] == 0.02
+    # the same shares whatever the scale of the question's CORI scores
+    scaled = score_sites(hits, {"a", "b", "c"}, lexical={k: 7 * v for k, v in lexical.items()}, lexical_weight=0.3)
+    assert [(s.site_id, round(s.score, 9)) for s in scaled] == [(s.site_id, round(s.score, 9)) for s in ranked]
     # weight 0: the summaries alone, as before term statistics existed
     alone = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=0.0)
     assert [s.site_id for s in alone] == ["a", "b"] and "lexical" not in alone[0].to_json()
+    # no site uses any of the question's words: nothing changes
+    none = score_sites(hits, {"a", "b", "c"}, lexical={"a": 0.0, "b": 0.0}, lexical_weight=0.3)
+    assert [(s.site_id, s.score) for s in none] == [(s.site_id, s.score) for s in alone]
