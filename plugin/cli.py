@@ -17,7 +17,7 @@ import click
 
 from hansa.cli.options import deprecated_alias, gateway_option, json_option, print_json as _print_json
 from hansa.core.config import CONFIG_FILENAME, Config
-from hansa.core.errors import HansaError
+from hansa.core.errors import ConfigError, HansaError
 
 ORDER_HELP = """Run a site: your documents stay here; only signed summary embeddings leave.
 
@@ -390,10 +390,14 @@ def status(as_json: bool) -> None:
             view["identity"] = {"keyid": identity.keyid, "public_key": identity.public_key_b64}
             view["graph"] = {"backend": ctx.graph.backend, **dataclasses.asdict(ctx.graph.stats())}
             view["vectors"] = {"chunks": ctx.vectors.count(CHUNKS), "summaries": ctx.vectors.count(SUMMARIES)}
-            terms = read_terms(ctx) if ctx.cfg.site.publish_terms else None
-            view["terms"] = (None if terms is None else
-                             {"terms": len(terms), "documents": terms.documents, "min_documents": terms.min_documents,
-                              "bytes": terms.stored_bytes()})
+            try:
+                terms = read_terms(ctx)
+            except ConfigError as exc:  # stale or damaged: status still reports, and says how to fix it
+                view["terms"] = {"error": str(exc)}
+            else:
+                view["terms"] = (None if terms is None else
+                                 {"terms": len(terms), "documents": terms.documents,
+                                  "min_documents": terms.min_documents, "bytes": terms.stored_bytes()})
         state = read_state(ctx)
         view["last_publication"] = ({"sequence": state.sequence, "summaries": len(state.current),
                                      "state_file": str(state_file(ctx))} if state.sequence else None)
@@ -416,8 +420,8 @@ def status(as_json: bool) -> None:
         click.echo(f"vectors: {v['chunks']} chunks, {v['summaries']} summaries")
         t = view["terms"]
         click.echo("term statistics: " + (
-            f"{t['terms']} words used by >= {t['min_documents']} documents ({t['bytes']} bytes), published"
-            if t else "none (publish_terms off, or run `hansa site communities`)"))
+            "none (publish_terms off, or run `hansa site communities`)" if t is None else t["error"] if "error" in t
+            else f"{t['terms']} words used by >= {t['min_documents']} documents ({t['bytes']} bytes), published"))
     last = view["last_publication"]
     if last:
         click.echo(f"last publication: sequence {last['sequence']}, {last['summaries']} summaries ({last['state_file']})")

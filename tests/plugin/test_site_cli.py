@@ -16,8 +16,8 @@ from hansa.sync.publication import open_publication
 from hansa.sync.wire import EmbeddingSpace
 
 
-def _run(home: Path, *args: str, site_id: str = "acme") -> Result:
-    env: dict[str, str | None] = {"HANSA_SITE_SITE_ID": site_id, "HANSA_CONFIG": None}
+def _run(home: Path, *args: str, site_id: str = "acme", env: dict[str, str] | None = None) -> Result:
+    env = {"HANSA_SITE_SITE_ID": site_id, "HANSA_CONFIG": None, **(env or {})}
     return CliRunner().invoke(main, ["--home", str(home), "site", *args], env=env, catch_exceptions=False)
 
 
@@ -154,6 +154,9 @@ def test_query_delete_sync_skip_bad_and_uninstall_on_the_embedded_store(tmp_path
 
     assert (home / "terms.json").exists()  # built with the communities
     assert "term statistics: " in _run(home, "status").stdout
+    # a threshold changed since the sketch was built: status says so and how to fix it, publish refuses
+    stale = _run(home, "status", env={"HANSA_SITE_TERMS_MIN_DOCUMENTS": "3"})
+    assert stale.exit_code == 0 and "run `hansa site communities`" in stale.stdout
     gone = _run(home, "uninstall", "--yes")
     assert gone.exit_code == 0 and "collections: chunks, summaries, sentences" in gone.stdout
     assert not (home / "site.json").exists() and not (home / "sources.json").exists()
