@@ -18,8 +18,8 @@ import pytest
 import requests
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from hansa.core.serving import BackgroundServer
@@ -66,11 +66,29 @@ def served(in_process_gateway, tmp_path: Path) -> Iterator[dict[str, Any]]:
         gateway.close()
 
 
+def _replaced(button: Any) -> Any:
+    """A wait condition: the button's page is gone. Chromium 156 sometimes answers a node of the
+    page being replaced with "Node with given id does not belong to the document" rather than a
+    stale-element error (seen in CI); both mean the old page is gone, anything else is raised."""
+    def gone(_: Any) -> bool:
+        try:
+            button.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+        return False
+
+    return gone
+
+
 def submit(browser: Any, button_id: str) -> None:
     """Click a form's button and wait until the page it leads to has replaced this one."""
     button = browser.find_element(By.ID, button_id)
     button.click()
-    WebDriverWait(browser, 60).until(expected_conditions.staleness_of(button))
+    WebDriverWait(browser, 60).until(_replaced(button))
     WebDriverWait(browser, 60).until(lambda b: b.execute_script("return document.readyState") == "complete")
 
 
