@@ -107,7 +107,7 @@ class SiteConfig:
     # Term statistics published beside the summaries (sync.terms): hashed words with the number of
     # documents using each, for the gateway's CORI routing. A word fewer than terms_min_documents
     # documents use is never published; publish_terms = false publishes none (routing then uses the
-    # summary vectors alone: SQuAD 16 sites, recall@4 0.71 instead of the blend's, benchmarks/README.md).
+    # summary vectors alone: SQuAD 16 sites, recall@4 0.71 instead of 0.82, benchmarks/README.md).
     publish_terms: bool = True
     terms_min_documents: int = 2
     publication_ttl_hours: float = 168.0
