@@ -269,7 +269,7 @@ class SummaryIndex:
         self.ann.replace(np.asarray(add_handles, dtype=np.int64), vectors, np.asarray(remove_handles, dtype=np.int64),
                          on_commit=switch)
 
-    def refresh_from_durable(self) -> list[str]:
+    def refresh_from_durable(self, keep: Callable[[str], bool] = lambda site_id: True) -> list[str]:
         """Load every site set another process made durable with a higher sequence than ours.
 
         Why: gateway workers each hold the index in memory; a publication accepted by one worker
@@ -281,6 +281,8 @@ class SummaryIndex:
         loaded: list[str] = []
         for head in self._durable.heads():
             site = head.site_id
+            if not keep(site):  # revoked: another worker's purge of its durable copy may still be under way
+                continue
             held = self._sites.get(site)
             if held is not None and held.sequence >= head.sequence:
                 continue

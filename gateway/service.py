@@ -43,7 +43,7 @@ from hansa.gateway.publishing import SitePublications
 from hansa.gateway.query_id import new_query_id, query_scope
 from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
 from hansa.gateway.recent_queries import RecentQueries, query_record
-from hansa.gateway.registry import SiteRegistry, utc_now
+from hansa.gateway.registry import REVOKED, SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import HttpSiteTransport, SiteTransport
 from hansa.sync.keys import SiteIdentity
@@ -242,7 +242,8 @@ class Gateway:
         shared routing version moved, the site sets other workers accepted. Runs before each request."""
         self.registry.poll()
         if self._routing is not None and self._routing.changed():
-            self.index.refresh_from_durable()
+            trusted = {r.site_id for r in self.registry.list() if r.status != REVOKED}
+            self.index.refresh_from_durable(keep=trusted.__contains__)
 
     def _remember_calls(self, calls: Any) -> None:
         at = utc_now().isoformat().replace("+00:00", "Z")
