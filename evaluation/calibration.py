@@ -13,12 +13,19 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hansa.evaluation.datasets import Question
-from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, gate_rows
+from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows
+
+
+# How deep escalate rows follow a question's ranking: every schedule the fit chooses among ends at
+# 16 sites, and each row costs one site call.
+ESCALATE_ROW_SITES = 16
 
 
 def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequence[str], other: str | None) -> list[Row]:
-    """The gate rows (answerable questions: one per origin) and the abstain row of one question."""
+    """The gate rows (answerable questions: one per origin), the escalate rows (every prefix of its
+    ranking) and the abstain row of one question."""
     labelled = LabelledQuestion(question.id, text, tuple(gold_sites), question.answerable)
     origins = ([gold_sites[0]] if gold_sites else []) + ([other] if other else [])
     rows = gate_rows(gateway, [labelled], origins) if question.answerable and gold_sites else []
+    rows += escalate_rows(gateway, [labelled], max_sites=min(ESCALATE_ROW_SITES, len(gateway.registry.list())))
     return rows + abstain_rows(gateway, [labelled])

@@ -129,6 +129,9 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
                                           [o.question.answerable for o in outcomes]),
         "risk_coverage": rc,
         "sites_called_per_query": round(statistics.fmean(len(o.asked_sites) for o in outcomes), 3),
+        # the routing target's denominator (answerable questions), and what "no answer here" costs
+        "sites_called_per_answerable": _mean(float(len(o.asked_sites)) for o in answerable),
+        "sites_called_per_unanswerable": _mean(float(len(o.asked_sites)) for o in unanswerable),
         "bytes_per_query": round(statistics.fmean(o.bytes for o in outcomes), 1),
         "failed_site_calls_per_query": round(statistics.fmean(o.failed_calls for o in outcomes), 3),
         "gateway_overhead_ms_p50": _pct([o.gateway_ms for o in outcomes], 50),

@@ -20,6 +20,9 @@ gateway/engine/policy.py):
   tiers / refine   SCOUT-RAG: relevance tiers (global/local retrieval), then budgeted refinement.
   learned          RAGRoute: the learned router over site-agnostic features (summary matching
                    until a model is trained).
+  escalate         DGRAG's gate round by round (engine/escalate.py): the ranking's best site(s)
+                   first, more only while the calibrated evidence is not confident; needs a
+                   calibration with an `escalate` model (--calibration).
 
 Speed: question vectors for the reference routers are embedded in one batch; routing curves are
 computed without calling sites; the questions themselves are asked by a thread pool (`workers`),
@@ -48,7 +51,7 @@ from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
-ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned")  # run in-process with a QueryPolicy (policy_for)
+ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned", "escalate")  # run in-process with a QueryPolicy (policy_for)
 EVAL_CLIENT = "eval"  # the in-process client name: no API key record, so no origin allow-list
 Progress = Callable[[str], None]
 
@@ -216,6 +219,11 @@ def policy_for(strategy: str, gateway: Any) -> Any:
         return tiers_policy(gateway)
     if strategy == "refine":
         return refine_policy(gateway)
+    if strategy == "escalate":
+        from hansa.gateway.engine.policy import escalation_policy
+
+        cfg = gateway.cfg
+        return escalation_policy(gateway.calibration, cfg.site_margin, cfg.lexical_weight)
     if strategy == "learned":
         from hansa.gateway.learned.router import learned_policy
 

@@ -10,6 +10,10 @@ the features are known:
   evidence (in-domain). DGRAG's Table 2 escalation rates are the complement on each label.
 - abstain rows: each question is routed as usual (no origin) and the final assessment recorded;
   label = the question is answerable.
+- escalate rows: each answerable question's ranked sites are asked once and the evidence of every
+  prefix of the ranking assessed (`step` = its length); label = a gold site is in the prefix. The
+  escalation model's threshold and schedule are then chosen by replaying the stopping rule on
+  these rows (`replay`): the fewest sites on average at the target gold-site recall.
 
 Only fit-split questions may be given here (the evaluation's split rule decides); `calibrate()`
 fits both models and `Calibration.save` writes the file the gateway loads. Rows are JSON lines
@@ -19,17 +23,20 @@ without sites.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from hansa.core.errors import InputError
 from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, QueryPolicy,
                                   QueryRequest)
-from hansa.gateway.engine.calibration import FEATURES, MODELS, Calibration, Example, fit_model
+from hansa.gateway.engine.calibration import FEATURES, MODELS, Calibration, Example, LogisticModel, fit_model
 
 DEFAULT_MIN_IN_DOMAIN_ANSWERED = 0.90  # in-domain escalation target is <= 15%: keep a margin on the fit split
 DEFAULT_MIN_ANSWERABLE_ANSWERED = 0.92  # answered-answerable target is >= 90%: the same margin
+DEFAULT_MIN_RECALL = 0.96  # escalation: gold-site recall target is >= 0.95; the same kind of margin
+# Escalation schedules the fit chooses among (distinct sites asked after each round, cumulative).
+SCHEDULES = ((1, 2, 3, 4, 6, 8, 12, 16), (1, 2, 4, 8, 16), (2, 3, 4, 6, 8, 12, 16), (2, 4, 8, 16))
 
 
 @dataclass(frozen=True)
@@ -42,18 +49,25 @@ class LabelledQuestion:
 
 @dataclass(frozen=True)
 class Row:
-    model: str  # "gate" or "abstain"
+    model: str  # "gate", "abstain" or "escalate"
     example: Example
     origin: str = ""
+    step: int = 0  # escalate: how many of the ranking's best sites the row's evidence comes from
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "origin": self.origin, **self.example.to_json()}
+        out = {"model": self.model, "origin": self.origin, **self.example.to_json()}
+        if self.step:
+            out["step"] = self.step
+        return out
 
     @classmethod
     def from_json(cls, obj: Any) -> "Row":
         if not isinstance(obj, dict) or obj.get("model") not in MODELS:
             raise InputError(f"each row needs 'model' in {MODELS}")
-        return cls(obj["model"], Example.from_json(obj), str(obj.get("origin", "")))
+        step = obj.get("step", 0)
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or (obj["model"] == "escalate" and step < 1):
+            raise InputError("'step' must be a positive whole number (escalate rows need one)")
+        return cls(obj["model"], Example.from_json(obj), str(obj.get("origin", "")), step)
 
 
 @dataclass(frozen=True)
@@ -93,18 +107,104 @@ def abstain_rows(gateway: Any, questions: Iterable[LabelledQuestion], top_k_site
             for q in questions]
 
 
+def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites: int = 16) -> list[Row]:
+    """Rows of every prefix of the routing ranking (answerable questions): the best `max_sites`
+    ranked sites are asked once, in one round, and the evidence of the first n of them is assessed
+    as the engine would after asking exactly those (Routing.assess), labelled "a gold site is among
+    them". Asking once and assessing prefixes gives the same features as asking round by round,
+    at one call per site."""
+    from hansa.gateway.engine import SummaryRouter
+
+    cfg = gateway.cfg
+    # every ranked site, in the ranking of the gateway's router (its margin lifted)
+    policy = QueryPolicy(name="collect-escalate", abstainer=_SkipFusion(),
+                         router=SummaryRouter(margin=float("inf"), lexical_weight=cfg.lexical_weight))
+    rows = []
+    for q in questions:
+        if not q.answerable or not q.gold_sites:
+            continue
+        result = gateway.engine.run(QueryRequest(question=q.text, top_k_sites=max_sites), policy=policy)
+        ranked = [s.site_id for s in result.routing.considered][:max_sites]
+        for n in range(1, len(ranked) + 1):
+            prefix = set(ranked[:n])
+            a = result.routing.assess(q.text, [c for c in result.calls if c.site_id in prefix])
+            rows.append(Row("escalate", Example(_features(a), bool(prefix & set(q.gold_sites)), q.id), step=n))
+    return rows
+
+
+def scored_steps(rows: Sequence[Row], model: LogisticModel) -> dict[str, dict[int, tuple[float, bool]]]:
+    """Escalate rows as {question: {step: (confidence, label)}}; a step without passages has
+    confidence 0 (the rule never stops on no evidence)."""
+    out: dict[str, dict[int, tuple[float, bool]]] = {}
+    for r in rows:
+        if r.model == "escalate":
+            e = r.example
+            p = model.probability(assessment_of(e)) if e.features.get("passages", 0) > 0 else 0.0
+            out.setdefault(e.question_id, {})[r.step] = (p, e.label)
+    return out
+
+
+def replay(scored: Mapping[str, Mapping[int, tuple[float, bool]]], threshold: float,
+           schedule: Sequence[int]) -> dict[str, float]:
+    """The escalation rule replayed on scored rows (scored_steps): per question, stop after the
+    first scheduled round whose confidence reaches `threshold`, else after the last round its rows
+    reach. Returns the share of questions whose gold site was asked (`recall`) and the mean
+    number of sites asked (`sites`)."""
+    hits, sites = 0, 0
+    for steps in scored.values():
+        last = max(steps)
+        for n in [k for k in schedule if k < last] + [last]:
+            p, label = steps[n] if n in steps else steps[min(k for k in steps if k >= n)]
+            if n == last or p >= threshold:
+                hits += label
+                sites += n
+                break
+    total = len(scored)
+    return {"recall": hits / total if total else 0.0, "sites": sites / total if total else 0.0, "questions": total}
+
+
+def fit_escalation(rows: Sequence[Row], *, min_recall: float, schedules: Sequence[Sequence[int]] = SCHEDULES,
+                   note: str = "") -> tuple[LogisticModel, tuple[int, ...]]:
+    """Fit P(a gold site is among the sites asked) on every prefix row with evidence, then pick the
+    schedule and threshold that ask the fewest sites on average while the replayed rule still
+    reaches `min_recall` on these (fit-split) rows; if none reaches it, the highest recall."""
+    examples = [r.example for r in rows if r.model == "escalate" and r.example.features.get("passages", 0) > 0]
+    base = fit_model(examples, min_positive_rate=0.5, note=note)  # its threshold is replaced below
+    scored = scored_steps(rows, base)
+    probs = sorted({p for steps in scored.values() for p, _ in steps.values()})
+    grid = probs[:: max(1, len(probs) // 400)] + [1.01]
+    best: tuple[Any, ...] | None = None
+    for schedule in schedules:
+        for t in grid:
+            got = replay(scored, t, schedule)
+            ok = got["recall"] >= min_recall
+            key = (ok, -got["sites"] if ok else got["recall"], -got["sites"])
+            if best is None or key > best[0]:
+                best = (key, t, tuple(schedule), got)
+    assert best is not None
+    _, threshold, schedule, got = best
+    fit = {k: v for k, v in base.fit.items() if k not in ("min_positive_rate", "positive_rate", "negative_rejected")}
+    fit.update({"min_recall": min_recall, "replayed_recall": round(got["recall"], 4),
+                "replayed_sites": round(got["sites"], 3), "questions": got["questions"]})
+    return replace(base, threshold=min(float(threshold), 1.0), fit=fit), schedule
+
+
 def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MIN_IN_DOMAIN_ANSWERED,
-              min_answerable_answered: float = DEFAULT_MIN_ANSWERABLE_ANSWERED, note: str = "") -> Calibration:
+              min_answerable_answered: float = DEFAULT_MIN_ANSWERABLE_ANSWERED,
+              min_recall: float = DEFAULT_MIN_RECALL, note: str = "") -> Calibration:
     """Fit each model that has rows of both labels (the other stays absent: its safe default), on
     the rows with evidence (rows without any passage are decided by rule before any model)."""
     models: dict[str, Any] = {}
     targets = {"gate": min_in_domain_answered, "abstain": min_answerable_answered}
-    for name in MODELS:
+    for name in ("gate", "abstain"):
         # a row without any passage is decided by rule (escalate / abstain), not by the model
         examples = [r.example for r in rows if r.model == name and r.example.features.get("passages", 0) > 0]
         labels = {e.label for e in examples}
         if labels == {True, False}:
             models[name] = fit_model(examples, min_positive_rate=targets[name], note=note)
+    labels = {r.example.label for r in rows if r.model == "escalate" and r.example.features.get("passages", 0) > 0}
+    if labels == {True, False}:
+        models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall, note=note)
     if not models:
         raise InputError("no model could be fit: each needs rows with both labels")
     return Calibration(**models, source="fitted")
@@ -146,6 +246,12 @@ def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
         out["escalation_in_domain"] = share([e for e in g if e.label], escalates)
         out["escalation_out_of_domain"] = share([e for e in g if not e.label], escalates)
         out["gate_rows"] = len(g)
+    if calibration.escalate is not None and any(r.model == "escalate" for r in rows):
+        got = replay(scored_steps(rows, calibration.escalate), calibration.escalate.threshold,
+                     calibration.escalate_schedule)
+        out["escalation_gold_site_recall"] = round(got["recall"], 4)
+        out["escalation_sites_per_question"] = round(got["sites"], 3)
+        out["escalate_questions"] = got["questions"]
     if abstain is not None:
         a = [r.example for r in rows if r.model == "abstain"]
         # rows carry no question text; a question without content words abstains before any model

@@ -187,21 +187,25 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 
 @gateway.command()
 @click.option("--data", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="JSON lines of fit-split rows {model: gate|abstain, question_id, label, features} "
-                   "(gateway.calibrate.gate_rows / abstain_rows write them).")
+              help="JSON lines of fit-split rows {model: gate|abstain|escalate, question_id, label, features[, step]} "
+                   "(hansa eval --split fit --calibration-rows writes them).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the calibration (default: [gateway] calibration_file in the gateway home).")
 @click.option("--min-in-domain-answered", type=click.FloatRange(0.01, 1.0), default=None,
               help="Share of in-domain origins the gate must answer locally on the fit rows (default 0.90).")
 @click.option("--min-answerable-answered", type=click.FloatRange(0.01, 1.0), default=None,
               help="Share of answerable questions that must not abstain on the fit rows (default 0.92).")
+@click.option("--min-recall", type=click.FloatRange(0.01, 1.0), default=None,
+              help="Escalation: share of fit questions whose gold site must be asked when the rule is replayed "
+                   "on the rows (default 0.96); the schedule and threshold asking the fewest sites win.")
 @json_option()
 @click.pass_context
 @_friendly
 def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_answered: float | None,
-              min_answerable_answered: float | None, as_json: bool) -> None:
-    """Fit the gate and abstention (logistic models) on labelled fit-split rows; the gateway loads
-    the file at its next start. Prints the fit's rates (on the fit rows themselves)."""
+              min_answerable_answered: float | None, min_recall: float | None, as_json: bool) -> None:
+    """Fit the gate, abstention and escalation (logistic models) on labelled fit-split rows; the
+    gateway loads the file at its next start, and escalates round by round when it holds an
+    escalation model. Prints the fit's rates (on the fit rows themselves)."""
     from hansa.gateway import calibrate as fitting
     from hansa.gateway.service import calibration_path
 
@@ -210,7 +214,8 @@ def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_an
     cal = fitting.calibrate(
         rows, note=f"hansa gateway calibrate --data {data.name}",
         min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,
-        min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED)
+        min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED,
+        min_recall=min_recall or fitting.DEFAULT_MIN_RECALL)
     path = out or calibration_path(cfg.gateway, gateway_home(cfg))
     cal.save(path)
     report = {"calibration": str(path), "fit_rates": fitting.rates(cal, rows),

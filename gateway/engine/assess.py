@@ -11,6 +11,9 @@ relevance, i.e. cosine with the question in the federation's one embedding space
                   passages that say the same thing corroborate each other
   best_summary    the best summary similarity of the assessed sites (from routing; 0 if none of
                   their summaries reached the top-m)
+  routing_gap     how far the best-ranked site *not* assessed trails the router's leader (from
+                  routing; 0: an unasked site ties the leader, so the answer may well be there;
+                  the leader's whole score when no ranked site is left unasked)
   sites_answered  calls that were ok and offered at least one passage
   passages        passages seen
 
@@ -47,6 +50,7 @@ class Assessment:
     best_summary: float = 0.0
     sites_answered: int = 0
     passages: int = 0
+    routing_gap: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -73,11 +77,12 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
-def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None = None) -> Assessment:
+def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None = None,
+           routing_gap: float = 0.0) -> Assessment:
     found = passages(calls)
     answered = len({p.site_id for p in found})
     if not found:
-        return Assessment(best_summary=best_summary or 0.0)
+        return Assessment(best_summary=best_summary or 0.0, routing_gap=routing_gap)
     best = found[0].relevance
     margin = best - found[1].relevance if len(found) > 1 else best
     q_words = content_words(question)
@@ -86,4 +91,4 @@ def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None 
     coverage = len(q_words & covered) / len(q_words) if q_words else 0.0
     pairs = list(combinations(top_words[:AGREEMENT_PASSAGES], 2))
     agreement = sum(_jaccard(a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
-    return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found))
+    return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found), routing_gap)

@@ -1,4 +1,4 @@
-"""Calibrated confidences for the gate and for abstention: a logistic model over Assessment features.
+"""Calibrated confidences for the gate, abstention and escalation: a logistic model over Assessment features.
 
 Why a logistic regression: the features (engine.assess) are few and roughly monotone in "the
 evidence answers the question", and what the gate and abstention need is a *probability* whose
@@ -13,7 +13,11 @@ decision, each with everything needed to score and to know what it was fit on:
     {"version": 1,
      "gate":    {"features": [...], "mean": [...], "scale": [...], "coefficients": [...],
                  "intercept": b, "threshold": t, "fit": {"digest": "sha256:...", "size": n, ...}},
-     "abstain": {... the same shape ...}}
+     "abstain": {... the same shape ...},
+     "escalate": {... the same shape ...}, "escalate_schedule": [1, 2, 3, 4, 6, 8, 12, 16]}
+
+`escalate` is P(a site asked so far holds the answer) over the evidence of every site asked, and
+the schedule the cumulative number of sites the rounds grow through (engine.escalate).
 
 Loading never raises: a missing, unreadable or malformed file (or one naming a feature the gateway
 does not compute) yields `Calibration()` — no models, so the gate always escalates and abstention
@@ -39,8 +43,9 @@ log = logging.getLogger(__name__)
 VERSION = 1
 CALIBRATION_FILE = "gate-calibration.json"
 # What a model may weigh: Assessment's numeric fields (counts included: "how many passages").
-FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary", "sites_answered", "passages")
-MODELS = ("gate", "abstain")
+FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary", "sites_answered", "passages",
+            "routing_gap")
+MODELS = ("gate", "abstain", "escalate")
 
 
 def feature_vector(assessment: Assessment, names: Sequence[str]) -> np.ndarray:
@@ -103,6 +108,10 @@ def _finite(x: Any) -> bool:
 class Calibration:
     gate: LogisticModel | None = None
     abstain: LogisticModel | None = None
+    # P(a site asked so far holds the answer), and the cumulative site counts the rounds grow
+    # through (engine.escalate); absent: the gateway asks one routed round
+    escalate: LogisticModel | None = None
+    escalate_schedule: tuple[int, ...] = ()
     source: str = "defaults"  # where it came from (a path, or why the defaults apply)
 
     def to_json(self) -> dict[str, Any]:
@@ -111,14 +120,22 @@ class Calibration:
             model = getattr(self, name)
             if model is not None:
                 out[name] = model.to_json()
+        if self.escalate is not None:
+            out["escalate_schedule"] = list(self.escalate_schedule)
         return out
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "") -> "Calibration":
+        from hansa.gateway.engine.escalate import DEFAULT_SCHEDULE, check_schedule
+
         if not isinstance(obj, dict) or obj.get("version") != VERSION:
             raise InputError(f"a calibration must be an object with version {VERSION}")
         models = {name: LogisticModel.from_json(obj[name]) for name in MODELS if obj.get(name) is not None}
-        return cls(**models, source=source)
+        schedule = obj.get("escalate_schedule", list(DEFAULT_SCHEDULE))
+        if not isinstance(schedule, list):
+            raise InputError("'escalate_schedule' must be a list of site counts")
+        return cls(**models, escalate_schedule=check_schedule(schedule) if "escalate" in models else (),
+                   source=source)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

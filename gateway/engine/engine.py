@@ -40,13 +40,13 @@ from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
 from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
-from hansa.gateway.engine.assess import Assessment, assess, passages
+from hansa.gateway.engine.assess import Assessment, passages
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.fuse import fuse_answer
 from hansa.gateway.engine.gate import Gate, GateDecision
-from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate
+from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
 from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, router_json, trace_json
@@ -74,6 +74,7 @@ class QueryResult:
     abstention: AbstainDecision | None = None
     extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
     sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.answers.site_summary)
+    routing: Routing | None = field(default=None, repr=False)  # how the sites were ranked (calibration reads it)
 
     @property
     def abstained(self) -> bool:
@@ -189,8 +190,16 @@ class QueryEngine:
         self.history = history  # which sites final answers cite (a tier signal); None: not kept
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
-        return (policy.router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight), policy.gate or default_gate(self.calibration),
-                policy.refiner or OneRound(), policy.abstainer or default_abstainer(self.calibration))
+        """The policy's stages, the gateway's where it names none. A calibration with an `escalate`
+        model makes escalation the gateway's routing (engine.escalate); a policy that names its own
+        router or refiner keeps it."""
+        router, refiner = policy.router, policy.refiner
+        if router is None and refiner is None and self.calibration.escalate is not None:
+            escalation = escalation_policy(self.calibration, self.cfg.site_margin, self.cfg.lexical_weight)
+            router, refiner = escalation.router, escalation.refiner
+        return (router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight),
+                policy.gate or default_gate(self.calibration), refiner or OneRound(),
+                policy.abstainer or default_abstainer(self.calibration))
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
@@ -223,16 +232,14 @@ class QueryEngine:
         judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder)
 
         def assessed() -> Assessment:
-            best = max((routing.best_summary(s) or 0.0 for s in calls.called), default=0.0)
-            return assess(request.question, calls.calls, best)
+            return routing.assess(request.question, calls.calls)
 
         decision: GateDecision | None = None
         origin_assessment: Assessment | None = None
         to_call = list(routing.selected)
         if request.origin is not None:
             origin = calls.round("origin", [request.origin])
-            origin_assessment = assess(request.question, origin.calls if origin else (),
-                                       routing.best_summary(request.origin))
+            origin_assessment = routing.assess(request.question, origin.calls if origin else ())
             with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
             decision = (with_evidence(request.question, passages(origin.calls if origin else ()), origin_assessment)
                         if callable(with_evidence) else gate.decide(origin_assessment))
@@ -320,7 +327,8 @@ class QueryEngine:
         trace["router"] = router_json(router)
         answer = synthesis.answer if synthesis is not None else fused.answer
         return QueryResult(answer, readable_citations(fused, answer), trace, fused, tuple(calls.calls), decision, assessment,
-                           abstention, extractive_answer=fused.answer, sites=site_summary(calls.calls, calls.skipped))
+                           abstention, extractive_answer=fused.answer, sites=site_summary(calls.calls, calls.skipped),
+                           routing=routing)
 
     @staticmethod
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,

@@ -27,7 +27,7 @@ from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.gate import AlwaysEscalate, CalibratedGate, Gate
 from hansa.gateway.engine.budgeted import BudgetedRefiner
 from hansa.gateway.engine.refine import Refiner
-from hansa.gateway.engine.route import Router
+from hansa.gateway.engine.route import Router, SummaryRouter
 from hansa.gateway.engine.tiers import TierCutoffs, TieredRouter
 
 
@@ -60,6 +60,21 @@ def gated(calibration: Calibration) -> QueryPolicy:
     """The `gated` strategy: the origin answers first and the calibrated gate decides (always escalate
     without a gate model); abstention as calibrated."""
     return QueryPolicy(name="gated", gate=default_gate(calibration), abstainer=default_abstainer(calibration))
+
+
+def escalation_policy(calibration: Calibration, margin: float, lexical_weight: float) -> QueryPolicy:
+    """The `escalate` strategy (engine.escalate): the summary router's ranking asked batch by batch
+    while the calibrated evidence is not confident. Needs a calibration with an `escalate` model."""
+    from hansa.core.errors import InputError
+    from hansa.gateway.engine.escalate import Escalation, EscalationRouter
+
+    if calibration.escalate is None:
+        raise InputError("the escalate strategy needs a calibration with an 'escalate' model "
+                         "(hansa eval --split fit --calibration-rows, then hansa gateway calibrate)")
+    schedule = calibration.escalate_schedule
+    router = EscalationRouter(SummaryRouter(margin, lexical_weight), schedule[0])
+    return QueryPolicy(name="escalate", router=router, refiner=Escalation(calibration.escalate, schedule),
+                       abstainer=default_abstainer(calibration))
 
 
 def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:

@@ -129,6 +129,7 @@ class TieredRouter:
     index: SummaryIndex | None = None  # richness source; None: richness 0 for all
     history: SiteHistory | None = None
     cutoffs: TierCutoffs = field(default_factory=TierCutoffs)
+    reads_lexical = False  # tiers come from the summaries alone (engine.route skips term scoring)
 
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:

@@ -78,6 +78,7 @@ class LearnedRouter:
     _stamp: tuple[int, int] | None = field(default=None, init=False, repr=False)
     _loaded: bool = field(default=False, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    reads_lexical = False  # its features are the summaries' (engine.route skips term scoring)
     _rng: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
