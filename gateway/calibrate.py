@@ -11,7 +11,7 @@ the features are known:
 - abstain rows: each question is routed as usual (no origin) and the final assessment recorded;
   label = the question is answerable.
 - escalate rows: each answerable question's ranked sites are asked once and the evidence of every
-  prefix of the ranking assessed (`step` = its length); label = a gold site is in the prefix. The
+  prefix of the ranking assessed (`step` = its length); label = every gold site is in the prefix. The
   escalation model's threshold and schedule are then chosen by replaying the stopping rule on
   these rows (`replay`): the fewest sites on average at the target gold-site recall.
 
@@ -110,9 +110,10 @@ def abstain_rows(gateway: Any, questions: Iterable[LabelledQuestion], top_k_site
 def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites: int = 16) -> list[Row]:
     """Rows of every prefix of the routing ranking (answerable questions): the best `max_sites`
     ranked sites are asked once, in one round, and the evidence of the first n of them is assessed
-    as the engine would after asking exactly those (Routing.assess), labelled "a gold site is among
-    them". Asking once and assessing prefixes gives the same features as asking round by round,
-    at one call per site."""
+    as the engine would after asking exactly those (Routing.assess), labelled "every gold site is
+    among them" (one gold site: it is asked; several, as MTRAG's questions spanning sites: all
+    are, so escalation learns to go on until the evidence is complete). Asking once and assessing
+    prefixes gives the same features as asking round by round, at one call per site."""
     from hansa.gateway.engine import SummaryRouter
 
     cfg = gateway.cfg
@@ -128,7 +129,7 @@ def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites
         for n in range(1, len(ranked) + 1):
             prefix = set(ranked[:n])
             a = result.routing.assess(q.text, [c for c in result.calls if c.site_id in prefix])
-            rows.append(Row("escalate", Example(_features(a), bool(prefix & set(q.gold_sites)), q.id), step=n))
+            rows.append(Row("escalate", Example(_features(a), set(q.gold_sites) <= prefix, q.id), step=n))
     return rows
 
 
@@ -148,7 +149,7 @@ def replay(scored: Mapping[str, Mapping[int, tuple[float, bool]]], threshold: fl
            schedule: Sequence[int]) -> dict[str, float]:
     """The escalation rule replayed on scored rows (scored_steps): per question, stop after the
     first scheduled round whose confidence reaches `threshold`, else after the last round its rows
-    reach. Returns the share of questions whose gold site was asked (`recall`) and the mean
+    reach. Returns the share of questions whose gold sites were all asked (`recall`) and the mean
     number of sites asked (`sites`)."""
     hits, sites = 0, 0
     for steps in scored.values():
@@ -163,11 +164,12 @@ def replay(scored: Mapping[str, Mapping[int, tuple[float, bool]]], threshold: fl
     return {"recall": hits / total if total else 0.0, "sites": sites / total if total else 0.0, "questions": total}
 
 
-def fit_escalation(rows: Sequence[Row], *, min_recall: float, schedules: Sequence[Sequence[int]] = SCHEDULES,
-                   note: str = "") -> tuple[LogisticModel, tuple[int, ...]]:
-    """Fit P(a gold site is among the sites asked) on every prefix row with evidence, then pick the
-    schedule and threshold that ask the fewest sites on average while the replayed rule still
-    reaches `min_recall` on these (fit-split) rows; if none reaches it, the highest recall."""
+def fit_escalation(rows: Sequence[Row], *, min_recall: float = DEFAULT_MIN_RECALL, max_sites: float | None = None,
+                   schedules: Sequence[Sequence[int]] = SCHEDULES, note: str = "") -> tuple[LogisticModel, tuple[int, ...]]:
+    """Fit P(every gold site is among the sites asked) on every prefix row with evidence, then pick the
+    schedule and threshold by replaying the rule on these (fit-split) rows: the fewest sites on
+    average while reaching `min_recall` (if none reaches it, the highest recall); or, given
+    `max_sites`, the highest recall asking at most that many sites on average (a budget)."""
     examples = [r.example for r in rows if r.model == "escalate" and r.example.features.get("passages", 0) > 0]
     base = fit_model(examples, min_positive_rate=0.5, note=note)  # its threshold is replaced below
     scored = scored_steps(rows, base)
@@ -177,21 +179,26 @@ def fit_escalation(rows: Sequence[Row], *, min_recall: float, schedules: Sequenc
     for schedule in schedules:
         for t in grid:
             got = replay(scored, t, schedule)
-            ok = got["recall"] >= min_recall
-            key = (ok, -got["sites"] if ok else got["recall"], -got["sites"])
+            if max_sites is not None:
+                ok = got["sites"] <= max_sites
+                key = (ok, got["recall"] if ok else -got["sites"], -got["sites"])
+            else:
+                ok = got["recall"] >= min_recall
+                key = (ok, -got["sites"] if ok else got["recall"], -got["sites"])
             if best is None or key > best[0]:
                 best = (key, t, tuple(schedule), got)
     assert best is not None
     _, threshold, schedule, got = best
     fit = {k: v for k, v in base.fit.items() if k not in ("min_positive_rate", "positive_rate", "negative_rejected")}
-    fit.update({"min_recall": min_recall, "replayed_recall": round(got["recall"], 4),
+    fit.update({"min_recall": None if max_sites is not None else min_recall, "max_sites": max_sites,
+                "replayed_recall": round(got["recall"], 4),
                 "replayed_sites": round(got["sites"], 3), "questions": got["questions"]})
     return replace(base, threshold=min(float(threshold), 1.0), fit=fit), schedule
 
 
 def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MIN_IN_DOMAIN_ANSWERED,
               min_answerable_answered: float = DEFAULT_MIN_ANSWERABLE_ANSWERED,
-              min_recall: float = DEFAULT_MIN_RECALL, note: str = "") -> Calibration:
+              min_recall: float = DEFAULT_MIN_RECALL, max_sites: float | None = None, note: str = "") -> Calibration:
     """Fit each model that has rows of both labels (the other stays absent: its safe default), on
     the rows with evidence (rows without any passage are decided by rule before any model)."""
     models: dict[str, Any] = {}
@@ -204,7 +211,8 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
             models[name] = fit_model(examples, min_positive_rate=targets[name], note=note)
     labels = {r.example.label for r in rows if r.model == "escalate" and r.example.features.get("passages", 0) > 0}
     if labels == {True, False}:
-        models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall, note=note)
+        models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall,
+                                                                         max_sites=max_sites, note=note)
     if not models:
         raise InputError("no model could be fit: each needs rows with both labels")
     return Calibration(**models, source="fitted")

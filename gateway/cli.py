@@ -198,11 +198,15 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @click.option("--min-recall", type=click.FloatRange(0.01, 1.0), default=None,
               help="Escalation: share of fit questions whose gold site must be asked when the rule is replayed "
                    "on the rows (default 0.96); the schedule and threshold asking the fewest sites win.")
+@click.option("--max-sites", type=click.FloatRange(1.0, None), default=None,
+              help="Escalation under a budget instead: the highest replayed recall asking at most this many sites "
+                   "per question on average (e.g. 4 for 25% of 16 sites); overrides --min-recall.")
 @json_option()
 @click.pass_context
 @_friendly
 def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_answered: float | None,
-              min_answerable_answered: float | None, min_recall: float | None, as_json: bool) -> None:
+              min_answerable_answered: float | None, min_recall: float | None, max_sites: float | None,
+              as_json: bool) -> None:
     """Fit the gate, abstention and escalation (logistic models) on labelled fit-split rows; the
     gateway loads the file at its next start, and escalates round by round when it holds an
     escalation model. Prints the fit's rates (on the fit rows themselves)."""
@@ -215,7 +219,7 @@ def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_an
         rows, note=f"hansa gateway calibrate --data {data.name}",
         min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,
         min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED,
-        min_recall=min_recall or fitting.DEFAULT_MIN_RECALL)
+        min_recall=min_recall or fitting.DEFAULT_MIN_RECALL, max_sites=max_sites)
     path = out or calibration_path(cfg.gateway, gateway_home(cfg))
     cal.save(path)
     report = {"calibration": str(path), "fit_rates": fitting.rates(cal, rows),

@@ -16,7 +16,7 @@ decision, each with everything needed to score and to know what it was fit on:
      "abstain": {... the same shape ...},
      "escalate": {... the same shape ...}, "escalate_schedule": [1, 2, 3, 4, 6, 8, 12, 16]}
 
-`escalate` is P(a site asked so far holds the answer) over the evidence of every site asked, and
+`escalate` is P(the sites asked so far hold all the evidence) over what every site asked returned, and
 the schedule the cumulative number of sites the rounds grow through (engine.escalate).
 
 Loading never raises: a missing, unreadable or malformed file (or one naming a feature the gateway
@@ -108,7 +108,7 @@ def _finite(x: Any) -> bool:
 class Calibration:
     gate: LogisticModel | None = None
     abstain: LogisticModel | None = None
-    # P(a site asked so far holds the answer), and the cumulative site counts the rounds grow
+    # P(the sites asked so far hold all the evidence), and the cumulative site counts the rounds grow
     # through (engine.escalate); absent: the gateway asks one routed round
     escalate: LogisticModel | None = None
     escalate_schedule: tuple[int, ...] = ()

@@ -8,7 +8,7 @@ answer, though, sees every chunk it holds: after asking the leader, the evidence
 whether the answer was there. So the engine asks a small first batch, assesses the evidence
 (engine.assess: best relevance, margin, coverage, agreement, best summary, the trailing gap of the
 sites not yet asked) and escalates to the next sites of the ranking only while a calibrated
-model's P(a site asked so far holds the answer) stays below its threshold. Cheap questions stop
+model's P(the sites asked so far hold the answer) stays below its threshold. Cheap questions stop
 after one call; hard ones go deeper than a fixed k ever would.
 
 Contract (engine.refine): `EscalationRouter` ranks as its base router and selects the first batch;
@@ -17,8 +17,8 @@ or no ranked site is left, else names the next ranked sites up to the schedule's
 engine enforces the budget (sites, time, bytes) and MAX_ROUNDS, and fuses every answer seen.
 
 The model and the schedule come from the calibration (`escalate`, fit on the evaluation's fit
-split by gateway.calibrate: rows of every prefix of the ranking, labelled "a gold site is among
-them"; the threshold and the schedule chosen by replaying the stopping rule on those rows).
+split by gateway.calibrate: rows of every prefix of the ranking, labelled "every gold site is
+among them"; the threshold and the schedule chosen by replaying the stopping rule on those rows).
 """
 from __future__ import annotations
 

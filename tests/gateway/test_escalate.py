@@ -168,3 +168,14 @@ def test_an_origin_the_gate_escalated_is_followed_by_the_ranking_even_if_escalat
     assert result.trace["gate"]["decision"] == "escalate"
     assert [c["site_id"] for c in result.trace["per_site"]] == ["govt", "clapnq"]
     assert result.trace["stop_reason"].startswith("evidence confident")
+
+
+def test_fit_escalation_under_a_sites_budget_takes_the_best_recall_within_it() -> None:
+    rows: list[fitting.Row] = []
+    for i in range(40):  # the gold site is ranked (i % 4) + 1; evidence only weakly tells
+        gold_at = i % 4 + 1
+        rows += rows_of(f"q{i}", [(0.6 if n >= gold_at else 0.3 + 0.05 * (i % 5), n >= gold_at) for n in range(1, 5)])
+    model, schedule = fitting.fit_escalation(rows, max_sites=2.0, schedules=((1, 2, 3, 4),))
+    assert model.fit["replayed_sites"] <= 2.0 and model.fit["max_sites"] == 2.0 and model.fit["min_recall"] is None
+    wider, _ = fitting.fit_escalation(rows, max_sites=3.0, schedules=((1, 2, 3, 4),))
+    assert wider.fit["replayed_recall"] >= model.fit["replayed_recall"]
