@@ -23,6 +23,8 @@ gateway/engine/policy.py):
   escalate         DGRAG's gate round by round (engine/escalate.py): the ranking's best site(s)
                    first, more only while the calibrated evidence is not confident; needs a
                    calibration with an `escalate` model (--calibration).
+  one_round        summary routing's margin rule, one round, whatever the calibration holds (with an
+                   escalation model, `hansa` escalates: this is the comparison in the same run).
 
 Speed: question vectors for the reference routers are embedded in one batch; routing curves are
 computed without calling sites; the questions themselves are asked by a thread pool (`workers`),
@@ -51,7 +53,7 @@ from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
-ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned", "escalate")  # run in-process with a QueryPolicy (policy_for)
+ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned", "escalate", "one_round")  # run in-process with a QueryPolicy (policy_for)
 EVAL_CLIENT = "eval"  # the in-process client name: no API key record, so no origin allow-list
 Progress = Callable[[str], None]
 
@@ -219,11 +221,16 @@ def policy_for(strategy: str, gateway: Any) -> Any:
         return tiers_policy(gateway)
     if strategy == "refine":
         return refine_policy(gateway)
+    cfg = gateway.cfg
     if strategy == "escalate":
         from hansa.gateway.engine.policy import escalation_policy
 
-        cfg = gateway.cfg
         return escalation_policy(gateway.calibration, cfg.site_margin, cfg.lexical_weight)
+    if strategy == "one_round":
+        from hansa.gateway.engine import OneRound, QueryPolicy, SummaryRouter
+
+        return QueryPolicy(name="one_round", router=SummaryRouter(cfg.site_margin, cfg.lexical_weight),
+                           refiner=OneRound())
     if strategy == "learned":
         from hansa.gateway.learned.router import learned_policy
 

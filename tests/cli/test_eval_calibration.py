@@ -67,7 +67,7 @@ def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path
                              "intercept": -2.0, "threshold": 0.5, "fit": {"note": "stated rule (test)"}}
         saved["escalate_schedule"] = [1, 2, 4]
         cal.write_text(json.dumps(saved))
-    report = _eval(tmp_path, mtrag_dir, "--strategies", "gated,escalate", "--calibration", str(cal),
+    report = _eval(tmp_path, mtrag_dir, "--strategies", "gated,escalate,one_round", "--calibration", str(cal),
                    "--out", str(tmp_path / "rep.json"))
     assert report.exit_code == 0, report.output
     records = json.loads((tmp_path / "rep.json").read_text())["records"]
@@ -75,6 +75,8 @@ def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path
     assert gated["split"] == "report" and gated["escalation_in_domain"] is not None
     [escalated] = [r for r in records if r["strategy"] == "escalate"]
     assert 1.0 <= escalated["sites_called_per_answerable"] <= 4.0 and escalated["gold_site_recall"] is not None
+    [one] = [r for r in records if r["strategy"] == "one_round"]
+    assert one["sites_called_per_query"] <= 4.0  # the margin rule, not the escalation schedule
 
 
 @pytest.mark.slow
