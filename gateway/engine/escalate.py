@@ -12,9 +12,11 @@ model's P(the sites asked so far hold the answer) stays below its threshold. Che
 after one call; hard ones go deeper than a fixed k ever would.
 
 Contract (engine.refine): `EscalationRouter` ranks as its base router and selects the first batch;
-`Escalation.next_round` stops with a reason when the evidence is confident, the schedule is done
-or no ranked site is left, else names the next ranked sites up to the schedule's next size. The
-engine enforces the budget (sites, time, bytes) and MAX_ROUNDS, and fuses every answer seen.
+`Escalation.next_round` stops with a reason when the evidence is confident, the schedule is done,
+no ranked site is left, the request named its sites, or the request's own `top_k_sites` (a
+client's "at most k sites"; the configured default only sizes one-round routing) is reached; else
+it names the next ranked sites up to the schedule's next size. The engine enforces the budget
+(sites, time, bytes) and MAX_ROUNDS, and fuses every answer seen.
 
 The model and the schedule come from the calibration (`escalate`, fit on the evaluation's fit
 split by gateway.calibrate: rows of every prefix of the ranking, labelled "every gold site is
@@ -82,6 +84,9 @@ class Escalation:
     def next_round(self, state: RefineState) -> RefineStep:
         if state.request.sites is not None:
             return RefineStep(stop="the request named its sites")
+        cap = state.request.top_k_sites  # a client's own "at most k sites" bounds every round
+        if cap is not None and len(state.called) >= cap:
+            return RefineStep(stop=f"the request's top_k_sites ({cap})")
         p = self.confidence(state)
         # with only the origin asked, DGRAG's gate has already judged its evidence and escalated
         judged_by_gate = state.request.origin is not None and state.called == {state.request.origin}
@@ -91,6 +96,8 @@ class Escalation:
         target = next((n for n in self.schedule if n > asked), None)
         if target is None:
             return RefineStep(stop=f"escalation schedule done ({asked} sites asked, confidence {p:.2f})")
+        if cap is not None:
+            target = min(target, cap)
         fresh = tuple(s.site_id for s in state.considered if s.site_id not in state.called)[:target - asked]
         if not fresh:
             return RefineStep(stop=f"no ranked site left to ask (confidence {p:.2f})")

@@ -179,3 +179,9 @@ def test_fit_escalation_under_a_sites_budget_takes_the_best_recall_within_it() -
     assert model.fit["replayed_sites"] <= 2.0 and model.fit["max_sites"] == 2.0 and model.fit["min_recall"] is None
     wider, _ = fitting.fit_escalation(rows, max_sites=3.0, schedules=((1, 2, 3, 4),))
     assert wider.fit["replayed_recall"] >= model.fit["replayed_recall"]
+
+
+def test_a_requests_own_top_k_sites_bounds_escalation(gw: Gateway) -> None:
+    """DGRAG's top-1 (a client asking for one site) stays one site under escalation."""
+    result = ask(gw, calibration(cut=2.0), top_k_sites=1)
+    assert rounds(result) == [("routed", ["govt"])] and "top_k_sites" in result.trace["stop_reason"]
