@@ -354,7 +354,11 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
     docs = {s: [p.as_document() for p in ps] for s, ps in sites.items()}
     central = n_sites == 1
     strategies = ["centralized"] if central else [s for s in settings.strategies if s != "centralized"]
+    # The gateway's embedding memo off: each question is asked once per strategy, and with the memo
+    # only the first strategy asked would pay for embedding the question and the sentences fusion
+    # measures, so gateway_overhead_ms would rank strategies by the order they are asked in.
     gateway_env = {"HANSA_GATEWAY_SITE_TIMEOUT_S": str(settings.site_timeout_s),
+                   "HANSA_GATEWAY_EMBEDDING_MEMO_ENTRIES": "0",
                    **setting_env("gateway", settings.gateway_settings)}
     if settings.top_k_sites:
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
