@@ -185,3 +185,26 @@ def test_a_requests_own_top_k_sites_bounds_escalation(gw: Gateway) -> None:
     """DGRAG's top-1 (a client asking for one site) stays one site under escalation."""
     result = ask(gw, calibration(cut=2.0), top_k_sites=1)
     assert rounds(result) == [("routed", ["govt"])] and "top_k_sites" in result.trace["stop_reason"]
+
+
+def test_the_calibrate_command_fits_escalation_within_a_sites_budget(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hansa.cli import main
+
+    rows: list[fitting.Row] = []
+    for i in range(40):
+        gold_at = i % 4 + 1
+        rows += rows_of(f"q{i}", [(0.8 if n >= gold_at else 0.2 + 0.01 * (i % 7), n >= gold_at) for n in range(1, 5)])
+    data, out = tmp_path / "rows.jsonl", tmp_path / "cal.json"
+    fitting.write_rows(data, rows)
+    result = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "gateway", "calibrate", "--data", str(data),
+                                       "--out", str(out), "--max-sites", "2.5", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["fit_rates"]["escalation_sites_per_question"] <= 2.5 and report["escalate"]["max_sites"] == 2.5
+    loaded = load_calibration(out)
+    assert loaded.escalate is not None and loaded.escalate_schedule == tuple(json.loads(out.read_text())["escalate_schedule"])
+    bad = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "gateway", "calibrate", "--data", str(data),
+                                    "--out", str(out), "--max-sites", "0.5"])
+    assert bad.exit_code == 2 and "max-sites" in bad.output
