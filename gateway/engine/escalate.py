@@ -9,7 +9,10 @@ whether the answer was there. So the engine asks a small first batch, assesses t
 (engine.assess: best relevance, margin, coverage, agreement, best summary, the trailing gap of the
 sites not yet asked) and escalates to the next sites of the ranking only while a calibrated
 model's P(the sites asked so far hold the answer) stays below its threshold. Cheap questions stop
-after one call; hard ones go deeper than a fixed k ever would.
+after one call; hard ones go deeper than a fixed k ever would. Measured (benchmarks/README.md,
+"Escalation round by round"; report split, 16 sites): SQuAD gold-site recall 0.941 at 4.3 sites
+per question against 0.840 at 4.0 for one round of the margin rule; on MTRAG's ~90-passage sites
+no gain (0.907 of questions with every gold site asked, against 0.904).
 
 Contract (engine.refine): `EscalationRouter` ranks as its base router and selects the first batch;
 `Escalation.next_round` stops with a reason when the evidence is confident, the schedule is done,
