@@ -31,6 +31,9 @@ import numpy as np
 from hansa.adapters.records import VectorHit
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
 from hansa.core.errors import BackendError, ConfigError, InputError, NotFoundError
+from hansa.core.logs import get_logger
+
+_log = get_logger(__name__)
 
 ID_FIELD = "id"
 VECTOR_FIELD = "vector"
@@ -260,9 +263,31 @@ class MilvusVectorStore(VectorStore):
         with self._guard:
             if full in self._loaded:
                 return
-        self._call(f"load {full}", "load_collection", full)
+        try:
+            self._call(f"load {full}", "load_collection", full)
+        except BackendError:
+            # Milvus Lite writes each segment's index sidecar (`*.idx`, derived from the segment's
+            # own data and rebuilt when absent) in place, not through a rename: a process killed
+            # while writing one leaves it cut short, and every later load fails on it (seen in the
+            # kill -9 drills under load). The data files are intact, so drop the collection's
+            # sidecars and load once more; a second failure is a real one.
+            if not self._drop_lite_index_files(full):
+                raise
+            self._call(f"load {full}", "load_collection", full)
         with self._guard:
             self._loaded.add(full)
+
+    def _drop_lite_index_files(self, full: str) -> int:
+        """Remove the Milvus Lite index sidecars of `full` (none for a server); how many."""
+        if self._lite_path is None:
+            return 0
+        files = sorted((Path(self._lite_path) / "collections" / full / "partitions").glob("*/indexes/*.idx"))
+        for f in files:
+            f.unlink(missing_ok=True)
+        if files:
+            _log.warning("milvus_lite.index_files_rebuilt", collection=full, files=len(files),
+                         reason="a load failed on an index file (a crash may have cut one short); the data files are intact")
+        return len(files)
 
     # -- the port ---------------------------------------------------------------------------------
 
