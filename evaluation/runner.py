@@ -227,10 +227,9 @@ def policy_for(strategy: str, gateway: Any) -> Any:
 
         return escalation_policy(gateway.calibration, cfg.site_margin, cfg.lexical_weight)
     if strategy == "one_round":
-        from hansa.gateway.engine import OneRound, QueryPolicy, SummaryRouter
+        from hansa.gateway.engine.policy import one_round_policy
 
-        return QueryPolicy(name="one_round", router=SummaryRouter(cfg.site_margin, cfg.lexical_weight),
-                           refiner=OneRound())
+        return one_round_policy(cfg.site_margin, cfg.lexical_weight)
     if strategy == "learned":
         from hansa.gateway.learned.router import learned_policy
 

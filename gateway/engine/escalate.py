@@ -28,7 +28,7 @@ among them"; the threshold and the schedule chosen by replaying the stopping rul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -105,6 +105,3 @@ class Escalation:
         if not fresh:
             return RefineStep(stop=f"no ranked site left to ask (confidence {p:.2f})")
         return RefineStep(fresh, kind="escalate")
-
-    def describe(self) -> dict[str, Any]:
-        return {"threshold": round(self.model.threshold, 4), "schedule": list(self.schedule)}

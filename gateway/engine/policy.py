@@ -26,7 +26,7 @@ from hansa.gateway.engine.abstain import Abstainer, CalibratedAbstainer, Evidenc
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.gate import AlwaysEscalate, CalibratedGate, Gate
 from hansa.gateway.engine.budgeted import BudgetedRefiner
-from hansa.gateway.engine.refine import Refiner
+from hansa.gateway.engine.refine import OneRound, Refiner
 from hansa.gateway.engine.route import Router, SummaryRouter
 from hansa.gateway.engine.tiers import TierCutoffs, TieredRouter
 
@@ -60,6 +60,12 @@ def gated(calibration: Calibration) -> QueryPolicy:
     """The `gated` strategy: the origin answers first and the calibrated gate decides (always escalate
     without a gate model); abstention as calibrated."""
     return QueryPolicy(name="gated", gate=default_gate(calibration), abstainer=default_abstainer(calibration))
+
+
+def one_round_policy(margin: float, lexical_weight: float) -> QueryPolicy:
+    """Summary routing's margin rule in one round, whatever the calibration holds (the gateway's
+    routing without an escalation model; `hansa eval`'s `one_round`)."""
+    return QueryPolicy(name="one_round", router=SummaryRouter(margin, lexical_weight), refiner=OneRound())
 
 
 def escalation_policy(calibration: Calibration, margin: float, lexical_weight: float) -> QueryPolicy:
