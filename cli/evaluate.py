@@ -85,6 +85,10 @@ def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ..
 @click.option("--calibration-rows", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --split fit: also write each federation's gate and abstain rows to ROWS_fed<N>.jsonl, "
                    "for `hansa gateway calibrate --data`.")
+@click.option("--share-site-calls", is_flag=True,
+              help="Ask each (site, request) pair once per run and give its verified answer, after the time the "
+                   "site took, to every strategy asking it again: the same figures in a fraction of the time "
+                   "(sites are not re-asked what they already answered; latency under load is then optimistic).")
 @click.option("--no-cache", is_flag=True, help="Build every site afresh in the work directory.")
 @click.option("--smoke", is_flag=True, help="Seconds-long run for CI: 6+2 questions, 12 passages per domain, 4 sites.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -95,7 +99,7 @@ def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ..
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
-             gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
+             gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -120,7 +124,8 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             llm_api_key=llm_cfg.api_key if llm_cfg else "",
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
-                            site_settings=pairs, gateway_settings=gateway_pairs, calibration=calibration, calibration_rows=calibration_rows)
+                            site_settings=pairs, gateway_settings=gateway_pairs, calibration=calibration, calibration_rows=calibration_rows,
+                            share_site_calls=share_site_calls)
     if smoke:
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"

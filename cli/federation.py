@@ -55,12 +55,14 @@ class LocalFederation:
         site_cache: Any | None = None,
         serving_embedder: Callable[[Any], Any] | None = None,
         llm: Any = None,
+        gateway_transport: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         """`site_cache` (a hansa.evaluation.sitecache.SiteCache): build each site into the cache, or
         reuse the cached build of identical content and configuration (`hansa eval`).
         `serving_embedder`: wraps each built site's embedder for serving only (scripts/bench_load.py
         memoizes it, so real sites answer in time and the drill loads the gateway, not site CPU).
-        `llm` (the LLM port): the gateway synthesizes its answers with it (None: extractive answers)."""
+        `llm` (the LLM port): the gateway synthesizes its answers with it (None: extractive answers).
+        `gateway_transport(identity, config)`: the gateway's SiteTransport (None: signed HTTP)."""
         self.workdir = workdir
         self.site_cache = site_cache
         self.serving_embedder = serving_embedder
@@ -70,6 +72,7 @@ class LocalFederation:
         self.site_env = dict(site_env or {})
         self.gateway_env = dict(gateway_env or {})
         self.llm = llm
+        self.gateway_transport = gateway_transport
         self.sites: dict[str, SiteHandle] = {}
         self.setup_seconds = 0.0
         self._stack = ExitStack()
@@ -122,7 +125,7 @@ class LocalFederation:
         # closes before the vector store does: the durable write-behind finishes first
         self.gateway_service = self._stack.enter_context(
             Gateway.open(self.gateway_config, embedder=embedder, vector_store=self.gateway_vectors, registry=self.registry,
-                        llm=self.llm))
+                        llm=self.llm, transport=self.gateway_transport))
         self.gateway_app = create_gateway_app(self.gateway_service)
         app = self.gateway_tap(self.gateway_app) if self.gateway_tap else self.gateway_app
         self.gateway = self._stack.enter_context(BackgroundServer(app))

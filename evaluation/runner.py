@@ -93,6 +93,9 @@ class EvalSettings:
     # write the gate and abstain rows of the asked (fit-split) questions here, one file per
     # federation (<stem>_fed<N><suffix>), for `hansa gateway calibrate --data` (evaluation.calibration)
     calibration_rows: Path | None = None
+    # ask each (site, request) pair once per run and replay its verified answer to the strategies
+    # asking it again (evaluation.shared_calls): same figures, a fraction of the sites' time
+    share_site_calls: bool = False
 
 
 def setting_env(section: str, settings: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -370,8 +373,18 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
 
         llm = OpenAICompatibleLLM(settings.llm_base_url, model=settings.llm_model, api_key=settings.llm_api_key,
                                   timeout_s=settings.site_timeout_s, max_retries=0)
+    shared: list[Any] = []
+    transport = None
+    if settings.share_site_calls:
+        from hansa.evaluation.shared_calls import SharedSiteCalls
+        from hansa.gateway.transport import HttpSiteTransport
+
+        def transport(identity: Any, cfg: Any) -> Any:
+            shared.append(SharedSiteCalls(HttpSiteTransport(identity, cfg.allow_private_addresses)))
+            return shared[-1]
     with LocalFederation(root / f"fed{n_sites}", docs, progress=progress, gateway_env=gateway_env,
-                         site_env=site_env(settings.site_settings), site_cache=cache, llm=llm) as fed:
+                         site_env=site_env(settings.site_settings), site_cache=cache, llm=llm,
+                         gateway_transport=transport) as fed:
         run.meta = _federation_meta(fed, sites)
         progress(f"fed{n_sites}: ready in {run.meta['setup_seconds']} s "
                  f"({run.meta['sites_built']} sites built, {run.meta['sites_reused']} reused)")
@@ -454,6 +467,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                     progress(f"fed{n_sites}: {done}/{len(questions)} questions")
         wall = time.perf_counter() - t0
         run.meta["ask_seconds"] = round(wall, 1)
+        if shared:
+            run.meta["site_calls"] = {"asked": shared[0].asked, "replayed": shared[0].replayed}
         run.meta["questions_per_second"] = round(len(questions) / wall, 3) if wall else None
         if collect:
             from hansa.gateway.calibrate import write_rows

@@ -42,6 +42,7 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
         "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", dataset,
         "--data", str(datasets_dir / dataset), "--smoke", "--out", str(out), "--cache", str(tmp_path / "cache"),
         "--workdir", str(tmp_path / "work"),
+        *(["--share-site-calls"] if dataset == "squad" else []),
     ])
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
@@ -77,6 +78,11 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     # the sites published term statistics and the gateway holds them with each site's set
     assert meta["published_terms"] > 0 and 0 < meta["gateway_terms_bytes"] < meta["gateway_storage_bytes"]
     assert all(0.0 <= v <= 1.0 for c in curves.values() for v in c.values())
+    # SQuAD's run shares site calls: top1, oracle and full_information ask pairs exhaustive asked
+    shared = meta.get("site_calls")
+    assert (shared is not None) == (dataset == "squad") and doc["settings"]["share_site_calls"] == (dataset == "squad")
+    if shared is not None:
+        assert shared["replayed"] > 0 and shared["asked"] >= built * doc["questions"]["total"]
 
     again = CliRunner().invoke(main, [
         "--home", str(tmp_path / "home"), "--log-level", "warning", "eval", "--dataset", dataset,
