@@ -30,13 +30,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from hansa.core.errors import InputError
 from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, QueryPolicy,
                                   QueryRequest)
-from hansa.gateway.engine.calibration import FEATURES, MODELS, Calibration, Example, LogisticModel, fit_model
+from hansa.gateway.engine.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
+                                              fit_model)
 
 DEFAULT_MIN_IN_DOMAIN_ANSWERED = 0.90  # in-domain escalation target is <= 15%: keep a margin on the fit split
 DEFAULT_MIN_ANSWERABLE_ANSWERED = 0.92  # answered-answerable target is >= 90%: the same margin
 DEFAULT_MIN_RECALL = 0.96  # escalation: gold-site recall target is >= 0.95; the same kind of margin
 # Escalation schedules the fit chooses among (distinct sites asked after each round, cumulative).
-SCHEDULES = ((1, 2, 3, 4, 6, 8, 12, 16), (1, 2, 4, 8, 16), (2, 3, 4, 6, 8, 12, 16), (2, 4, 8, 16))
+SCHEDULES = ((1, 2, 3, 4, 6, 8, 12, 16), (1, 2, 3, 4, 5, 6, 8, 12, 16), (1, 2, 4, 8, 16), (2, 3, 4, 6, 8, 12, 16),
+             (2, 3, 4, 5, 6, 8, 12, 16), (2, 4, 8, 16))
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,7 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
         examples = [r.example for r in rows if r.model == name and r.example.features.get("passages", 0) > 0]
         labels = {e.label for e in examples}
         if labels == {True, False}:
-            models[name] = fit_model(examples, min_positive_rate=targets[name], note=note)
+            models[name] = fit_model(examples, min_positive_rate=targets[name], features=EVIDENCE_FEATURES, note=note)
     labels = {r.example.label for r in rows if r.model == "escalate" and r.example.features.get("passages", 0) > 0}
     if labels == {True, False}:
         models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall,

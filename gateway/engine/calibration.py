@@ -44,7 +44,9 @@ VERSION = 1
 CALIBRATION_FILE = "gate-calibration.json"
 # What a model may weigh: Assessment's numeric fields (counts included: "how many passages").
 FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary", "sites_answered", "passages",
-            "routing_gap")
+            "routing_gap", "relevance_gain", "coverage_gain", "sites_since_best")
+# The gate and abstention read the evidence in hand; escalation also what the newest round added.
+EVIDENCE_FEATURES = FEATURES[:8]
 MODELS = ("gate", "abstain", "escalate")
 
 

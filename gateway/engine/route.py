@@ -93,10 +93,15 @@ class Routing:
 
     def assess(self, question: str, calls: Sequence[SiteCall]) -> Assessment:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
-        summary similarity and the trailing gap of the sites left unasked (engine.assess)."""
+        summary similarity, the trailing gap of the sites left unasked, and what the lowest-ranked
+        site asked added (engine.assess)."""
         asked = {c.site_id for c in calls}
         best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
-        return assess(question, calls, best, self.trailing_gap(asked))
+        # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the
+        # last is the newest site escalation asked
+        rank = {s.site_id: i for i, s in enumerate(self.considered)}
+        ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
+        return assess(question, ordered, best, self.trailing_gap(asked))
 
 
 def exclusion(rec: SiteRecord | None) -> str:

@@ -260,6 +260,21 @@ def test_assess_computes_relevance_margin_coverage_and_agreement() -> None:
     assert assess("anything?", []) == Assessment()
 
 
+def test_assess_says_what_the_newest_site_added() -> None:
+    """Escalation's features: the calls in the order asked, the last the newest."""
+    weak = _call("a", [("Flood insurance is sold by agents.", "d1", 0.5)])
+    strong = _call("b", [("Flood insurance covers damage from a river.", "d2", 0.8)])
+    q = "Does flood insurance cover damage from a river?"
+    grew = assess(q, [weak, strong])
+    assert (round(grew.relevance_gain, 6), grew.sites_since_best) == (0.3, 0) and grew.coverage_gain > 0
+    stale = assess(q, [strong, weak])  # the newest site found nothing better
+    assert (stale.relevance_gain, stale.coverage_gain, stale.sites_since_best) == (0.0, 0.0, 1)
+    alone = assess(q, [strong])
+    assert (alone.relevance_gain, alone.coverage_gain, alone.sites_since_best) == (0.8, alone.coverage, 0)
+    failed = assess(q, [strong, _call("c", [], status="error")])  # a failed newest site added nothing
+    assert (failed.relevance_gain, failed.sites_since_best) == (0.0, 1)
+
+
 def test_the_openapi_spec_states_the_limits_the_code_enforces() -> None:
     spec = json.loads(resources.files("hansa.gateway").joinpath("openapi.json").read_bytes())["components"]["schemas"]
     assert {k: v["maximum"] for k, v in spec["Budget"]["properties"].items()} == dict(BUDGET_LIMITS)

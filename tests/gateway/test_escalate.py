@@ -152,6 +152,11 @@ def test_escalate_rows_from_real_sites_assess_every_prefix_of_the_ranking(gw: Ga
         ("g", 1, True), ("g", 2, True), ("r", 1, True), ("r", 2, True)]
     assert all(r.example.features["passages"] > 0 and "routing_gap" in r.example.features for r in rows)
     assert rows[1].example.features["sites_answered"] == 2  # the prefix of two holds both sites' evidence
+    # what the second-ranked site added is measured against the first's evidence alone
+    first, second = rows[0].example.features, rows[1].example.features
+    assert first["relevance_gain"] == first["best_relevance"] and first["sites_since_best"] == 0
+    assert second["relevance_gain"] == pytest.approx(second["best_relevance"] - first["best_relevance"])
+    assert second["sites_since_best"] == (0 if second["relevance_gain"] > 0 else 1)
     path = tmp_path / "rows.jsonl"
     fitting.write_rows(path, rows)
     assert fitting.read_rows(path) == rows  # the step survives the round trip
