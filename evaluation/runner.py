@@ -496,6 +496,10 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
     if settings.calibration_rows is not None and settings.split != "fit":
         raise InputError("calibration rows are collected on the fit split only (--split fit): "
                          "a gate fit on report questions would be reported on what it was fit on")
+    if settings.calibration is not None:
+        from hansa.gateway.engine.calibration import read_calibration
+
+        read_calibration(Path(settings.calibration))  # the gateway would fall back to defaults, unmeasured
     questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable)
     if not questions:
         raise InputError(f"no {settings.split} questions selected")

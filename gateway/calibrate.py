@@ -32,13 +32,16 @@ from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstain
                                   QueryRequest)
 from hansa.gateway.engine.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
                                               fit_model)
+from hansa.gateway.engine.escalate import check_schedule
 
 DEFAULT_MIN_IN_DOMAIN_ANSWERED = 0.90  # in-domain escalation target is <= 15%: keep a margin on the fit split
 DEFAULT_MIN_ANSWERABLE_ANSWERED = 0.92  # answered-answerable target is >= 90%: the same margin
 DEFAULT_MIN_RECALL = 0.96  # escalation: gold-site recall target is >= 0.95; the same kind of margin
-# Escalation schedules the fit chooses among (distinct sites asked after each round, cumulative).
-SCHEDULES = ((1, 2, 3, 4, 6, 8, 12, 16), (1, 2, 3, 4, 5, 6, 8, 12, 16), (1, 2, 4, 8, 16), (2, 3, 4, 6, 8, 12, 16),
-             (2, 3, 4, 5, 6, 8, 12, 16), (2, 4, 8, 16))
+# Escalation schedules the fit chooses among (distinct sites asked after each round, cumulative),
+# checked here as the gateway checks them on load, so a fit can never write one it would refuse.
+SCHEDULES = tuple(check_schedule(s) for s in (
+    (1, 2, 3, 4, 6, 8, 12, 16), (1, 2, 3, 4, 5, 6, 8, 12), (1, 2, 4, 8, 16), (2, 3, 4, 6, 8, 12, 16),
+    (2, 3, 4, 5, 6, 8, 12, 16), (2, 4, 8, 16)))
 
 
 @dataclass(frozen=True)

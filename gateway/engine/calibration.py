@@ -146,16 +146,27 @@ class Calibration:
         tmp.replace(path)
 
 
+def read_calibration(path: Path) -> Calibration:
+    """The calibration at `path`, or InputError saying why it is unusable — for callers that named the
+    file on purpose (`hansa eval --calibration`), where falling back to defaults would measure the
+    wrong gateway without a word."""
+    try:
+        return Calibration.from_json(json.loads(path.read_text(encoding="utf-8")), source=str(path))
+    except (OSError, ValueError, InputError) as exc:
+        raise InputError(f"calibration {path} is unusable: {exc}") from exc
+
+
 def load_calibration(path: Path) -> Calibration:
-    """The calibration at `path`, or the safe defaults (no models) with one log line saying why."""
+    """The calibration at `path`, or the safe defaults (no models) with one log line saying why: a
+    gateway keeps serving (gate escalating, abstention on its evidence rule) rather than refuse to start."""
     if not path.is_file():
         log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
         return Calibration(source=f"defaults ({path} not found)")
     try:
-        cal = Calibration.from_json(json.loads(path.read_text(encoding="utf-8")), source=str(path))
-    except (OSError, ValueError, InputError) as exc:
-        log.warning("gate calibration %s is unusable (%s): falling back to defaults — the gate always "
-                    "escalates, abstention uses its evidence rule", path, exc)
+        cal = read_calibration(path)
+    except InputError as exc:
+        log.warning("%s: falling back to defaults — the gate always escalates, abstention uses its "
+                    "evidence rule", exc)
         return Calibration(source=f"defaults ({path} unusable)")
     log.info("gate calibration loaded from %s (gate: %s, abstain: %s)", path,
              cal.gate is not None, cal.abstain is not None)

@@ -33,6 +33,20 @@ def test_calibration_rows_only_on_the_fit_split(tmp_path: Path, mtrag_dir: Path)
     assert not (tmp_path / "rows_fed4.jsonl").exists()
 
 
+def test_an_unusable_calibration_stops_the_run_before_it_measures_defaults(tmp_path: Path, mtrag_dir: Path) -> None:
+    """The gateway falls back to defaults on an unusable calibration (and keeps serving); an evaluation
+    told to measure that calibration must refuse instead, or its figures describe another gateway."""
+    bad = tmp_path / "cal.json"
+    model = {"features": ["best_relevance"], "mean": [0.5], "scale": [0.2], "coefficients": [1.0],
+             "intercept": 0.0, "threshold": 0.5}
+    # the mistake a fit once wrote: a schedule of more rounds than the engine runs
+    bad.write_text(json.dumps({"version": 1, "escalate": model, "escalate_schedule": list(range(1, 11))}))
+    result = _eval(tmp_path, mtrag_dir, "--calibration", str(bad), "--out", str(tmp_path / "r.json"))
+    assert result.exit_code != 0
+    assert "unusable" in result.output and str(bad) in result.output
+    assert not (tmp_path / "r.json").exists()
+
+
 @pytest.mark.slow
 def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path) -> None:
     rows = tmp_path / "rows.jsonl"
