@@ -165,8 +165,10 @@ def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], ch
 def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
                   rejected: set[int], candidates: Sequence[_Candidate]) -> dict[str, Observation]:
     """What this answer says about each site that offered sentences: a success when any of its
-    sentences made the answer or agreed with another site's, one per contradiction it won; a
-    failure per contradiction it lost, and one when it claimed relevance the gateway did not measure."""
+    sentences made the answer or agreed with another site's, one per contradiction its side won by
+    more independent sites; a failure per time it stood against such a majority (a dispute settled
+    by weight teaches nothing: gateway.conflicts.Resolution), and one when it claimed relevance the
+    gateway did not measure."""
     sites = {c.site_id for c in candidates}
     good = {c.site_id for c in chosen} | {candidates[k].site_id for k in resolution.agreeing_sites if k not in rejected}
     over = {c.site_id for c in checked if overclaimed(c.measured, c.reported)}

@@ -46,6 +46,21 @@ def test_weight_decides_between_equally_many_sites() -> None:
     assert "0.80 against 0.30" in conflict.reason
     res = resolve([st(0, "honest", LOURDES, weight=0.2), st(1, "liar", liar, weight=0.3)])
     assert res.conflicts[0].winner.sites == ("liar",)  # weights, not labels, decide
+    assert res.won == {} and res.lost == {}  # one site against one: nothing learned about either
+
+
+def test_two_cities_census_boilerplate_teaches_no_site_anything() -> None:
+    """Seen on SQuAD's 16 sites: two articles' census sentences share a frame, so their areas are read
+    as one disputed slot; settled by weight, it must not cost either site reliability."""
+    # shortened from the two sentences seen in the run (SQuAD v1.1, CC BY-SA 4.0)
+    one = "According to the United States Census Bureau, the city has a total area of 28.70 square miles."
+    two = "According to the United States Census Bureau, the city has a total area of 62 square miles."
+    res = resolve([st(0, "s07", one, weight=0.19, doc="city-a"), st(1, "s14", two, weight=0.14, doc="city-b")])
+    assert res.conflicts and res.won == {} and res.lost == {}
+    # a third site stating the winner's value makes it a majority: now the lone site learns it lost
+    res = resolve([st(0, "s07", one, weight=0.19, doc="city-a"), st(1, "s02", one, weight=0.1, doc="city-a-copy"),
+                   st(2, "s14", two, weight=0.14, doc="city-b")])
+    assert res.lost == {"s14": 1} and res.won == {"s02": 1, "s07": 1}
 
 
 def test_one_site_copying_a_claim_into_many_documents_does_not_outvote_two_sites() -> None:
