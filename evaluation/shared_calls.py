@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, SiteCall, SiteTarget, per_target
+from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, OnAnswer, SiteCall, SiteTarget, per_target
 from hansa.gateway.transport import SiteTransport
 from hansa.sync.wire import RetrieveRequest
 
@@ -48,7 +48,8 @@ class SharedSiteCalls:
         return site_id, json.dumps(request.to_json(), sort_keys=True)
 
     def call(self, targets: Sequence[SiteTarget], request: RetrieveRequest | Sequence[RetrieveRequest],
-             timeout_s: float, *, max_response_bytes: int = MAX_RESPONSE_BYTES) -> list[SiteCall]:
+             timeout_s: float, *, max_response_bytes: int = MAX_RESPONSE_BYTES,
+             on_answer: OnAnswer | None = None) -> list[SiteCall]:
         t0 = time.monotonic()
         requests = per_target(request, len(targets))
         keys = [self._key(t.site_id, r) for t, r in zip(targets, requests)]
@@ -59,7 +60,7 @@ class SharedSiteCalls:
         calls: dict[int, SiteCall] = dict(known)
         if fresh:
             answered = self.inner.call([targets[i] for i in fresh], [requests[i] for i in fresh], timeout_s,
-                                       max_response_bytes=max_response_bytes)
+                                       max_response_bytes=max_response_bytes, on_answer=on_answer)
             with self._lock:
                 for i, call in zip(fresh, answered):
                     calls[i] = call
@@ -70,6 +71,10 @@ class SharedSiteCalls:
                     self._answers.popitem(last=False)
         # The round's calls run at once: it lasts as long as its slowest call, replayed ones included.
         wait_ms = max((c.latency_ms for c in known.values()), default=0.0)
+        if on_answer is not None:  # a replayed answer arrives before the round ends, as the first one did
+            for i in sorted(known, key=lambda i: known[i].latency_ms):
+                if known[i].latency_ms < wait_ms:
+                    on_answer(known[i])
         left = wait_ms / 1000 - (time.monotonic() - t0)
         if left > 0:
             self.sleep(left)

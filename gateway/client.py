@@ -25,8 +25,9 @@ import ipaddress
 import os
 import socket
 import ssl
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
@@ -315,6 +316,8 @@ def per_target(request: RetrieveRequest | Sequence[RetrieveRequest], n: int) -> 
 
 # One call of one site: (target, signed body, deadline (monotonic), byte cap) -> (answer, bytes read).
 OneCall = Callable[[SiteTarget, bytes, float, int], tuple[PartialAnswer, int]]
+# Told of each answer that arrives while the round still waits on others (see run_calls).
+OnAnswer = Callable[["SiteCall"], None]
 
 
 def run_calls(
@@ -323,13 +326,20 @@ def run_calls(
     timeout_s: float,
     one: OneCall,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
+    on_answer: OnAnswer | None = None,
 ) -> list[SiteCall]:
     """Run `one` for every site at once under one deadline; one SiteCall per site, in input order.
 
     `request` is one request for every site, or one per site in the same order (SCOUT-RAG's tiers
     ask some sites in global mode and others in local mode within one round).
     Returns by `timeout_s` (plus scheduling noise) whatever the sites do: a call still running then
-    is reported as a timeout and left to end on its own deadline."""
+    is reported as a timeout and left to end on its own deadline.
+
+    `on_answer(call)` runs in the call's own thread for each "ok" answer that arrives while other
+    calls of the round are still running: work the caller will need anyway (fusion measuring the
+    answer's sentences) is done while it would otherwise only wait. The call counts as answered
+    before the hook runs, so a slow hook never turns an answer into a timeout; the last answer of a
+    round gets no hook (nothing is left to wait for), and a hook that fails is logged, not raised."""
     if timeout_s <= 0:
         raise ValueError("timeout_s must be positive")
     if not sites:
@@ -354,17 +364,39 @@ def run_calls(
             return SiteCall(site_id, ERROR, (time.monotonic() - t0) * 1000, 0, 0, error=f"internal error: {exc.__class__.__name__}")
         return SiteCall(site_id, OK, (time.monotonic() - t0) * 1000, len(body), n_in, answer=answer)
 
+    results: list[SiteCall | None] = [None] * len(targets)
+    arrived = threading.Condition()
+    closed = False  # the round has returned: a later answer is dropped, and its hook not run
+
+    def answer(i: int, target: SiteTarget, body: bytes) -> None:
+        call = run(target, body)
+        with arrived:
+            if closed:
+                return
+            results[i] = call
+            waiting = sum(r is None for r in results)
+            arrived.notify_all()
+        if on_answer is not None and waiting and call.status == OK:
+            try:
+                on_answer(call)
+            except Exception:  # the hook only saves later work; the answer stands without it
+                log.exception("site.call_hook_failed", site_id=call.site_id)
+
     pool = ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="hansa-site-call")
     try:
         # each call runs in a copy of the caller's context: the query id and log fields go with it
-        futures = [pool.submit(contextvars.copy_context().run, run, t, b) for t, b in zip(targets, bodies)]
-        wait(futures, timeout=timeout_s)
+        for i, (t, b) in enumerate(zip(targets, bodies)):
+            pool.submit(contextvars.copy_context().run, answer, i, t, b)
+        with arrived:
+            arrived.wait_for(lambda: all(r is not None for r in results), timeout=timeout_s)
+            got = list(results)  # what arrived by the deadline; later answers are not looked at
+            closed = True
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     calls: list[SiteCall] = []
-    for target, body, fut in zip(targets, bodies, futures):
-        if fut.done() and not fut.cancelled():
-            calls.append(fut.result())
+    for target, body, call in zip(targets, bodies, got):
+        if call is not None:
+            calls.append(call)
         else:
             calls.append(SiteCall(target.site_id, TIMEOUT, (time.monotonic() - start) * 1000, len(body), 0,
                                   error=f"no answer within {timeout_s:g} s"))
@@ -382,6 +414,7 @@ def call_sites(
     identity: SiteIdentity,
     allow_private_addresses: bool = False,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
+    on_answer: OnAnswer | None = None,
 ) -> list[SiteCall]:
     """POST `request`, signed by `identity` (the gateway), to every (site_id, base_url, keys) at
     once over HTTP; one SiteCall per site, in input order, by `timeout_s` (see run_calls)."""
@@ -389,4 +422,4 @@ def call_sites(
     def one(target: SiteTarget, body: bytes, deadline: float, cap: int) -> tuple[PartialAnswer, int]:
         return _call_one(target, body, identity, deadline, allow_private_addresses, cap)
 
-    return run_calls(sites, request, timeout_s, one, max_response_bytes)
+    return run_calls(sites, request, timeout_s, one, max_response_bytes, on_answer)

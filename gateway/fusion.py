@@ -109,6 +109,16 @@ def _support(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
     return out[:MAX_SENTENCES_PER_SITE]
 
 
+def first_measured(answer: PartialAnswer, n: int = MAX_SENTENCES) -> list[str]:
+    """The sentences of one site's answer that `fuse` is likeliest to measure: those without a claim
+    (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
+    question still waits on other sites (gateway.engine.fuse.measure_early); the embedding memo
+    then hands fusion the same vectors, so what fusion decides is unchanged."""
+    offered = _support(answer)
+    order = sorted(range(len(offered)), key=lambda i: (offered[i][2] is not None, -(offered[i][2] or 0.0), i))
+    return [offered[i][0] for i in order[:n]]
+
+
 def _words(text: str) -> frozenset[str]:
     return frozenset(w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2)
 

@@ -27,6 +27,7 @@ from hansa.gateway.client import (
     MAX_RESPONSE_BYTES,
     RETRIEVE_PATH,
     CallFailed,
+    OnAnswer,
     SiteCall,
     SiteTarget,
     call_sites,
@@ -53,7 +54,8 @@ class SiteTransport(Protocol):
     do; a call is "ok" only when the response is signed by one of the target's registry keys,
     bound to this request, within `max_response_bytes`, a valid partial answer from that site
     citing only its own documents; otherwise "timeout", "error" or "invalid" with the reason.
-    Never raises for a site's failure."""
+    Never raises for a site's failure. `on_answer`, if given, is told of each "ok" answer that
+    arrives while the round still waits on other sites (gateway.client.run_calls)."""
 
     def call(
         self,
@@ -62,6 +64,7 @@ class SiteTransport(Protocol):
         timeout_s: float,
         *,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        on_answer: OnAnswer | None = None,
     ) -> list[SiteCall]: ...
 
 
@@ -79,9 +82,11 @@ class HttpSiteTransport:
         timeout_s: float,
         *,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        on_answer: OnAnswer | None = None,
     ) -> list[SiteCall]:
         return call_sites(targets, request, timeout_s, identity=self.identity,
-                          allow_private_addresses=self.allow_private_addresses, max_response_bytes=max_response_bytes)
+                          allow_private_addresses=self.allow_private_addresses, max_response_bytes=max_response_bytes,
+                          on_answer=on_answer)
 
 
 class InProcessSiteTransport:
@@ -104,8 +109,9 @@ class InProcessSiteTransport:
         timeout_s: float,
         *,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        on_answer: OnAnswer | None = None,
     ) -> list[SiteCall]:
-        return run_calls(targets, request, timeout_s, self._call_one, max_response_bytes)
+        return run_calls(targets, request, timeout_s, self._call_one, max_response_bytes, on_answer)
 
     def _call_one(self, target: SiteTarget, body: bytes, deadline: float, cap: int) -> tuple[PartialAnswer, int]:
         app = self.apps.get(target.site_id)

@@ -1,12 +1,15 @@
-"""The per-question cost, before and after the hot-path change, side by side in one run.
+"""The per-question cost, before and after the hot-path changes, side by side in one run.
 
 What a question costs besides waiting: the gateway's own time (`gateway_overhead_ms` of the trace:
 everything but waiting for sites; target p50 <= 5 ms on this machine) and a site's retrieval time
-per call. Two arms, alternated question by question so both see the same load:
+per call. Three arms, their order rotated question by question so all see the same load:
 - `before`: sites embed their ~40 candidate sentences per request (their stored sentence vectors
   hidden, as on a site ingested before plugin/sentence_vectors.py), and fusion measures every
-  fused sentence (relevance.EAGER_BELOW raised above any candidate count);
-- `after`: stored sentence vectors, and fusion verifying only what it uses (gateway/relevance.py).
+  fused sentence (relevance.EAGER_BELOW raised above any candidate count), after the calls;
+- `after_late`: stored sentence vectors, and fusion verifying only what it uses
+  (gateway/relevance.py), still measured after the calls;
+- `after`: the gateway as it ships: as `after_late`, and an answer that arrives while slower sites
+  are awaited has its sentences measured then (gateway.engine.fuse.measure_early).
 The gateway's LRU (gateway.embedding_memo_entries) is cleared before every question of either arm, so
 each question is asked cold; `after_repeat` asks the same question again (an LRU hit).
 
@@ -34,7 +37,7 @@ import benchlib  # noqa: E402  (scripts/ is not a package)
 from benchlib import progress  # noqa: E402
 
 TARGET_OVERHEAD_P50_MS = 5.0
-ARMS = ("before", "after")
+ARMS = ("before", "after_late", "after")
 MODES = ("routed", "all_sites")
 
 
@@ -65,13 +68,15 @@ class HiddenSentences:
 
 
 class Arms:
-    """Switches the whole federation between the two arms."""
+    """Switches the whole federation between the arms."""
 
     def __init__(self, fed: Any) -> None:
         from hansa.gateway import relevance
 
         self.relevance = relevance
         self.eager_below = relevance.EAGER_BELOW
+        self.engine = fed.gateway_service.engine
+        self.early = self.engine.early_measure
         self.sites = {s: h.ctx for s, h in fed.sites.items()}
         self.stores = {s: ctx.vectors for s, ctx in self.sites.items()}
         self.hidden = {s: HiddenSentences(store) for s, store in self.stores.items()}
@@ -79,6 +84,7 @@ class Arms:
     def use(self, arm: str) -> None:
         before = arm == "before"
         self.relevance.EAGER_BELOW = sys.maxsize if before else self.eager_below
+        self.engine.early_measure = self.early if arm == "after" else None
         for site_id, ctx in self.sites.items():
             ctx.vectors = self.hidden[site_id] if before else self.stores[site_id]
 
@@ -115,11 +121,11 @@ def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str,
     memo = fed.gateway_service.embedder
     out: dict[str, Any] = {}
     for mode in MODES:
-        rows: dict[str, list[dict[str, Any]]] = {"before": [], "after": [], "after_repeat": []}
-        same = same_sentences = 0
+        rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in (*ARMS, "after_repeat")}
+        same = same_sentences = same_early = 0
         for i, q in enumerate(questions):
             got: dict[str, dict[str, Any]] = {}
-            for arm in (ARMS if i % 2 == 0 else ARMS[::-1]):  # alternate which arm goes first
+            for arm in ARMS[i % len(ARMS):] + ARMS[:i % len(ARMS)]:  # rotate which arm goes first
                 arms.use(arm)
                 memo.clear()
                 got[arm] = ask(fed, q, mode)
@@ -127,6 +133,7 @@ def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str,
             rows["after_repeat"].append(ask(fed, q, mode))  # still the `after` arm: the LRU answers
             same += got["before"]["answer"] == got["after"]["answer"]  # sentences, [n] markers and notes
             same_sentences += got["before"]["sentences"] == got["after"]["sentences"]
+            same_early += got["after_late"]["answer"] == got["after"]["answer"]
         out[mode] = {
             arm: {
                 "gateway_overhead": p50_p95([r["overhead"] for r in rs]),
@@ -139,6 +146,7 @@ def gateway_section(fed: Any, arms: Arms, questions: Sequence[str]) -> dict[str,
         }
         out[mode]["same_answer_share"] = round(same / len(questions), 4)
         out[mode]["same_sentences_share"] = round(same_sentences / len(questions), 4)
+        out[mode]["same_answer_share_after_late_vs_after"] = round(same_early / len(questions), 4)
     return out
 
 
@@ -146,12 +154,13 @@ def site_section(arms: Arms, questions: Sequence[str]) -> dict[str, Any]:
     from hansa.plugin.retrieval import retrieve
     from hansa.sync.wire import RetrieveRequest
 
-    times: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    site_arms = ("before", "after")  # the gateway's measuring does not change what a site does
+    times: dict[str, list[float]] = {arm: [] for arm in site_arms}
     same = total = 0
     for i, q in enumerate(questions):
         for site_id, ctx in arms.sites.items():
             picked: dict[str, Any] = {}
-            for arm in (ARMS if i % 2 == 0 else ARMS[::-1]):
+            for arm in (site_arms if i % 2 == 0 else site_arms[::-1]):
                 arms.use(arm)
                 start = time.perf_counter()
                 answer = retrieve(ctx, RetrieveRequest(question=q, top_k=5))
@@ -199,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     for mode in MODES:
         report.ratios[f"gateway_overhead_p50_before_over_after_{mode}"] = benchlib.ratio(
             gw[mode]["before"]["gateway_overhead"]["p50_ms"], gw[mode]["after"]["gateway_overhead"]["p50_ms"])
+    for mode in MODES:
+        report.ratios[f"gateway_overhead_p50_after_late_over_after_{mode}"] = benchlib.ratio(
+            gw[mode]["after_late"]["gateway_overhead"]["p50_ms"], gw[mode]["after"]["gateway_overhead"]["p50_ms"])
     report.ratios["site_retrieval_p50_before_over_after"] = benchlib.ratio(site["before"]["p50_ms"], site["after"]["p50_ms"])
     for mode in MODES:
         observed = gw[mode]["after"]["gateway_overhead"]["p50_ms"]

@@ -9,6 +9,12 @@ dependency of pymilvus) holds the entries; a lock makes it safe under the thread
 
 Rows are returned as copies: a caller that modifies a vector in place cannot corrupt the cache.
 Cost of a hit and the hit rate's effect are measured in scripts/bench_embed.py.
+
+One flight per text: a text another thread is embedding right now is waited for, not embedded a
+second time. The gateway embeds an answer's sentences while it waits on slower sites
+(gateway.engine.fuse.measure_early) and fusion may ask for the same sentences before that batch
+is done; on two cores a duplicate batch is exactly the delay the early work was meant to remove.
+If the other thread's batch fails, the waiter embeds the text itself.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ class MemoEmbedder(Embedder):
         self.inner = inner
         self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
+        self._flying: dict[str, threading.Event] = {}  # texts being embedded now, set when done
         self.hits = 0
         self.misses = 0
 
@@ -53,24 +60,46 @@ class MemoEmbedder(Embedder):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = checked_texts(texts)
         found: dict[str, np.ndarray] = {}
-        with self._lock:
-            for text in texts:
-                row = self._cache.get(text)
-                if row is not None:
-                    found[text] = row
-            self.hits += sum(1 for t in texts if t in found)
-        missing = list(dict.fromkeys(t for t in texts if t not in found))  # each new text embedded once
-        if missing:
-            vectors = self.inner.embed(missing)
+        todo = list(dict.fromkeys(texts))  # each new text embedded once
+        while todo:
+            mine: list[str] = []
+            theirs: list[threading.Event] = []
             with self._lock:
-                self.misses += len(missing)
-                for text, row in zip(missing, vectors):
-                    row = np.array(row, dtype=np.float32)  # own copy, not a view of the batch
-                    row.setflags(write=False)
-                    self._cache[text] = found[text] = row
+                for text in todo:
+                    row = self._cache.get(text)
+                    if row is not None:
+                        found[text] = row
+                    elif text in self._flying:
+                        theirs.append(self._flying[text])
+                    else:
+                        self._flying[text] = threading.Event()
+                        mine.append(text)
+                self.hits += sum(1 for t in todo if t in found)
+            if mine:
+                self._embed_own(mine, found)
+            for event in theirs:
+                event.wait()
+            todo = [t for t in todo if t not in found]  # texts whose other flight failed: taken up again
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+
+    def _embed_own(self, texts: list[str], found: dict[str, np.ndarray]) -> None:
+        """Embed texts this thread claimed; release them whether the batch succeeds or not."""
+        try:
+            vectors = self.inner.embed(texts)
+            with self._lock:
+                self.misses += len(texts)
+                for text, row in zip(texts, vectors):
+                    row = np.array(row, dtype=np.float32)  # own copy, not a view of the batch
+                    row.setflags(write=False)
+                    self._cache[text] = found[text] = row
+        finally:
+            with self._lock:
+                for text in texts:
+                    event = self._flying.pop(text, None)
+                    if event is not None:
+                        event.set()
 
     def clear(self) -> None:
         with self._lock:

@@ -1,9 +1,12 @@
 """Stage: call — one round of calls to sites through the transport, measured.
 
-Contract: `call_round(transport, kind, site_ids, records, request, timeout_s, max_response_bytes)`
-asks every named site at once (in the given order; `request` one for all, or one per site) and returns a `Round`: one SiteCall per site (see
-gateway.transport.SiteTransport: never raises for a site's failure) and the wall time spent
-waiting, which the trace subtracts from the total to report the gateway's own overhead. Site
+Contract: `call_round(transport, kind, site_ids, records, request, timeout_s, max_response_bytes,
+on_answer=None)` asks every named site at once (in the given order; `request` one for all, or one
+per site) and returns a `Round`: one SiteCall per site (see gateway.transport.SiteTransport: never
+raises for a site's failure) and the wall time spent waiting, which the trace subtracts from the
+total to report the gateway's own overhead. `on_answer` is the transport's hook for answers that
+arrive while others are awaited (the engine measures their sentences then: work done while the
+question waits anyway does not delay it, so it is not overhead). Site
 targets (URL, keys) come from the registry records only: no request can make the gateway call an
 address the registry does not hold.
 """
@@ -13,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from hansa.gateway.client import SiteCall, SiteTarget
+from hansa.gateway.client import OnAnswer, SiteCall, SiteTarget
 from hansa.gateway.registry import SiteRecord
 from hansa.gateway.transport import SiteTransport
 from hansa.sync.wire import RetrieveRequest
@@ -47,9 +50,11 @@ def call_round(
     request: RetrieveRequest | Sequence[RetrieveRequest],
     timeout_s: float,
     max_response_bytes: int,
+    on_answer: OnAnswer | None = None,
 ) -> Round:
     targets = [SiteTarget(s, records[s].url, records[s].public_keys) for s in site_ids]
     t0 = time.perf_counter()
-    calls = transport.call(targets, request, timeout_s, max_response_bytes=max_response_bytes) if targets else []
+    calls = (transport.call(targets, request, timeout_s, max_response_bytes=max_response_bytes, on_answer=on_answer)
+             if targets else [])
     per_site = () if isinstance(request, RetrieveRequest) else tuple(request)
     return Round(kind, tuple(calls), (time.perf_counter() - t0) * 1000, per_site)

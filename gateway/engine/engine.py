@@ -44,7 +44,7 @@ from hansa.gateway.engine.assess import Assessment, passages
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
-from hansa.gateway.engine.fuse import fuse_answer
+from hansa.gateway.engine.fuse import fuse_answer, measure_early
 from hansa.gateway.engine.gate import Gate, GateDecision
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
@@ -167,7 +167,7 @@ class _Calls:
             self.skip(site_ids)
             return None
         rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
-                         timeout_s, cap)
+                         timeout_s, cap, self.engine.early_measure)
         self.clock.waiting_ms += rnd.wait_ms
         self.rounds.append(rnd)
         self.calls.extend(rnd.calls)
@@ -188,6 +188,7 @@ class QueryEngine:
         self.transport = transport
         self.reliability = reliability  # learned site weights for fusion (None: every site weighs the same)
         self.history = history  # which sites final answers cite (a tier signal); None: not kept
+        self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
         """The policy's stages, the gateway's where it names none. A calibration with an `escalate`

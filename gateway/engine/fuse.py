@@ -5,6 +5,13 @@ Contract: `fuse_answer(question_vector, calls, embedder, reliability=None) -> Fu
 sentence of the answer comes from an "ok" call and carries a citation marker; with no usable
 evidence the answer says why (`note`). The fusion module is looked up at call time, so a rewrite of
 `gateway.fusion.fuse` with the same signature is picked up without touching the engine.
+
+`measure_early(embedder)`: the call stage's hook (gateway.client.run_calls) that embeds an answer's
+likeliest-measured sentences as it arrives, while the round still waits on slower sites. Fusion's
+measuring is most of the gateway's own time after the calls; done during the wait it no longer
+delays the answer (a site cut at its deadline is followed by a fusion that finds its vectors
+memoized). Only with a memoizing embedder ([gateway] embedding_memo_entries > 0): without one the
+early vectors would be thrown away.
 """
 from __future__ import annotations
 
@@ -13,8 +20,9 @@ from typing import Sequence
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.gateway import fusion
-from hansa.gateway.client import SiteCall
+from hansa.gateway.client import OnAnswer, SiteCall
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.reliability import SiteReliability
 
@@ -22,3 +30,16 @@ from hansa.gateway.reliability import SiteReliability
 def fuse_answer(question_vector: np.ndarray, calls: Sequence[SiteCall], embedder: Embedder, *,
                 reliability: SiteReliability | None = None) -> FusedAnswer:
     return fusion.fuse(question_vector, calls, embedder, reliability=reliability)
+
+
+def measure_early(embedder: Embedder) -> OnAnswer | None:
+    if not isinstance(embedder, MemoEmbedder):
+        return None
+
+    def hook(call: SiteCall) -> None:
+        if call.answer is not None:
+            texts = fusion.first_measured(call.answer)
+            if texts:
+                embedder.embed(texts)
+
+    return hook

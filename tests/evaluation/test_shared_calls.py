@@ -19,7 +19,7 @@ class CountingTransport:
         self.asked: list[tuple[str, RetrieveRequest]] = []
 
     def call(self, targets: Sequence[SiteTarget], request: RetrieveRequest | Sequence[RetrieveRequest],
-             timeout_s: float, *, max_response_bytes: int = 0) -> list[SiteCall]:
+             timeout_s: float, *, max_response_bytes: int = 0, on_answer=None) -> list[SiteCall]:  # type: ignore[no-untyped-def]
         out = []
         for t, r in zip(targets, per_target(request, len(targets))):
             self.asked.append((t.site_id, r))

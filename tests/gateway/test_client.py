@@ -154,6 +154,37 @@ def test_a_slow_site_times_out_without_holding_up_the_others(sites: FakeSites) -
     assert results[1].status == OK
 
 
+def test_an_answer_that_arrives_while_others_are_awaited_is_handed_to_the_hook_and_stands_whatever_it_does(
+        sites: FakeSites) -> None:
+    # The gateway measures an early answer's sentences while it waits on slower sites
+    # (gateway.engine.fuse.measure_early): a hook slower than the deadline, or one that fails, must
+    # neither hold the round past its deadline nor turn the answer it was given into a timeout.
+    for behaviour in ("slow", "fail"):
+        sites.release.clear()
+        seen: list[str] = []
+
+        def hook(call) -> None:  # type: ignore[no-untyped-def]
+            seen.append(call.site_id)
+            if behaviour == "fail":
+                raise RuntimeError("the hook broke")
+            time.sleep(1.5)
+
+        t0 = time.monotonic()
+        results = call(sites, "good", "slow", timeout_s=0.6, on_answer=hook)
+        took = time.monotonic() - t0
+        sites.release.set()
+        assert seen == ["good"]
+        assert [r.status for r in results] == [OK, TIMEOUT]
+        assert took < 1.4, took  # returned at the deadline, not when the hook was done
+
+
+def test_the_last_answer_of_a_round_gets_no_hook(sites: FakeSites) -> None:
+    seen: list[str] = []
+    results = call(sites, "good", "good", on_answer=lambda c: seen.append(c.site_id))
+    assert [r.status for r in results] == [OK, OK]
+    assert seen == ["good"]  # the first of the two came while the other was awaited; nothing awaited the last
+
+
 def test_a_trickling_site_hits_the_wall_clock_deadline(sites: FakeSites) -> None:
     (res,) = call(sites, "trickle", timeout_s=0.8)
     assert res.status == TIMEOUT

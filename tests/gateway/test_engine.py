@@ -313,3 +313,59 @@ def test_a_repeated_question_embeds_nothing_new_at_the_gateway(gw: Gateway, fede
         assert plain.embedder is embedder
     finally:
         plain.close()
+
+
+class Recording:
+    """The federation's real embedder, recording each batch it embeds and the thread that asked."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.batches: list[tuple[str, list[str]]] = []
+
+    def embed(self, texts: Any) -> Any:
+        import threading
+
+        self.batches.append((threading.current_thread().name, list(texts)))
+        return self.inner.embed(texts)
+
+    def embed_one(self, text: str) -> Any:
+        return self.embed([text])[0]
+
+
+def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answer_is_unchanged(
+        federation, keys) -> None:
+    """Fusion's measuring moves into the wait for slower sites (gateway.engine.fuse.measure_early):
+    the early site's sentences are embedded in its call's thread, fusion finds them memoized, and
+    the answer is the one a gateway without the memo (so without early measuring) gives."""
+    import time as _time
+
+    from hansa.adapters.embedder.base import Embedder
+
+    Embedder.register(Recording)
+    apps = {site_id: create_site_app(h.ctx) for site_id, h in federation.sites.items()}
+    slow_app = apps["clapnq"]
+
+    def slow(environ: Any, start_response: Any) -> Any:  # the real site, answering 0.8 s late
+        _time.sleep(0.8)
+        return slow_app(environ, start_response)
+
+    apps["clapnq"] = slow
+    inner = next(iter(federation.sites.values())).ctx.embedder
+    request = QueryRequest(question=GOVT_Q, sites=("clapnq", "govt"))
+    answers = {}
+    recorded = Recording(inner)
+    for memo_entries, embedder in ((4096, MemoEmbedder(recorded, 4096)), (0, inner)):
+        service = Gateway.open(GatewayConfig(site_timeout_s=60.0, embedding_memo_entries=memo_entries),
+                               embedder=embedder, vector_store=federation.gateway_vectors, registry=federation.registry,
+                               api_keys=keys, transport=lambda identity, cfg: InProcessSiteTransport(identity, apps))
+        try:
+            answers[memo_entries] = service.query(request, client="engine")
+        finally:
+            service.close()
+    early = [texts for thread, texts in recorded.batches if thread.startswith("hansa-site-call")]
+    assert early, recorded.batches  # govt answered first; its sentences were embedded in its call's thread
+    later = [t for thread, texts in recorded.batches if not thread.startswith("hansa-site-call") for t in texts]
+    assert not set(early[0]) & set(later)  # fusion did not embed them again
+    with_memo, without = answers[4096], answers[0]
+    assert with_memo.answer == without.answer
+    assert [c["doc_id"] for c in with_memo.citations] == [c["doc_id"] for c in without.citations]

@@ -90,6 +90,61 @@ def test_concurrent_callers_agree(inner: Counting) -> None:
     assert memo.hits + memo.misses == len(texts)
 
 
+class Gated(Counting):
+    """The real embedder, held inside a batch until released; `fail` makes the held batch raise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = False
+        self.held_batches = 0  # batches asked to embed "held", failed ones included
+
+    def embed(self, texts):  # type: ignore[override]
+        texts = list(texts)
+        if "held" in texts:
+            self.held_batches += 1
+            self.entered.set()
+            self.release.wait(10)
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("the first flight failed")
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("first_fails", [False, True])
+def test_a_text_another_thread_is_embedding_is_waited_for_not_embedded_twice(first_fails: bool) -> None:
+    inner = Gated()
+    inner.fail = first_fails
+    memo = MemoEmbedder(inner, maxsize=8)
+    got: dict[str, object] = {}
+
+    def first() -> None:
+        try:
+            got["first"] = memo.embed(["held"])
+        except RuntimeError as exc:
+            got["first"] = exc
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert inner.entered.wait(10)
+    b = threading.Thread(target=lambda: got.__setitem__("second", memo.embed(["other", "held"])))
+    b.start()
+    b.join(0.5)
+    assert b.is_alive()  # "other" embedded, "held" awaited from the first flight
+    assert inner.embedded == ["other"] and inner.held_batches == 1
+    inner.release.set()
+    a.join(10)
+    b.join(10)
+    assert inner.embedded == ["other", "held"]
+    if first_fails:  # the waiter took the text up itself
+        assert isinstance(got["first"], RuntimeError) and inner.held_batches == 2
+    else:
+        assert inner.held_batches == 1
+        np.testing.assert_array_equal(got["second"][1], got["first"][0])  # type: ignore[index]
+    np.testing.assert_allclose(got["second"], inner.embed(["other", "held"]), atol=1e-6)  # type: ignore[arg-type]
+
+
 def test_bad_input_is_refused(inner: Counting) -> None:
     with pytest.raises(InputError):
         MemoEmbedder(inner, maxsize=0)
