@@ -307,32 +307,44 @@ class MilvusVectorStore(VectorStore):
     def ensure_collection(self, spec: CollectionSpec) -> None:
         _validate_spec(spec)
         full = self._full(spec.name)
-        if self._call(f"has_collection {full}", "has_collection", full):
-            owner = self.collection_owner(spec.name)
-            if spec.owner and owner and owner != spec.owner:
-                raise BackendError(
-                    f"vector collection {full!r} at {self._uri} belongs to site {owner!r}, not {spec.owner!r}: one "
-                    f"collection prefix holds one site; give this site its own [milvus] collection_prefix"
-                )
-            existing = self._describe(full)
-            if existing.dim != spec.dim:
-                raise BackendError(
-                    f"vector collection {full!r} at {self._uri} holds {existing.dim}-d vectors but {spec.dim}-d were "
-                    f"asked for: the embedding model changed. Re-index into a fresh collection (drop {full!r} and re-embed)."
-                )
-            missing = [f"{k} ({v})" for k, v in spec.fields.items() if existing.fields.get(k) != v]
-            if missing:
-                raise BackendError(
-                    f"vector collection {full!r} at {self._uri} lacks field(s) {', '.join(missing)}: it was created by "
-                    f"another version; drop it and re-index"
-                )
-            schema = existing
-        else:
-            self._create(full, spec)
-            schema = _Schema(dim=spec.dim, fields=dict(spec.fields), index=spec.index, metric=spec.metric)
+        schema: _Schema | None = None
+        if not self._call(f"has_collection {full}", "has_collection", full):
+            try:
+                self._create(full, spec)
+                schema = _Schema(dim=spec.dim, fields=dict(spec.fields), index=spec.index, metric=spec.metric)
+            except BackendError:
+                # Several processes opening one Milvus server at once (gunicorn workers on a fresh
+                # server) all find the collection missing and all create it; one wins. The others
+                # check what it created as they would any existing collection.
+                if not self._call(f"has_collection {full}", "has_collection", full):
+                    raise
+        if schema is None:
+            schema = self._existing(full, spec)
         self._load(full)
         with self._guard:
             self._schemas[full] = schema
+
+    def _existing(self, full: str, spec: CollectionSpec) -> _Schema:
+        """An existing collection's schema, refused when it is another site's or does not fit `spec`."""
+        owner = self.collection_owner(spec.name)
+        if spec.owner and owner and owner != spec.owner:
+            raise BackendError(
+                f"vector collection {full!r} at {self._uri} belongs to site {owner!r}, not {spec.owner!r}: one "
+                f"collection prefix holds one site; give this site its own [milvus] collection_prefix"
+            )
+        existing = self._describe(full)
+        if existing.dim != spec.dim:
+            raise BackendError(
+                f"vector collection {full!r} at {self._uri} holds {existing.dim}-d vectors but {spec.dim}-d were "
+                f"asked for: the embedding model changed. Re-index into a fresh collection (drop {full!r} and re-embed)."
+            )
+        missing = [f"{k} ({v})" for k, v in spec.fields.items() if existing.fields.get(k) != v]
+        if missing:
+            raise BackendError(
+                f"vector collection {full!r} at {self._uri} lacks field(s) {', '.join(missing)}: it was created by "
+                f"another version; drop it and re-index"
+            )
+        return existing
 
     def _create(self, full: str, spec: CollectionSpec) -> None:
         from pymilvus import DataType, MilvusClient

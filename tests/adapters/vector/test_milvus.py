@@ -64,6 +64,38 @@ def test_ensure_collection_is_idempotent_and_refuses_another_dim(store: MilvusVe
     assert store.count("chunks") == 1
 
 
+def test_processes_creating_one_collection_at_once_on_a_fresh_server_all_open_it(milvus_server_uri: str) -> None:
+    """gunicorn's workers open one Milvus server together: each finds the collection missing and
+    creates it; the losers must open what the winner made, not fail to boot (found by the README's
+    production block, tests/test_readme_production_path.py)."""
+    import threading
+
+    workers = 6
+    stores = [MilvusVectorStore(milvus_server_uri) for _ in range(workers)]
+    start = threading.Barrier(workers)
+    errors: list[BaseException] = []
+
+    def open_collection(store: MilvusVectorStore) -> None:
+        start.wait()
+        try:
+            store.ensure_collection(SPEC)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_collection, args=(s,)) for s in stores]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        stores[0].upsert("chunks", ["a"], unit([[1, 0, 0, 0]]), [{"doc_id": "d", "level": 0, "rank": 0.5, "meta": {}}])
+        assert set(stores[-1].get("chunks", ["a"])) == {"a"}  # one collection, seen by every store
+    finally:
+        for s in stores:
+            s.close()
+
+
 def test_ensure_collection_rejects_bad_specs(store: MilvusVectorStore) -> None:
     for spec in (
         CollectionSpec("bad name", dim=4),
