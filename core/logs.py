@@ -41,8 +41,18 @@ class _Formatter(logging.Formatter):
         return line
 
 
+_FORMAT = {"as_json": False}  # what `configure` chose, for handlers made later (gunicorn's)
+
+
+def formatter() -> logging.Formatter:
+    """A formatter in the process's chosen format: for log lines hansa does not emit itself
+    (core.wsgi_server hands it to gunicorn, so one process writes one format)."""
+    return _Formatter(_FORMAT["as_json"])
+
+
 def configure(level: str = "info", as_json: bool = False) -> None:
     """Called once by the CLI; libraries only ever call `get_logger`."""
+    _FORMAT["as_json"] = as_json
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(as_json))
     root = logging.getLogger("hansa")

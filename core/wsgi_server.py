@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from hansa.core import metrics
 from hansa.core.errors import ConfigError
+from hansa.core import logs
 from hansa.core.logs import get_logger
 
 log = get_logger(__name__)
@@ -117,6 +118,22 @@ def behind_proxies(wsgi_app: WSGIApp, hops: int, setting: str) -> WSGIApp:
     return ProxyFix(wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
 
 
+def gunicorn_logger() -> type:
+    """gunicorn's logger, writing its own lines (a worker booting, exiting, timing out) in the
+    process's hansa format. Why: with `hansa --log-json` every other line on stderr is JSON; a log
+    shipper that meets gunicorn's bracketed text between them drops or mangles exactly the lines
+    that say a worker died."""
+    from gunicorn.glogging import Logger
+
+    class HansaFormat(Logger):  # type: ignore[misc]
+        def setup(self, cfg: Any) -> None:
+            super().setup(cfg)
+            for handler in self.error_log.handlers:
+                handler.setFormatter(logs.formatter())
+
+    return HansaFormat
+
+
 def gunicorn_settings(options: ServerOptions) -> dict[str, Any]:
     """The gunicorn settings hansa runs with (one place, so tests and docs can read them)."""
     settings: dict[str, Any] = {
@@ -134,6 +151,7 @@ def gunicorn_settings(options: ServerOptions) -> dict[str, Any]:
         "loglevel": "info",
         "proc_name": options.name,
         "control_socket_disable": True,  # a shared default socket path would collide between services
+        "logger_class": gunicorn_logger(),
     }
     if options.tls_cert:
         settings.update({"certfile": options.tls_cert, "keyfile": options.tls_key})

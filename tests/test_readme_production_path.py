@@ -10,6 +10,7 @@ server that does not come up fails here, not at an operator's desk. The block st
 on exit (its `trap`); the test checks that they are gone and kills the process group if not."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -79,9 +80,10 @@ def test_the_readme_production_path_runs_as_written(tmp_path: Path) -> None:
     # the admin view (JSON, cut at 300 bytes by the block) shows the enrolled site
     admin = out[out.index('{"generated_at"'):]
     assert '"site_id":"acme"' in admin.replace(" ", ""), admin
-    # two workers on each side: gunicorn logged each one booting
+    # two workers on each side: gunicorn logged each one booting, in the JSON the block asked for
     for name in ("gateway.log", "site.log"):
-        booted = set(re.findall(r"Booting worker with pid: (\d+)", (tmp_path / name).read_text(errors="replace")))
+        boots = [line for line in (tmp_path / name).read_text(errors="replace").splitlines() if "Booting worker" in line]
+        booted = {json.loads(line)["event"] for line in boots}  # not JSON: fails here
         assert len(booted) == 2, logs[name]
 
     # the block's trap stopped every server it started

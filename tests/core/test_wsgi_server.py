@@ -2,6 +2,8 @@
 settings hansa relies on (workers open their own stores; TLS from the configured files)."""
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,36 @@ def test_the_gateway_serves_several_requests_per_worker_and_the_site_one(tmp_pat
     assert site_options(cfg).threads == 1, "a site's retrieve is CPU-bound: it scales with processes"
     cfg = load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_THREADS": "3"})
     assert gunicorn_settings(gateway_options(cfg, workers=2))["threads"] == 3
+
+
+@pytest.fixture
+def restored_logging():  # type: ignore[no-untyped-def]
+    """configure() rewires the process's "hansa" logger: put it back for the tests after this one."""
+    from hansa.core import logs
+
+    hansa = logging.getLogger("hansa")
+    saved = (list(hansa.handlers), hansa.level, hansa.propagate, dict(logs._FORMAT))
+    yield
+    hansa.handlers[:], hansa.level, hansa.propagate = saved[0], saved[1], saved[2]
+    logs._FORMAT.update(saved[3])
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_gunicorns_own_lines_come_in_the_process_log_format(as_json: bool, capsys: pytest.CaptureFixture[str],
+                                                             restored_logging: None) -> None:
+    from gunicorn.config import Config
+
+    from hansa.core import logs
+
+    logs.configure("info", as_json=as_json)
+    cfg = Config()
+    for key, value in gunicorn_settings(ServerOptions(workers=2)).items():
+        cfg.set(key, value)
+    logger = cfg.logger_class(cfg)
+    logger.info("Booting worker with pid: %s", 4242)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    if as_json:
+        event = json.loads(line)
+        assert (event["logger"], event["level"], event["event"]) == ("gunicorn.error", "info", "Booting worker with pid: 4242")
+    else:
+        assert line == "info    gunicorn.error: Booting worker with pid: 4242"
