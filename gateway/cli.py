@@ -146,25 +146,47 @@ def gateway() -> None:
     """Run the federation gateway and govern the sites in its registry."""
 
 
+def _warn_if_unreachable(cfg: Config, site: str, url: str) -> None:
+    """Say at admission, not first at query time, that this gateway will not call the site's URL."""
+    from hansa.gateway.client import refused_unless_private_allowed
+
+    why = None if cfg.gateway.allow_private_addresses else refused_unless_private_allowed(url)
+    if why:
+        click.echo(f"warning: {site}'s URL {url}: {why}. This gateway will not call it unless it serves with "
+                   "--allow-private-addresses (HANSA_GATEWAY_ALLOW_PRIVATE_ADDRESSES=true): a test federation "
+                   "on one host or a private network only.", err=True)
+
+
 @gateway.command()
 @click.option("--host", default=None, help="Interface to bind (default: [gateway] host).")
 @click.option("--port", type=int, default=None, help="Port (default: [gateway] port).")
 @click.option("--workers", type=click.IntRange(1, 64), default=None,
               help="Worker processes (default: [gateway] workers; more than one needs a Milvus server).")
+@click.option("--allow-private-addresses", is_flag=True, default=False,
+              help="Call sites on loopback and private addresses too: a test federation on one host or a "
+                   "private network ([gateway] allow_private_addresses). Link-local and cloud-metadata "
+                   "addresses stay refused.")
 @click.pass_context
 @_friendly
-def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None,
+          allow_private_addresses: bool) -> None:
     """Serve the gateway API (gunicorn) until interrupted; HTTPS with [gateway] tls_cert/tls_key."""
+    from dataclasses import replace
+
     from hansa.gateway.client import gateway_identity
     from hansa.gateway.serving import serve_gateway, server_options
 
     cfg = _config(ctx)
+    if allow_private_addresses:
+        cfg = replace(cfg, gateway=replace(cfg.gateway, allow_private_addresses=True))
     options = server_options(cfg, host, port, workers)
     public_key = gateway_identity(gateway_home(cfg)).public_key_b64  # created here, not raced by workers
 
     def ready() -> None:
         click.echo(f"hansa gateway on {options.scheme}://{options.bind} with {options.workers} worker(s) "
                    f"(registry {open_registry(cfg).path}; sites set [site] gateway_public_key = {public_key})")
+        if cfg.gateway.allow_private_addresses:
+            click.echo("calls to sites on loopback and private addresses are allowed (a test federation)", err=True)
 
     serve_gateway(cfg, options, on_ready=ready)
 
@@ -354,11 +376,16 @@ def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], new_key_co
 def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_summaries: int | None,
             out: Path | None, as_json: bool) -> None:
     """Admit the site of a join request (from `hansa site join-request`) in a new registry version."""
+    from hansa.sync.membership import open_join_request
+
     policy = SitePolicy(max_summaries) if max_summaries is not None else None
-    reg = _apply(ctx, admin.admission(_read_document(request_file), policy), keys, out, as_json)
+    document = _read_document(request_file)
+    reg = _apply(ctx, admin.admission(document, policy), keys, out, as_json)
     if reg is not None:
         _say(as_json, f"registry version {reg.version}: site admitted ({request_file})",
              {"registry_version": reg.version, "admitted": str(request_file)})
+    request = open_join_request(document, utc_now())  # it verified above: read its site and URL
+    _warn_if_unreachable(_config(ctx), request.site_id, request.url)
 
 
 @gateway.command()
@@ -418,6 +445,7 @@ def enroll(ctx: click.Context, site_id: str, site_url: str, public_keys: tuple[s
                   f"(registry version {registry.registry.version})",
          {"site_id": rec.site_id, "url": rec.url, "public_keys": len(rec.public_keys),
           "registry_version": registry.registry.version})
+    _warn_if_unreachable(_config(ctx), rec.site_id, rec.url)
 
 
 @gateway.command()

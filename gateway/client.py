@@ -137,6 +137,28 @@ def _refusal(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_private:
             "(set gateway allow_private_addresses only for a test federation)")
 
 
+def refused_unless_private_allowed(url: str) -> str | None:
+    """Why a gateway that does not allow private addresses would refuse to call `url`, or None.
+
+    Why here: said when a site is admitted (`gateway enroll`, `approve`), with the same rule the
+    calls apply, instead of first surfacing as "No answer" at query time. A name that does not
+    resolve here says nothing (the gateway's host may resolve it differently)."""
+    host = urlsplit(url).hostname or ""
+    try:
+        addrs = {ipaddress.ip_address(host)}
+    except ValueError:
+        try:
+            addrs = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+                     for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        except (OSError, UnicodeError, ValueError):
+            return None
+    for addr in sorted(addrs, key=str):
+        why = _refusal(addr, allow_private=False)
+        if why:
+            return f"{host} is {addr}, {why}"
+    return None
+
+
 def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple[int, Any]]:
     """Resolve `host` once and return the (family, sockaddr) pairs to connect to; refuse the host
     if *any* of its addresses is forbidden (a name must not mix a public and a private address)."""

@@ -127,3 +127,28 @@ def test_rotate_revoke_renew_and_rotate_the_federation_keys(homes, tmp_path: Pat
     lines = hansa(gw, "gateway", "sites").output.splitlines()
     assert lines[0].startswith("federation root v2: 2 of 2 keys") and lines[1].startswith("registry v7")
     assert lines[3].split()[:3] == ["site-a", "revoked", "v2"]
+
+
+def test_admitting_a_site_the_gateway_will_not_call_says_so_at_once(homes, tmp_path: Path) -> None:
+    """A loopback or private site URL is refused at call time unless the gateway allows private
+    addresses; `approve` and `enroll` say so when the site is admitted, not as "No answer" later."""
+    gw, site, keys = homes
+    request = tmp_path / "join.json"
+    res = hansa(site, "site", "join-request", "--gateway", GW, "--url", "http://127.0.0.1:8701", "--out", str(request))
+    assert res.exit_code == 0, res.output
+    res = hansa(gw, "gateway", "approve", str(request), "--key", keys[0], "--key", keys[1])
+    assert res.exit_code == 0 and "site admitted" in res.stdout
+    assert "warning: site-a's URL http://127.0.0.1:8701: 127.0.0.1 is 127.0.0.1, a private, loopback" in res.stderr
+    assert "--allow-private-addresses" in res.stderr
+
+    pub = SiteIdentity.load(Config(home=site).keys_dir).public_key_b64
+    enroll = ("gateway", "enroll", "--site-id", "site-b", "--url", "http://10.1.2.3:8701", "--public-key", pub,
+              "--key", keys[0], "--key", keys[1], "--json")
+    res = hansa(gw, *enroll)
+    assert res.exit_code == 0 and json.loads(res.stdout)["site_id"] == "site-b"  # stdout stays JSON
+    assert "warning: site-b's URL http://10.1.2.3:8701: 10.1.2.3 is 10.1.2.3, a private" in res.stderr
+    allowed = CliRunner().invoke(main, ["--home", str(gw), *enroll[:3], "site-c", *enroll[4:]],
+                                 env={"HANSA_CONFIG": None, "HANSA_GATEWAY_ALLOW_PRIVATE_ADDRESSES": "true"})
+    assert allowed.exit_code == 0 and "warning" not in allowed.stderr, allowed.stderr  # the gateway calls it
+    public = hansa(gw, *enroll[:3], "site-d", "--url", "https://93.184.216.34", *enroll[6:])
+    assert public.exit_code == 0 and "warning" not in public.stderr
