@@ -108,6 +108,22 @@ def test_ingest_smoke(tmp_path: Path, neo4j_uri: str) -> None:
 
 
 @pytest.mark.neo4j
+def test_build_smoke(tmp_path: Path) -> None:
+    """install -> publish through the CLI on both backends (its own Neo4j: `site install` refuses a
+    database another test's site holds)."""
+    doc = run_bench("build", tmp_path)
+    builds = doc["results"]["builds"]
+    assert set(builds) == {"embedded", "neo4j"}
+    for backend, res in builds.items():
+        assert set(res["stages_seconds"]) == {"install", "ingest", "communities", "publish"}, backend
+        assert all(v > 0 for v in res["stages_seconds"].values()), res["stages_seconds"]
+        assert res["ingest_report"]["documents_new"] == doc["params"]["passages"], backend
+        assert res["chunks"] >= doc["params"]["passages"] and res["communities_report"]["communities"] >= 1, backend
+        assert res["publication_bytes"] > 1000, backend
+    assert builds["neo4j"]["server"]["neo4j"] == "started"
+
+
+@pytest.mark.neo4j
 def test_ingest_graph_only_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     doc = run_bench("ingest", tmp_path, "--graph-only", "--neo4j-uri", neo4j_uri)
     runs = doc["results"]["graph_write"]
