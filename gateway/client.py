@@ -137,6 +137,16 @@ def _refusal(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_private:
             "(set gateway allow_private_addresses only for a test federation)")
 
 
+def _addresses(host: str, port: int) -> list[tuple[int, Any, ipaddress.IPv4Address | ipaddress.IPv6Address]]:
+    """Every (family, sockaddr, address) `host` resolves to, in the resolver's order (one lookup)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise CallFailed(ERROR, f"cannot resolve {host!r}: {exc}") from exc
+    return [(family, sockaddr, ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]))
+            for family, _, _, _, sockaddr in infos]
+
+
 def refused_unless_private_allowed(url: str) -> str | None:
     """Why a gateway that does not allow private addresses would refuse to call `url`, or None.
 
@@ -145,14 +155,10 @@ def refused_unless_private_allowed(url: str) -> str | None:
     resolve here says nothing (the gateway's host may resolve it differently)."""
     host = urlsplit(url).hostname or ""
     try:
-        addrs = {ipaddress.ip_address(host)}
-    except ValueError:
-        try:
-            addrs = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-                     for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
-        except (OSError, UnicodeError, ValueError):
-            return None
-    for addr in sorted(addrs, key=str):
+        found = _addresses(host, 0)
+    except CallFailed:
+        return None
+    for _, _, addr in found:
         why = _refusal(addr, allow_private=False)
         if why:
             return f"{host} is {addr}, {why}"
@@ -162,13 +168,8 @@ def refused_unless_private_allowed(url: str) -> str | None:
 def resolve_checked(host: str, port: int, allow_private: bool) -> list[tuple[int, Any]]:
     """Resolve `host` once and return the (family, sockaddr) pairs to connect to; refuse the host
     if *any* of its addresses is forbidden (a name must not mix a public and a private address)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise CallFailed(ERROR, f"cannot resolve {host!r}: {exc}") from exc
     targets: list[tuple[int, Any]] = []
-    for family, _, _, _, sockaddr in infos:
-        addr = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+    for family, sockaddr, addr in _addresses(host, port):
         why = _refusal(addr, allow_private)
         if why:
             raise CallFailed(ERROR, f"{host!r} resolves to {addr}, {why}; refused")

@@ -36,10 +36,7 @@ STAGE_TIMEOUT_S = 4 * 3600
 def write_corpus(path: Path, n: int) -> int:
     from hansa.evaluation.squad import load_passages
 
-    squad = benchlib.SHARED_DIR / "datasets" / "squad"
-    if not squad.is_dir():
-        raise RuntimeError(f"{squad} is missing: the shared data folder must sit beside the repository")
-    passages = load_passages(squad)[:n]
+    passages = load_passages(benchlib.dataset_dir("squad"))[:n]
     with path.open("w", encoding="utf-8") as fh:
         for p in passages:
             fh.write(json.dumps(p.as_document(), ensure_ascii=False) + "\n")
@@ -47,7 +44,7 @@ def write_corpus(path: Path, n: int) -> int:
 
 
 def hansa_command() -> list[str]:
-    """This interpreter's `hansa` (a virtualenv's script beside python), else `python -m`-free lookup on PATH."""
+    """This interpreter's `hansa` script (beside python in a virtualenv), else the one on PATH."""
     script = Path(sys.executable).parent / "hansa"
     return [str(script)] if script.exists() else ["hansa"]
 

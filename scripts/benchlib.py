@@ -371,10 +371,16 @@ def neo4j(uri: str | None, facts: dict[str, Any]) -> Iterator[str]:
 
 # -- shared data ----------------------------------------------------------------------------------
 
+def dataset_dir(name: str) -> Path:
+    """A dataset folder of the shared data (`mtrag`, `squad`), or a clear error where it is missing."""
+    path = SHARED_DIR / "datasets" / name
+    if not path.is_dir():
+        raise RuntimeError(f"{path} is missing: the shared data folder must sit beside the repository")
+    return path
+
+
 def mtrag_dir() -> Path:
-    if not MTRAG_DIR.is_dir():
-        raise RuntimeError(f"{MTRAG_DIR} is missing: the shared data folder must sit beside the repository")
-    return MTRAG_DIR
+    return dataset_dir("mtrag")
 
 
 def mtrag_passages(limit: int | None = None) -> list[Any]:
