@@ -15,7 +15,8 @@ from hansa.adapters.graph.base import LeidenParams
 from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
 from hansa.core.config import load_config
 from hansa.core.errors import InputError
-from hansa.plugin.communities import build_communities, community_id, merge_small, summary_budget, summary_vectors
+from hansa.adapters.records import CommunityAssignment
+from hansa.plugin.communities import build_communities, community_id, final_partition, merge_small, summary_budget, summary_vectors
 from hansa.plugin.ingest import ingest_paths
 from hansa.plugin.site import SUMMARIES, SiteContext, summary_collection
 
@@ -261,6 +262,14 @@ def test_budget_never_drops_a_community_without_neighbours() -> None:
     result = merge_small(groups, _links((0, 2, 1.0)), min_size=3, max_groups=1)
     assert result.groups == {2: groups[0] | groups[2], 1: groups[1]}  # 1 has no link: kept, over budget
     assert result.dropped == 0
+
+
+def test_the_final_level_is_the_one_published() -> None:
+    """GDS reports every level (finest first), the embedded store one: both are grouped by the last."""
+    gds_like = [CommunityAssignment("a", (0, 7)), CommunityAssignment("b", (1, 7)), CommunityAssignment("c", (2, 9))]
+    assert dict(final_partition(gds_like)) == {7: {"a", "b"}, 9: {"c"}}
+    one_level = [CommunityAssignment("a", (4,)), CommunityAssignment("b", (4,)), CommunityAssignment("c", ())]
+    assert dict(final_partition(one_level)) == {4: {"a", "b"}}
 
 
 def test_summary_budget() -> None:

@@ -7,15 +7,20 @@ a document says may ever be executed as Cypher. These tests read the database di
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pytest
 from neo4j import Driver, GraphDatabase
 
 from hansa.adapters.graph.base import GraphStats, LeidenParams
+from hansa.adapters.graph.embedded import EmbeddedGraphStore
 from hansa.adapters.graph.neo4j_gds import SCHEMA_VERSION, Neo4jGraphStore
 from hansa.adapters.records import Chunk, Community, Document, DocumentGraph, Entity, Mention, Relation
+from hansa.core.config import SiteConfig
 from hansa.core.errors import BackendError, InputError
+from hansa.plugin.communities import final_partition
 
 pytestmark = pytest.mark.neo4j
 
@@ -68,6 +73,23 @@ def ring_of_cliques(cliques: int = 6, size: int = 4) -> list[DocumentGraph]:
         rels = [(a, b, 2.0) for i, a in enumerate(members) for b in members[i + 1 :]]
         rels.append((members[0], f"k{(k + 1) % cliques}m{size - 1}", 0.5))
         docs.append(graph(f"ring{k}", {f"ring{k}c": members + [f"k{(k + 1) % cliques}m{size - 1}"]}, rels))
+    return docs
+
+
+def planted_groups(groups: int = 30, size: int = 10, seed: int = 3) -> list[DocumentGraph]:
+    """`groups` dense random groups (one document each, edge probability 0.5, weights 1-3) and one
+    document of 40 weak links between random groups: a graph whose right answer is the groups."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for g in range(groups):
+        ids = [f"g{g}e{i}" for i in range(size)]
+        rels = [(a, b, float(rng.integers(1, 4))) for i, a in enumerate(ids) for b in ids[i + 1 :] if rng.random() < 0.5]
+        docs.append(graph(f"group{g}", {f"group{g}c": ids}, rels))
+    links = []
+    for _ in range(40):
+        g1, g2 = rng.choice(groups, 2, replace=False)
+        links.append((f"g{g1}e{rng.integers(size)}", f"g{g2}e{rng.integers(size)}", 1.0))
+    docs.append(graph("links", {"linksc": sorted({e for a, b, _ in links for e in (a, b)})}, links))
     return docs
 
 
@@ -226,6 +248,26 @@ def test_leiden_is_reproducible_with_a_seed_and_levels_nest(store: Neo4jGraphSto
 
     projections = driver.execute_query("CALL gds.graph.list() YIELD graphName RETURN graphName", database_=DB).records
     assert [r["graphName"] for r in projections if r["graphName"].startswith("hansa-")] == []
+
+
+def test_the_published_level_cuts_the_graph_as_the_embedded_store_does(store: Neo4jGraphStore, tmp_path: Path) -> None:
+    """A site publishes Leiden's final partition (plugin/communities.py). GDS also reports finer
+    levels; publishing its finest made a Neo4j site publish 12x the embedded store's communities
+    on 10,000 SQuAD paragraphs. At the site's default resolution both backends must agree."""
+    docs = planted_groups()
+    store.install()
+    store.write_documents(docs)
+    with EmbeddedGraphStore(tmp_path / "graph.sqlite") as embedded:
+        embedded.install()
+        embedded.write_documents(docs)
+        params = LeidenParams(gamma=SiteConfig().leiden_gamma, seed=SiteConfig().leiden_seed)
+        reference = final_partition(embedded.detect_communities(params))
+    assignments = store.detect_communities(params)
+    published = final_partition(assignments)
+    assert len(reference) == 30  # the planted groups
+    assert abs(len(published) - len(reference)) <= 3, (len(published), len(reference))
+    finest = {a.communities[0] for a in assignments}
+    assert len(finest) > len(published)  # what publishing GDS's first level would have sent
 
 
 def test_a_refused_leiden_call_is_a_backend_error_and_drops_the_projection(store: Neo4jGraphStore, driver: Driver) -> None:
