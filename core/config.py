@@ -139,6 +139,11 @@ class GatewayConfig:
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.
     lexical_weight: float = 0.3
+    # Fusion's citation ranking weighs each site's documents by how well the site matched the question
+    # at routing (gateway/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
+    # score / the best asked site's). 0: the sites' own scores alone. 0.2 was fit on SQuAD's fit split
+    # (scripts/sweep_site_prior.py, benchmarks/site_prior_fit.json; more weight lost recall).
+    fusion_site_prior: float = 0.2
     site_timeout_s: float = 10.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary

@@ -22,14 +22,18 @@ better-attributed copy — one its site actually cites, then the more confident 
 weight — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
 indexing the citation list. Citations are ranked by what the gateway measured: a document's site
 score is capped at the best relevance the gateway measured for that site, times its reliability
-(each Citation keeps the site's own `score`; the order is the gateway's).
+(each Citation keeps the site's own `score`; the order is the gateway's). With a `site_prior`, each
+site's documents are also weighed by how well the site matched the question at routing — CORI's
+result merging (Callan, Lu & Croft 1995): a document's score times a factor from its collection's
+score, because a site's own scores are comparable only within that site; the engine computes the
+factors (gateway.engine.route.Routing.site_prior).
 With a `reliability` store, each fused answer also teaches it (see _observations).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -140,12 +144,14 @@ def _why_no_answer(calls: Sequence[SiteCall]) -> str:
 
 
 def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], chosen: Sequence[_Candidate],
-                    reliability: dict[str, float], rejected: set[tuple[str, str]]) -> tuple[Citation, ...]:
+                    reliability: dict[str, float], rejected: set[tuple[str, str]],
+                    prior: Mapping[str, float] | None = None) -> tuple[Citation, ...]:
     """Union of the answering sites' citations (plus any chosen sentence's uncited document), one per
     (site, document), ranked by what the gateway measured: the site's score for the document, capped
     at the best relevance the gateway measured among that site's sentences (a site whose sentences
     are off-topic cannot push its documents up), or the document's own measured sentence weight if
-    higher; times the site's reliability; documents that lost a contradiction keep REJECTED_EVIDENCE."""
+    higher; times the site's reliability and its routing prior (1 without one); documents that lost a
+    contradiction keep REJECTED_EVIDENCE."""
     cap: dict[str, float] = {}
     measured_doc: dict[tuple[str, str], float] = {}
     for cand in candidates:
@@ -167,6 +173,8 @@ def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], ch
     for key, (_, reported, citation) in best.items():
         score = max(min(max(reported, 0.0), cap.get(key[0], 0.0)), measured_doc.get(key, 0.0))
         score *= reliability.get(key[0], 1.0) * (REJECTED_EVIDENCE if key in rejected else 1.0)
+        if prior is not None:
+            score *= prior.get(key[0], 1.0)
         ranked.append((score, reported, citation))
     ranked.sort(key=lambda e: (-e[0], -e[1], e[2].site_id, e[2].doc_id))
     return tuple(c for _, _, c in ranked)
@@ -239,9 +247,11 @@ def fuse(
     learn: bool = True,
     max_measured: int = MAX_MEASURED,
     eager_below: int | None = None,
+    site_prior: Mapping[str, float] | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
-    (when `learn`) this answer is recorded; without, every site weighs 1. Up to `eager_below`
+    (when `learn`) this answer is recorded; without, every site weighs 1. `site_prior` (site ->
+    factor in (0, 1]) weighs the citations' ranking by the sites' routing match. Up to `eager_below`
     candidates (default relevance.EAGER_BELOW, read per call) are all measured in one batch."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
@@ -252,7 +262,7 @@ def fuse(
     trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
     if not pairs:
         note = _why_no_answer(calls)
-        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set()),
+        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
                            sentences=(), note=note)
     candidates: list[_Candidate] = []
     for i, (call, text, doc_id, rel) in enumerate(pairs):
@@ -284,7 +294,7 @@ def fuse(
     if reliability is not None and learn:
         reliability.observe(_observations(checked, chosen, resolution, rejected, candidates))
     lost_docs = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
-    citations = _rank_citations(ok, checked, chosen, trust, lost_docs)
+    citations = _rank_citations(ok, checked, chosen, trust, lost_docs, site_prior)
     if not chosen:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,

@@ -31,11 +31,13 @@ the gate let the origin answer alone. Sites routing never selected are not skipp
 from __future__ import annotations
 
 import time
+from functools import partial
 from dataclasses import dataclass, field, replace
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
+from hansa.core.errors import ConfigError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
 from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
@@ -179,6 +181,8 @@ class QueryEngine:
                  transport: SiteTransport, calibration: Calibration | None = None,
                  reliability: SiteReliability | None = None, history: SiteHistory | None = None,
                  llm: Any = None) -> None:
+        if not 0.0 <= cfg.fusion_site_prior <= 1.0:
+            raise ConfigError(f"[gateway] fusion_site_prior must lie in 0..1 (0: no routing prior), not {cfg.fusion_site_prior}")
         self.cfg = cfg
         self.llm = llm  # hansa.adapters.llm.LLM: answers are synthesized from the fused evidence (None: extractive)
         self.calibration = calibration or Calibration()
@@ -221,16 +225,19 @@ class QueryEngine:
         now = utc_now()
         routable = {sid for sid, r in records.items() if r.is_routable(now)}
 
+        prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         t = time.perf_counter()
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
-                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites)
+                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
+                        score_named=prior_weight > 0)
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
         calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)
         # SCOUT-RAG's tiers: a tiered router's sites carry the mode their tier asks for.
         tier_modes = {s.site_id: s.mode for s in routing.considered if getattr(s, "mode", None)}
-        judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder)
+        prior = partial(routing.site_prior, weight=prior_weight)
+        judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder, prior)
 
         def assessed() -> Assessment:
             return routing.assess(request.question, calls.calls)
@@ -288,6 +295,7 @@ class QueryEngine:
             t = clock.add("refine", t)
 
         abstention: AbstainDecision | None = None
+        fusion_prior: Mapping[str, float] | None = None
         if not calls.calls and stop_reason == "budget":
             note = "the query's budget ran out before any site could be asked"
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
@@ -300,7 +308,9 @@ class QueryEngine:
                 fused = FusedAnswer(answer=no_answer_text(calls.called, assessment.best_relevance), citations=(),
                                     sentences=(), note=abstention.reason)
             else:
-                fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability)
+                fusion_prior = prior(calls.called)
+                fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+                                    site_prior=fusion_prior)
         t = clock.add("fuse", t)
         synthesis = None
         if self.llm is not None:
@@ -316,6 +326,8 @@ class QueryEngine:
                             calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
         if standalone != asked.question:
             trace["standalone_question"] = standalone
+        if fusion_prior is not None:  # the factors fusion weighed each site's citations by
+            trace["site_prior"] = {site: round(f, 4) for site, f in sorted(fusion_prior.items())}
         if synthesis is not None:
             trace["synthesis"] = synthesis.trace
             trace["budget"]["spent"]["tokens"] = tokens_spent(synthesis)
@@ -376,8 +388,10 @@ class _Judged:
     """Best-answer tracking for refiners that judge answers (a `quality(question, fused)` method):
     the answer fused after each round, its quality, and the best one seen."""
 
-    def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder) -> None:
+    def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
+                 prior: Callable[[Collection[str]], Mapping[str, float] | None]) -> None:
         self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
+        self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
         self.values: list[float] = []
         self.measures: dict[int, Any] = {}  # round index -> quality measured after it
         self.latest: Any = None
@@ -388,7 +402,7 @@ class _Judged:
     def measure(self, calls: _Calls) -> None:
         if self.quality is None or not calls.rounds:
             return
-        fused = fuse_answer(self.vector, calls.calls, self.embedder)
+        fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called))
         self.latest = self.quality(self.question, fused)
         value = float(self.latest.value)
         self.values.append(value)

@@ -1,7 +1,8 @@
 """Stage: fuse — the partial answers of every round into one cited answer.
 
-Contract: `fuse_answer(question_vector, calls, embedder, reliability=None) -> FusedAnswer`
-(gateway.fusion; `reliability` is the gateway's learned per-site weight, updated by fusion): every
+Contract: `fuse_answer(question_vector, calls, embedder, reliability=None, site_prior=None) -> FusedAnswer`
+(gateway.fusion; `reliability` is the gateway's learned per-site weight, updated by fusion;
+`site_prior` weighs the citations by the sites' routing match, Routing.site_prior): every
 sentence of the answer comes from an "ok" call and carries a citation marker; with no usable
 evidence the answer says why (`note`). The fusion module is looked up at call time, so a rewrite of
 `gateway.fusion.fuse` with the same signature is picked up without touching the engine.
@@ -15,7 +16,7 @@ early vectors would be thrown away.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -28,8 +29,8 @@ from hansa.gateway.reliability import SiteReliability
 
 
 def fuse_answer(question_vector: np.ndarray, calls: Sequence[SiteCall], embedder: Embedder, *,
-                reliability: SiteReliability | None = None) -> FusedAnswer:
-    return fusion.fuse(question_vector, calls, embedder, reliability=reliability)
+                reliability: SiteReliability | None = None, site_prior: Mapping[str, float] | None = None) -> FusedAnswer:
+    return fusion.fuse(question_vector, calls, embedder, reliability=reliability, site_prior=site_prior)
 
 
 def measure_early(embedder: Embedder) -> OnAnswer | None:

@@ -39,6 +39,7 @@ class QueryPolicy:
     refiner: Refiner | None = None
     abstainer: Abstainer | None = None
     mode: str = "local"  # the retrieval mode sites are asked for (a tiered router's sites: their tier's)
+    site_prior: float | None = None  # fusion's routing prior weight (None: [gateway] fusion_site_prior)
 
     def to_json(self, router: Router, gate: Gate, refiner: Refiner, abstainer: Abstainer | None = None) -> dict[str, Any]:
         out = {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),

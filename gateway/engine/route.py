@@ -82,6 +82,21 @@ class Routing:
         made the top-m, itself a sign it holds little on the question)."""
         return next((h.score for h in self.hits if h.site_id == site_id), None)
 
+    def site_prior(self, called: Collection[str], weight: float) -> dict[str, float] | None:
+        """Each called site's factor for fusion's citation ranking: 1 - weight + weight x its routing
+        score as a share of the best called site's (a site routing did not score: the floor,
+        1 - weight). Why: a site's retrieval scores rank its own documents well but compare poorly
+        across sites (each scores against its own corpus); how well the site as a whole matched
+        the question is the gateway's own, comparable measure (CORI's result merging). None when
+        `weight` is 0 or nothing called was scored."""
+        if weight <= 0 or not called:
+            return None
+        scores = {s.site_id: max(s.score, 0.0) for s in self.considered if s.site_id in called}
+        best = max(scores.values(), default=0.0)
+        if best <= 0:
+            return None
+        return {site: 1.0 - weight + weight * scores.get(site, 0.0) / best for site in called}
+
     def trailing_gap(self, asked: Collection[str]) -> float:
         """How far the best-ranked site outside `asked` trails the leader: 0 when one ties it, the
         leader's whole score when every ranked site was asked (nothing ranked is left to find)."""
@@ -123,14 +138,18 @@ def route(
     k: int,
     router: Router,
     explicit: Sequence[str] | None = None,
+    score_named: bool = False,
 ) -> Routing:
+    """`score_named`: rank named sites with their term scores too (fusion's site prior uses them)."""
     t0 = time.perf_counter()
     vector = embedder.embed_one(question)
     t1 = time.perf_counter()
     hits = index.search(vector, top_m)
     # term scores cost ~0.3 ms at 16 sites and ~1 ms at 64: only for a router that reads them and a
-    # question the router picks sites for (named sites are still ranked, for the trace and refiners)
-    lexical = site_term_scores(question, index, routable) if explicit is None and reads_lexical(router) else None
+    # question the router picks sites for, or whose named sites fusion weighs by routing (named sites
+    # are always ranked, for the trace and refiners)
+    wanted = explicit is None or score_named
+    lexical = site_term_scores(question, index, routable) if wanted and reads_lexical(router) else None
     considered = router.rank(vector, hits, routable, lexical=lexical)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]

@@ -369,3 +369,26 @@ def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answ
     with_memo, without = answers[4096], answers[0]
     assert with_memo.answer == without.answer
     assert [c["doc_id"] for c in with_memo.citations] == [c["doc_id"] for c in without.citations]
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5])
+def test_a_site_prior_outside_0_to_1_is_a_config_error(weight: float, embedder) -> None:
+    from hansa.gateway.engine.engine import QueryEngine
+
+    with pytest.raises(ConfigError, match="fusion_site_prior"):
+        QueryEngine(GatewayConfig(fusion_site_prior=weight), embedder, None, None, None)  # type: ignore[arg-type]
+
+
+def test_the_site_prior_weighs_citations_by_routing_and_is_traced(gw: Gateway) -> None:
+    """Both sites named, a prior of 1: the site routing matched best leads the citations, and the
+    trace carries each site's factor; without a prior there is no such entry."""
+    both = sorted(r.site_id for r in gw.registry.list())
+    assert both == ["clapnq", "govt"]
+    request = QueryRequest(question=RIVER_Q, sites=tuple(both))
+    weighed = gw.query(request, client="engine", policy=QueryPolicy(site_prior=1.0))
+    prior = weighed.trace["site_prior"]
+    assert set(prior) == set(both) and prior["clapnq"] == 1.0 and prior["govt"] < 1.0
+    assert weighed.citations[0]["site_id"] == "clapnq"
+    plain = gw.query(request, client="engine", policy=QueryPolicy(site_prior=0.0))
+    assert "site_prior" not in plain.trace
+    assert {(c["site_id"], c["doc_id"]) for c in plain.citations} == {(c["site_id"], c["doc_id"]) for c in weighed.citations}

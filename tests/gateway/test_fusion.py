@@ -156,3 +156,21 @@ def test_site_relevance_only_lowers_what_the_gateway_measured_and_copies_add_sup
     assert [s.text for s in fused.sentences] == [text, history]
     assert fused.sentences[0].weight == pytest.approx(0.9 * min(0.5, measured_text) * (1 + SUPPORT_STEP), rel=1e-4)
     assert fused.sentences[1].weight == pytest.approx(0.9 * measured_history, rel=1e-4)
+
+
+def test_a_site_prior_reorders_citations_across_sites_only(embedder) -> None:
+    """Two sites cite documents on the question; one scores its own generously. Without a prior that
+    site's documents lead; a prior from routing (the other site matched the question better) puts
+    the other site's documents first. The documents are the same, only their order changes."""
+    q = embedder.embed_one(QUESTION)
+    calls = [
+        ok_call("loud", 0.9, [("The Rhone flows through Lyon.", "l1"), ("Lyon lies on the Rhone river.", "l2")],
+                [("l1", "L1", 0.9), ("l2", "L2", 0.85)]),
+        ok_call("quiet", 0.9, [("The Rhone and the Saone meet in Lyon.", "q1"), ("Lyon's rivers are the Rhone and Saone.", "q2")],
+                [("q1", "Q1", 0.6), ("q2", "Q2", 0.55)]),
+    ]
+    plain = [(c.site_id, c.doc_id) for c in fuse(q, calls, embedder).citations]
+    weighed = [(c.site_id, c.doc_id) for c in fuse(q, calls, embedder, site_prior={"loud": 0.5, "quiet": 1.0}).citations]
+    assert plain.index(("loud", "l1")) < plain.index(("quiet", "q1"))
+    assert {site for site, _ in weighed[:2]} == {"quiet"}
+    assert sorted(plain) == sorted(weighed)  # the same documents, only their order changes

@@ -5,7 +5,7 @@ import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index import SummaryHit
-from hansa.gateway.router import DEFAULT_MARGIN, SECOND_HIT_BONUS, route, score_sites, select_sites
+from hansa.gateway.router import DEFAULT_MARGIN, SECOND_HIT_BONUS, SiteScore, route, score_sites, select_sites
 
 
 def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
@@ -88,3 +88,17 @@ def test_term_scores_add_to_the_summary_score_and_can_bring_in_a_site_without_hi
     # no site uses any of the question's words: nothing changes
     none = score_sites(hits, {"a", "b", "c"}, lexical={"a": 0.0, "b": 0.0}, lexical_weight=0.3)
     assert [(s.site_id, s.score) for s in none] == [(s.site_id, s.score) for s in alone]
+
+
+def test_the_site_prior_is_each_called_sites_routing_share() -> None:
+    """Routing.site_prior: 1 - w + w x score / best called score; unscored called sites get the floor."""
+    import numpy as np
+
+    from hansa.gateway.engine.route import Routing
+
+    considered = [SiteScore("a", 0.8, ("s1",), 1), SiteScore("b", 0.4, ("s2",), 1), SiteScore("c", -0.1, (), 0)]
+    routing = Routing(np.zeros(4, np.float32), [], considered, ["a", "b"], [], "explicit", 0.0, 0.0)
+    assert routing.site_prior(["a", "b", "c", "d"], 0.5) == {"a": 1.0, "b": 0.75, "c": 0.5, "d": 0.5}
+    assert routing.site_prior(["b"], 0.5) == {"b": 1.0}  # the best *called* site is the reference
+    assert routing.site_prior(["a", "b"], 0.0) is None
+    assert routing.site_prior(["c", "d"], 0.5) is None  # nothing called scored above 0: no prior

@@ -21,13 +21,14 @@ TOP_KEYS = {"benchmark", "schema_version", "smoke", "started_at", "wall_seconds"
 MACHINE_KEYS = {"cpu_count", "cpu_model", "python", "libraries", "load_average_at_start", "mem_total_mib"}
 
 
-def run_bench(name: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
+def run_bench(name: str, tmp_path: Path, *extra: str, script: str = "") -> dict[str, Any]:
     out = tmp_path / f"{name}.json"
+    script = script or f"bench_{name}.py"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / f"bench_{name}.py"), "--smoke", "--out", str(out), *extra],
+        [sys.executable, str(SCRIPTS / script), "--smoke", "--out", str(out), *extra],
         cwd=REPO, capture_output=True, text=True, timeout=1200,
     )
-    assert proc.returncode == 0, f"bench_{name}.py --smoke failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"{script} --smoke failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert json.loads(proc.stdout) == doc, "stdout must carry exactly the document written to --out"
     assert TOP_KEYS <= set(doc), f"missing keys: {TOP_KEYS - set(doc)}"
@@ -243,3 +244,16 @@ def test_query_smoke(tmp_path: Path) -> None:
         assert gateway[mode]["after"]["sentences_measured_mean"] <= gateway[mode]["before"]["sentences_measured_mean"]
     assert site["calls"] == doc["params"]["questions"] * doc["params"]["sites"] and site["same_sentences_share"] == 1.0
     assert set(doc["targets"]) == {"gateway_overhead_p50_ms_routed", "gateway_overhead_p50_ms_all_sites"}
+
+
+def test_site_prior_sweep_smoke(tmp_path: Path) -> None:
+    doc = run_bench("site_prior", tmp_path, script="sweep_site_prior.py")
+    res = doc["results"]
+    assert doc["params"]["split"] == "fit" and doc["params"]["questions"] >= 1
+    for strategy in ("exhaustive", "hansa"):
+        assert set(res["evidence_recall_at_10"][strategy]) == {str(w) for w in doc["params"]["weights"]}
+        assert all(0.0 <= v <= 1.0 for v in res["evidence_recall_at_10"][strategy].values())
+        assert all(0.0 <= v <= 1.0 for v in res["mrr"][strategy].values())
+    assert set(res["evidence_recall_at_10"]["oracle"]) == {"0.0"}  # the gold sites alone: the reference
+    assert res["best_weight"] in doc["params"]["weights"]
+    assert res["site_calls"]["replayed"] > 0  # the weights after the first reuse the sites' answers
