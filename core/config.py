@@ -161,6 +161,12 @@ class GatewayConfig:
     query_refill_per_s: float = 2.0
     publish_burst: int = 10
     publish_refill_per_s: float = 1 / 60
+    # Replicas on several hosts (README "Replicas on several hosts"): one "primary" accepts
+    # publications and, on a Milvus server, mirrors each site's head into it (gateway/head_mirror.py);
+    # a "follower" shares that Milvus server, refuses publications, and at a request at least
+    # follow_interval_s after its last look loads the sets the primary mirrored since.
+    role: str = "primary"
+    follow_interval_s: float = 2.0
     # Production serving (`serve`, core/wsgi_server.py): worker processes (gunicorn), TLS served
     # directly from PEM files, or `proxy_hops` trusted reverse proxies whose X-Forwarded-Proto/-Host/
     # -Port/-For headers say which URL the client used (0: trust no forwarded header).
@@ -240,6 +246,7 @@ class Config:
 
 
 ROUTERS = ("summary", "learned")
+ROLES = ("primary", "follower")
 MAX_RECENT_QUERIES = 1000  # each record holds a whole trace: the ring stays small
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway", "client")
 
@@ -307,6 +314,10 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
             _apply(obj, overrides, f"environment {prefix}*")
     if cfg.graph.backend not in ("embedded", "neo4j"):
         raise ConfigError(f"graph.backend must be 'embedded' or 'neo4j', not {cfg.graph.backend!r}")
+    if cfg.gateway.role not in ROLES:
+        raise ConfigError(f"gateway.role must be one of {', '.join(ROLES)}, not {cfg.gateway.role!r}")
+    if not 0 < cfg.gateway.follow_interval_s <= 3600:
+        raise ConfigError(f"gateway.follow_interval_s must be in (0, 3600] seconds, not {cfg.gateway.follow_interval_s}")
     if cfg.gateway.router not in ROUTERS:
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:

@@ -15,7 +15,9 @@ at any point leaves either the old or the new head, each naming rows that exist:
     3. head(new), orphans = rows only the old set used (and earlier orphans)   <- the switch
     4. delete the orphans from Milvus; 5. head(new) without orphans
 
-At start, orphans named in a head are deleted before the set is loaded (`DurableStore.load`).
+At start, orphans named in a head are deleted before the set is loaded (`SummaryIndex.restore`).
+With a `mirror` (gateway.head_mirror: replicas on other hosts), each head is also written to Milvus
+right after step 3, before step 4 deletes the old set's rows that a follower may still be reading.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -35,6 +37,9 @@ from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.sync.terms import TermSketch
 from hansa.sync.wire import MAX_INT64, SHA256_HEX_RE, SUMMARY_ID_RE, parse_utc, validate_site_id
+
+if TYPE_CHECKING:
+    from hansa.gateway.head_mirror import HeadMirror
 
 log = get_logger(__name__)
 
@@ -116,11 +121,25 @@ class StoredHead:
                    None if terms is None else TermSketch.from_json(terms, f"{where}: terms"))
 
 
+def stored_vectors(store: VectorStore, head: StoredHead) -> dict[str, np.ndarray]:
+    """The exact vectors of the head's rows by summary id; BackendError if any is missing."""
+    keys = head.keys()
+    found = store.get(COLLECTION, list(keys.values())) if keys else {}
+    missing = [sid for sid, key in keys.items() if key not in found]
+    if missing:
+        raise BackendError(
+            f"site {head.site_id!r}: {len(missing)} of its {len(keys)} stored summaries are missing from "
+            f"Milvus (first: {missing[0]!r}); its set is not loaded and its next publication must be a full set"
+        )
+    return {sid: found[key] for sid, key in keys.items()}
+
+
 class DurableStore:
     """Milvus rows + head files for every site's current set (see the module docstring)."""
 
-    def __init__(self, store: VectorStore, dim: int, state_dir: Path) -> None:
+    def __init__(self, store: VectorStore, dim: int, state_dir: Path, mirror: "HeadMirror | None" = None) -> None:
         self.store = store
+        self.mirror = mirror
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         store.ensure_collection(CollectionSpec(name=COLLECTION, dim=dim, fields=_FIELDS, index="FLAT"))
@@ -143,16 +162,7 @@ class DurableStore:
         return out
 
     def vectors(self, head: StoredHead) -> dict[str, np.ndarray]:
-        """The exact vectors of the head's rows by summary id; BackendError if any is missing."""
-        keys = head.keys()
-        found = self.store.get(COLLECTION, list(keys.values())) if keys else {}
-        missing = [sid for sid, key in keys.items() if key not in found]
-        if missing:
-            raise BackendError(
-                f"site {head.site_id!r}: {len(missing)} of its {len(keys)} stored summaries are missing from "
-                f"Milvus (first: {missing[0]!r}); its set is not loaded and its next publication must be a full set"
-            )
-        return {sid: found[key] for sid, key in keys.items()}
+        return stored_vectors(self.store, head)
 
     def delete_rows(self, keys: Iterable[str]) -> None:
         keys = list(keys)
@@ -161,6 +171,8 @@ class DurableStore:
 
     def purge(self, site_id: str) -> None:
         """Forget a site: all its rows, then its head (a crash in between purges again at start)."""
+        if self.mirror is not None:
+            self.mirror.remove(site_id)
         self.store.delete(COLLECTION, where={"site_id": validate_site_id(site_id)})
         self._path(site_id).unlink(missing_ok=True)
 
@@ -182,6 +194,8 @@ class DurableStore:
         orphans = (had - needed) | (earlier - needed)
         self.write_head(replace(new, orphans=tuple(sorted(orphans))))  # 3. the switch
         crash_point("durable.after_switch")
+        if self.mirror is not None:
+            self.mirror.write(new)
         if orphans:
             self.delete_rows(orphans)  # 4.
             self.write_head(replace(new, orphans=()))  # 5.

@@ -14,6 +14,9 @@ commit. The durable copy can lag a crash behind the floor the registry recorded;
 next delta builds on a set the gateway no longer holds, is refused with 409, and the site sends
 its whole set again — never a mix, never a rollback.
 
+Replicas on other hosts (`follower`): an index that writes nothing, loading the sets the primary
+mirrored into Milvus (gateway.head_mirror) at each `follow`, newer sequences only.
+
 Rows are keyed by a handle (int64) that is never reused; the site id of a row comes from the
 verified publication, so a site can only ever replace its own rows.
 """
@@ -31,7 +34,8 @@ from hansa.adapters.vector.base import VectorStore
 from hansa.core.errors import BackendError, ConflictError, InputError
 from hansa.core.logs import get_logger
 from hansa.gateway.ann import AnnIndex
-from hansa.gateway.durable import DurableStore, StoredHead, WriteBehind, row_key
+from hansa.gateway.durable import DurableStore, StoredHead, WriteBehind, row_key, stored_vectors
+from hansa.gateway.head_mirror import HeadMirror
 from hansa.sync.publication import Publication, PublicationHead, carried_over
 from hansa.sync.terms import TermSketch
 from hansa.sync.wire import EmbeddingSpace, validate_site_id
@@ -112,7 +116,10 @@ class SummaryIndex:
     """Summary embeddings of all sites, in the gateway embedder's space (`space`).
 
     `store` + `state_dir`: the durable copy (both, or neither for an in-memory index, e.g. in
-    benchmarks). `ann`: the nearest-neighbour index to use (default: exact, IVF past 50k rows)."""
+    benchmarks). `mirror`: also mirror each head into Milvus for followers on other hosts.
+    `follower`: write nothing; `restore` and `follow` load what a primary mirrored (give `store`
+    and `mirror`, no `state_dir`). `ann`: the nearest-neighbour index to use (default: exact, IVF
+    past 50k rows)."""
 
     def __init__(
         self,
@@ -121,14 +128,24 @@ class SummaryIndex:
         state_dir: Path | None = None,
         *,
         ann: AnnIndex | None = None,
+        mirror: HeadMirror | None = None,
+        follower: bool = False,
     ) -> None:
-        if (store is None) != (state_dir is None):
+        if follower:
+            if store is None or mirror is None or state_dir is not None:
+                raise ValueError("a follower index reads a primary's mirror: give store and mirror, no state_dir")
+        elif (store is None) != (state_dir is None):
             raise ValueError("give both store and state_dir (durable) or neither (in memory only)")
         self.space = space
         self.ann = ann if ann is not None else AnnIndex(space.dim)
         if self.ann.dim != space.dim:
             raise InputError(f"the nearest-neighbour index has dim {self.ann.dim}, the space {space.dim}")
-        self._durable = DurableStore(store, space.dim, state_dir) if store is not None else None
+        self.follower = follower
+        self._store = store
+        self._mirror = mirror
+        self._follow_lock = threading.Lock()
+        self._durable = (DurableStore(store, space.dim, state_dir, mirror)
+                         if store is not None and state_dir is not None else None)
         self._sites: dict[str, SiteSet] = {}
         self._meta: dict[int, tuple[str, str, int]] = {}  # handle -> (site, summary id, richness)
         self._handles = itertools.count(1)
@@ -144,6 +161,9 @@ class SummaryIndex:
         """Load every site's durable set for which `keep(site_id)` (enrolled, not revoked); purge
         the others. A set whose rows are incomplete is purged too: never half a set."""
         report: dict[str, list[str]] = {"loaded": [], "purged": [], "incomplete": []}
+        if self.follower:
+            report["loaded"] = self.follow(keep)
+            return report
         if self._durable is None:
             return report
         for head in self._durable.heads():
@@ -171,6 +191,8 @@ class SummaryIndex:
             self._swap(None, new, [rows[sid][0] for sid in order], matrix, [])
             self._stored[site] = head
             report["loaded"].append(site)
+        if self._durable.mirror is not None:  # a crash may have left it behind the head files
+            self._durable.mirror.reconcile(self._stored.values())
         log.info("index.restored", **{k: len(v) for k, v in report.items()}, summaries=len(self._meta))
         return report
 
@@ -276,6 +298,8 @@ class SummaryIndex:
         reaches the others through the durable copy (it flushes before announcing the change in
         the shared state, hansa.gateway.shared_routing). Only newer sets are taken, so a worker
         never rolls a set back; removals follow the registry (revocation), not a missing head."""
+        if self.follower:
+            return self.follow(keep)
         if self._durable is None:
             return []
         loaded: list[str] = []
@@ -286,29 +310,63 @@ class SummaryIndex:
             held = self._sites.get(site)
             if held is not None and held.sequence >= head.sequence:
                 continue
-            try:
-                vectors = self._durable.vectors(head)
-            except BackendError as exc:  # the writer is mid-save: the next change notice retries
-                log.warning("index.refresh_incomplete", site_id=site, error=str(exc))
-                continue
-            with self._lock:
-                previous = self._sites.get(site)
-                if previous is not None and previous.sequence >= head.sequence:
-                    continue
-                rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
-                new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
-                              head.terms)
-                order = list(rows)
-                matrix = (np.stack([vectors[sid] for sid in order]) if order
-                          else np.zeros((0, self.space.dim), np.float32))
-                self._swap(previous, new, [rows[sid][0] for sid in order], matrix,
-                           [row[0] for row in previous.rows.values()] if previous else [])
-                self._stored[site] = head
-                self._unsaved.pop(site, None)
-            loaded.append(site)
+            if self._take_newer(head):
+                loaded.append(site)
         if loaded:
             log.info("index.refreshed", sites=loaded)
         return loaded
+
+    def follow(self, keep: Callable[[str], bool] = lambda site_id: True) -> list[str]:
+        """A follower's poll: load each mirrored set newer than ours (and kept: not revoked here),
+        drop the sets the primary no longer mirrors. One small query when nothing changed; a poll
+        already running in another thread is not repeated."""
+        assert self._mirror is not None and self.follower
+        if not self._follow_lock.acquire(blocking=False):
+            return []
+        try:
+            pointers = self._mirror.pointers()
+            for site in [s for s in self._sites if s not in pointers]:
+                self.remove_site(site)  # the primary purged it (revoked there): in memory only
+            loaded: list[str] = []
+            for site, pointer in sorted(pointers.items()):
+                held = self._sites.get(site)
+                if not keep(site) or (held is not None and held.sequence >= pointer.sequence):
+                    continue
+                head = self._mirror.read(pointer)
+                if head is None:  # the primary switched meanwhile: the next poll reads the new head
+                    continue
+                if self._take_newer(head):
+                    loaded.append(site)
+            if loaded:
+                log.info("index.followed", sites=loaded, summaries=len(self._meta))
+            return loaded
+        finally:
+            self._follow_lock.release()
+
+    def _take_newer(self, head: StoredHead) -> bool:
+        """Swap in a durable `head` unless we hold its sequence or a newer one; False if not taken."""
+        assert self._store is not None
+        site = head.site_id
+        try:
+            vectors = stored_vectors(self._store, head)
+        except BackendError as exc:  # the writer is mid-save: the next change notice (or poll) retries
+            log.warning("index.refresh_incomplete", site_id=site, error=str(exc))
+            return False
+        with self._lock:
+            previous = self._sites.get(site)
+            if previous is not None and previous.sequence >= head.sequence:
+                return False
+            rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
+            new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
+                          head.terms)
+            order = list(rows)
+            matrix = (np.stack([vectors[sid] for sid in order]) if order
+                      else np.zeros((0, self.space.dim), np.float32))
+            self._swap(previous, new, [rows[sid][0] for sid in order], matrix,
+                       [row[0] for row in previous.rows.values()] if previous else [])
+            self._stored[site] = head
+            self._unsaved.pop(site, None)
+        return True
 
     def remove_site(self, site_id: str) -> None:
         """Drop a site's whole set at once (revocation); its durable copy follows."""

@@ -21,6 +21,7 @@ rebuilt from its durable copy on open and flushed on close.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import ExitStack
 from dataclasses import replace
 from importlib import resources
@@ -37,6 +38,7 @@ from hansa.core.shared_state import ChangeWatcher, SharedState
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
 from hansa.gateway.engine import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
+from hansa.gateway.head_mirror import HeadMirror
 from hansa.gateway.history import HISTORY_FILE, SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.publishing import SitePublications
@@ -57,6 +59,22 @@ PUBLISH_FLUSH_S = 30.0  # a worker waits this long for a publication to be durab
 def calibration_path(cfg: GatewayConfig, gateway_dir: Path) -> Path:
     """Where the gate's calibration lives: `[gateway] calibration_file`, relative to the gateway home."""
     return gateway_dir / cfg.calibration_file  # an absolute setting replaces gateway_dir
+
+
+class FollowerRefusal(HansaError):
+    """A publication sent to a follower replica: only the primary accepts publications."""
+
+    http_status = 503
+
+
+def open_index(cfg: GatewayConfig, store: VectorStore, space: EmbeddingSpace, gateway_dir: Path) -> SummaryIndex:
+    """The summary index for this gateway's `[gateway] role` (README "Replicas on several hosts")."""
+    if cfg.role == "follower":
+        if not store.shared:
+            raise ConfigError("[gateway] role = \"follower\" follows a primary through a Milvus server it shares: "
+                              "set [milvus] uri to that server (http://host:19530), not a Milvus Lite file")
+        return SummaryIndex(store, space, mirror=HeadMirror(store), follower=True)
+    return SummaryIndex(store, space, gateway_dir / "publications", mirror=HeadMirror(store) if store.shared else None)
 
 
 class Gateway:
@@ -109,6 +127,7 @@ class Gateway:
             self.router = open_router(cfg, index, registry.path.parent)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
+        self._followed_at = time.monotonic()  # a follower's index was loaded from the mirror at open
 
     @classmethod
     def open(
@@ -164,8 +183,9 @@ class Gateway:
                 transport = transport(identity, gcfg)
             space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head
-            # files) by SitePublications, which purges sets of sites revoked while we were down.
-            index = SummaryIndex(vector_store, space, gateway_dir / "publications")
+            # files) by SitePublications, which purges sets of sites revoked while we were down. On
+            # a Milvus server a primary mirrors its heads there; a follower loads what it mirrored.
+            index = open_index(gcfg, vector_store, space, gateway_dir)
             calibration = load_calibration(calibration_path(gcfg, gateway_dir))
             reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
             owned.callback(reliability.close)
@@ -221,6 +241,9 @@ class Gateway:
 
         self.sync()
         try:
+            if self.index.follower:
+                raise FollowerRefusal("this gateway is a follower replica and accepts no publications: "
+                                      "publish to the federation's primary gateway")
             accepted = self.publications.publish(site_id, envelope)
         except RateLimited:
             metrics.RATE_LIMITED.labels(limit="publication").inc()
@@ -239,9 +262,13 @@ class Gateway:
 
     def sync(self) -> None:
         """Apply what other processes changed: the registry (revocations, floors) and, when the
-        shared routing version moved, the site sets other workers accepted. Runs before each request."""
+        shared routing version moved, the site sets other workers accepted; a follower, every
+        `follow_interval_s`, the sets its primary mirrored. Runs before each request."""
         self.registry.poll()
-        if self._routing is not None and self._routing.changed():
+        following = self.index.follower and time.monotonic() - self._followed_at >= self.cfg.follow_interval_s
+        if following or (self._routing is not None and self._routing.changed()):
+            if following:
+                self._followed_at = time.monotonic()
             trusted = {r.site_id for r in self.registry.list() if r.status != REVOKED}
             self.index.refresh_from_durable(keep=trusted.__contains__)
 
@@ -282,7 +309,7 @@ class Gateway:
                        if (last := self.last_call(r.site_id)) is not None and last["status"] != "ok"}
         out: dict[str, Any] = {
             "status": "degraded" if unreachable else "ok", "sites": len(records), "routable_sites": len(routable),
-            "summaries": self.index.count(), "embedding": self.space.to_json()}
+            "summaries": self.index.count(), "embedding": self.space.to_json(), "role": self.cfg.role}
         if unreachable:
             out["unreachable_sites"] = unreachable
         return out

@@ -28,6 +28,12 @@ class CollectionSpec:
 
 
 class VectorStore(ABC):
+    @property
+    def shared(self) -> bool:
+        """Whether processes on other hosts can open this same store (a server, not an embedded
+        file): gateway replicas follow a primary only through such a store."""
+        return False
+
     @abstractmethod
     def ensure_collection(self, spec: CollectionSpec) -> None:
         """Create if missing (idempotent); refuse (BackendError) if it exists with another dim."""
@@ -56,6 +62,13 @@ class VectorStore(ABC):
     @abstractmethod
     def get(self, collection: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by id (unknown ids absent): publish reads the summary vectors it indexed."""
+
+    @abstractmethod
+    def fields(self, collection: str, names: Sequence[str], ids: Sequence[str] | None = None,
+               where: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """Scalar fields by id of the rows with these `ids` and/or matching `where` (equality, as in
+        `delete`); neither: every row. Why: state kept beside vectors (the gateway's mirrored heads)
+        is read without a query vector."""
 
     @abstractmethod
     def count(self, collection: str) -> int: ...

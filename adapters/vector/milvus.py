@@ -211,6 +211,10 @@ class MilvusVectorStore(VectorStore):
     def uri(self) -> str:
         return self._uri
 
+    @property
+    def shared(self) -> bool:
+        return is_server_uri(self._uri)
+
     def _full(self, collection: str) -> str:
         _check_name("collection", collection)
         return self._prefix + collection
@@ -520,6 +524,27 @@ class MilvusVectorStore(VectorStore):
             )
             for row in rows:
                 found[str(row[ID_FIELD])] = np.asarray(row[VECTOR_FIELD], dtype=np.float32).reshape(schema.dim)
+        return found
+
+    def fields(self, collection: str, names: Sequence[str], ids: Sequence[str] | None = None,
+               where: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        full, schema = self._schema(collection)
+        unknown = [f for f in names if f not in schema.fields]
+        if unknown:
+            raise InputError(f"{full}: unknown fields {unknown}; known: {', '.join(sorted(schema.fields)) or 'none'}")
+        # Milvus needs a filter or a limit to query: "every row" is the id field being a string at all.
+        where_expr = self._where_expr(full, schema, where) if where else f'{ID_FIELD} != ""'
+        id_list = None if ids is None else list(ids)
+        for row_id in id_list or ():
+            if not isinstance(row_id, str):
+                raise InputError(f"{full}: ids must be strings, got {row_id!r}")
+        found: dict[str, dict[str, Any]] = {}
+        for part in [slice(None)] if id_list is None else _batches(len(id_list)):
+            expr = where_expr if id_list is None else f"({self._ids_expr(id_list[part])}) and ({where_expr})"
+            rows = self._call(f"read fields of {full}", "query", full, filter=expr,
+                              output_fields=[ID_FIELD, *names], consistency_level="Strong")
+            for row in rows:
+                found[str(row[ID_FIELD])] = {f: row.get(f) for f in names}
         return found
 
     def count(self, collection: str) -> int:

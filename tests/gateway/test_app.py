@@ -364,7 +364,8 @@ def test_no_routable_site_gives_an_explained_empty_answer(tmp_path: Path, embedd
         assert body["trace"]["sites_called"] == [] and "no site was asked" in body["trace"]["note"]
         health = app.test_client().get("/v1/health").get_json()
         assert health == {"status": "ok", "sites": 0, "routable_sites": 0, "summaries": 0,
-                          "embedding": {"model_id": embedder.model_id, "dim": embedder.dim, "encoding": "f32le-b64"}}
+                          "embedding": {"model_id": embedder.model_id, "dim": embedder.dim, "encoding": "f32le-b64"},
+                          "role": "primary"}
         gw.close()
     finally:
         store.close()

@@ -7,10 +7,7 @@ Slow (a Milvus server and two workers that each load the embedder)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,15 +20,10 @@ from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import build_publication
 from hansa.sync.vectors import encode_vector
 from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord
+from tests.served import hansa, start, stop, wait_healthy
 
 pytestmark = pytest.mark.slow
-BOOT_TIMEOUT_S = 300.0
 SITE = "rivers"
-
-
-
-def hansa(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from hansa.cli import main; main()", "--log-json", *args]
 
 
 @pytest.fixture(scope="module")
@@ -51,29 +43,13 @@ def served(tmp_path_factory: pytest.TempPathFactory, self_signed_tls: tuple[Path
         subprocess.run(hansa("gateway", "enroll", "--site-id", SITE, "--url", "https://rivers.example.org",
                              "--public-key", site.public_key_b64), env=env, check=True, capture_output=True, timeout=120)
         log = root / "serve.log"
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(hansa("gateway", "serve", "--port", str(port)), env=env, stdout=fh,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+        proc = start(["gateway", "serve", "--port", str(port)], home, log)
         url = f"https://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + BOOT_TIMEOUT_S
-            while True:
-                assert proc.poll() is None, f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, f"not healthy in {BOOT_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
-                try:
-                    if requests.get(f"{url}/v1/health", verify=str(cert), timeout=5).status_code == 200:
-                        break
-                except (requests.ConnectionError, requests.Timeout):
-                    pass
-                time.sleep(0.5)
+            wait_healthy(proc, url, log, verify=str(cert))
             yield {"url": url, "cert": str(cert), "site": site, "log": log, "home": home}
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+            stop(proc)
 
 
 def test_a_publication_to_one_worker_is_routable_from_both(served: dict[str, Any], embedder) -> None:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,12 +32,12 @@ from hansa.sync.httpsig import (
     verify_response,
 )
 from hansa.sync.keys import SiteIdentity
+from tests.served import hansa, start, stop, wait_healthy
 
 pytestmark = pytest.mark.slow
 
 GATEWAY = SiteIdentity.generate()
 SITE_ID = "acme"
-BOOT_TIMEOUT_S = 300.0
 
 
 
@@ -72,39 +70,18 @@ def served_home(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]
         yield {"home": home, "cert": cert, "milvus_uri": milvus_uri, "site_keys": keyring([site_key]), "root": root}
 
 
-def hansa(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from hansa.cli import main; main()", "--log-json", *args]
-
-
 @contextmanager
 def serving(served: dict[str, Any], workers: int) -> Iterator[tuple[str, Path]]:
     """`hansa site serve --workers N` in its own process group; (https base URL, its stderr file)."""
     port = free_port()
     log = served["root"] / f"serve-{workers}-{port}.log"
-    env = {**os.environ, "HANSA_HOME": str(served["home"]), "HF_HUB_OFFLINE": "1"}
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(hansa("site", "serve", "--port", str(port), "--workers", str(workers)),
-                                env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start(["site", "serve", "--port", str(port), "--workers", str(workers)], served["home"], log)
     url = f"https://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while True:
-            assert proc.poll() is None, f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"not healthy in {BOOT_TIMEOUT_S} s:\n{log.read_text()[-3000:]}"
-            try:
-                if requests.get(f"{url}/v1/health", verify=str(served["cert"]), timeout=5).status_code == 200:
-                    break
-            except (requests.ConnectionError, requests.Timeout):  # listening, but no worker has booted yet
-                pass
-            time.sleep(0.5)
+        wait_healthy(proc, url, log, verify=str(served["cert"]))
         yield url, log
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop(proc)
 
 
 def signed_retrieve(url: str, question: str, query_id: str) -> tuple[dict[str, str], bytes]:

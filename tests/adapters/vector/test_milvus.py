@@ -168,6 +168,18 @@ def test_delete_by_ids_and_where_together_needs_both(store: MilvusVectorStore) -
     assert set(store.get("chunks", ["a", "b"])) == {"a"}
 
 
+def test_fields_by_ids_by_where_or_of_every_row(store: MilvusVectorStore) -> None:
+    ids = ["plain", "quote'single", "third"]
+    store.upsert("chunks", ids, unit(np.eye(4)[:3].tolist()), [{"doc_id": "d1", "level": 1}, {"doc_id": "d2"}, {"doc_id": "d2", "level": 3}])
+    assert store.fields("chunks", ["doc_id"]) == {"plain": {"doc_id": "d1"}, "quote'single": {"doc_id": "d2"}, "third": {"doc_id": "d2"}}
+    assert store.fields("chunks", ["level"], where={"doc_id": "d2"}) == {"quote'single": {"level": 0}, "third": {"level": 3}}
+    assert store.fields("chunks", ["doc_id", "level"], ids=["third", "never-stored"], where={"doc_id": "d2"}) == {
+        "third": {"doc_id": "d2", "level": 3}}
+    assert store.fields("chunks", ["doc_id"], ids=[]) == {}
+    with pytest.raises(InputError, match="unknown fields"):
+        store.fields("chunks", ["vector"])
+
+
 def test_search_orders_best_first_with_cosine_scores(store: MilvusVectorStore) -> None:
     vectors = unit([[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0.5, 0.5, 0.5, 0], [0, 0, 0, 1], [-1, 0, 0, 0]])
     ids = ["v0", "v1", "v2", "v3", "v4"]
