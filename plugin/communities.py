@@ -41,7 +41,7 @@ log = get_logger(__name__)
 # level is only its first local-moving pass: on 10,000 SQuAD paragraphs it held 12x the final
 # level's communities, and the Neo4j site published 150% of its corpus. The resolution, not the
 # level, is the knob for finer communities (config.py: leiden_gamma).
-LEVEL = 0
+LEVEL = 0  # the level number each community and published summary records: one level, so always 0
 MAX_COMMUNITY_CHUNKS = 1000  # chunks recorded per community (richness saturates here)
 SUMMARY_ENTITIES = 40  # candidates the summarizer re-ranks by salience (degree ties are common)
 SUMMARY_RELATIONS = 40
