@@ -8,7 +8,7 @@ reads them (gateway.index.SummaryIndex.follow) and loads each set newer than its
 older one. The head files stay the primary's commit point; the mirror is written right after each
 switch, before the old set's rows are deleted, and rewritten from the files when the primary starts.
 
-Layout: Milvus caps a JSON field at 64 KiB and a head with term statistics can be larger, so the
+Layout: Milvus caps a JSON field at 65,536 bytes and a head with term statistics can be larger, so the
 head's JSON is split into parts, each a row keyed by the head's content (`<site>/<sha256[:16]>/<i>`),
 written first; then one pointer row per site (id = the site id: sequence, sha256, parts) is
 upserted — a one-row switch. A reader fetches the parts the pointer names and checks the sha256:
@@ -32,7 +32,9 @@ from hansa.sync.wire import validate_site_id
 log = get_logger(__name__)
 
 COLLECTION = "gateway_heads"
-PART_CHARS = 48_000  # of the head's JSON text per row: under Milvus's 64 KiB JSON field limit
+# Characters of the head's JSON text per row. Stored inside {"text": ...}, each character takes at
+# most 2 (a quote or backslash escaped; the text is ASCII: StoredHead validates its ids, digests, base64): 64,000 + the wrapper < 65,536 bytes.
+PART_CHARS = 32_000
 _FIELDS = {"site_id": "str", "kind": "str", "sequence": "int", "sha256": "str", "parts": "int", "part": "json"}
 _DIM = 2  # Milvus needs a vector per row; these rows are read by id and field, never searched
 _NO_VECTOR = np.array([1.0, 0.0], dtype=np.float32)
