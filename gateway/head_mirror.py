@@ -33,7 +33,8 @@ log = get_logger(__name__)
 
 COLLECTION = "gateway_heads"
 # Characters of the head's JSON text per row. Stored inside {"text": ...}, each character takes at
-# most 2 (a quote or backslash escaped; the text is ASCII: StoredHead validates its ids, digests, base64): 64,000 + the wrapper < 65,536 bytes.
+# most 2 bytes (a quote or backslash, escaped; the text is ASCII, as StoredHead validates its ids,
+# digests and base64): 64,000 + the wrapper < 65,536.
 PART_CHARS = 32_000
 _FIELDS = {"site_id": "str", "kind": "str", "sequence": "int", "sha256": "str", "parts": "int", "part": "json"}
 _DIM = 2  # Milvus needs a vector per row; these rows are read by id and field, never searched
