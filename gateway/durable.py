@@ -161,9 +161,6 @@ class DurableStore:
                 path.replace(path.with_name(path.name + ".damaged"))
         return out
 
-    def vectors(self, head: StoredHead) -> dict[str, np.ndarray]:
-        return stored_vectors(self.store, head)
-
     def delete_rows(self, keys: Iterable[str]) -> None:
         keys = list(keys)
         if keys:

@@ -177,19 +177,13 @@ class SummaryIndex:
                 head = replace(head, orphans=())
                 self._durable.write_head(head)
             try:
-                vectors = self._durable.vectors(head)
+                vectors = stored_vectors(self._durable.store, head)
             except BackendError as exc:
                 log.error("index.site_incomplete", site_id=site, error=str(exc))
                 self._durable.purge(site)
                 report["incomplete"].append(site)
                 continue
-            rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
-            new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
-                              head.terms)
-            order = list(rows)
-            matrix = np.stack([vectors[sid] for sid in order]) if order else np.zeros((0, self.space.dim), np.float32)
-            self._swap(None, new, [rows[sid][0] for sid in order], matrix, [])
-            self._stored[site] = head
+            self._install(head, vectors, None)
             report["loaded"].append(site)
         if self._durable.mirror is not None:  # a crash may have left it behind the head files
             self._durable.mirror.reconcile(self._stored.values())
@@ -356,17 +350,20 @@ class SummaryIndex:
             previous = self._sites.get(site)
             if previous is not None and previous.sequence >= head.sequence:
                 return False
-            rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
-            new = SiteSet(site, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
-                          head.terms)
-            order = list(rows)
-            matrix = (np.stack([vectors[sid] for sid in order]) if order
-                      else np.zeros((0, self.space.dim), np.float32))
-            self._swap(previous, new, [rows[sid][0] for sid in order], matrix,
-                       [row[0] for row in previous.rows.values()] if previous else [])
-            self._stored[site] = head
+            self._install(head, vectors, previous)
             self._unsaved.pop(site, None)
         return True
+
+    def _install(self, head: StoredHead, vectors: Mapping[str, np.ndarray], previous: SiteSet | None) -> None:
+        """Swap in the set a durable `head` names (its `vectors` by summary id) in place of `previous`."""
+        rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
+        new = SiteSet(head.site_id, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
+                      head.terms)
+        order = list(rows)
+        matrix = np.stack([vectors[sid] for sid in order]) if order else np.zeros((0, self.space.dim), np.float32)
+        self._swap(previous, new, [rows[sid][0] for sid in order], matrix,
+                   [row[0] for row in previous.rows.values()] if previous else [])
+        self._stored[head.site_id] = head
 
     def remove_site(self, site_id: str) -> None:
         """Drop a site's whole set at once (revocation); its durable copy follows."""
