@@ -234,12 +234,14 @@ def test_rollback_to_a_lower_sequence_is_refused(env, records) -> None:
 
 def test_unenrolled_spoofed_and_expired_publications_are_refused(env, records) -> None:
     me = enroll(env, "site-real")
+    # enrolled before the snapshot: enrolling re-signs the registry, which moves every record's
+    # trusted_until (the registry's expiry) to a later second
+    enroll(env, "site-victim")
     stranger = SiteIdentity.generate()
     before = snapshot(env, "site-real")
     resp = publish(env, "ghost", envelope(env, stranger, "ghost", 1, records["misc"]))
     assert resp.status_code == 403 and "not enrolled" in resp.get_json()["error"]
     # a publication signed by site-real for its own namespace, posted as another enrolled site
-    enroll(env, "site-victim")
     resp = publish(env, "site-victim", envelope(env, me, "site-real", 1, records["misc"]))
     assert resp.status_code == 403
     expired = envelope(env, me, "site-real", 1, records["misc"], now=datetime.now(timezone.utc) - 2 * TTL)
