@@ -97,8 +97,9 @@ def gate_rows(gateway: Any, questions: Iterable[LabelledQuestion], origins: Sequ
         if not q.answerable or not q.gold_sites:
             continue
         for origin in origins:
-            # the origin alone, named explicitly: the same features the gate computes for it
-            # (its calls, and its best summary among the question's top-m matches)
+            # the origin alone, named explicitly: the same features the gate computes for it (its
+            # calls, its best summary among the question's top-m matches, and every routable site
+            # ranked as when routed: engine.route ranks named sites the same way)
             result = gateway.engine.run(QueryRequest(question=q.text, sites=(origin,)), policy=policy)
             rows.append(Row("gate", Example(_features(result.assessment), origin in q.gold_sites, q.id), origin))
     return rows

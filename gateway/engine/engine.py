@@ -229,8 +229,7 @@ class QueryEngine:
         t = time.perf_counter()
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
-                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
-                        score_named=prior_weight > 0)
+                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites)
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
         calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)

@@ -138,18 +138,16 @@ def route(
     k: int,
     router: Router,
     explicit: Sequence[str] | None = None,
-    score_named: bool = False,
 ) -> Routing:
-    """`score_named`: rank named sites with their term scores too (fusion's site prior uses them)."""
     t0 = time.perf_counter()
     vector = embedder.embed_one(question)
     t1 = time.perf_counter()
     hits = index.search(vector, top_m)
-    # term scores cost ~0.3 ms at 16 sites and ~1 ms at 64: only for a router that reads them and a
-    # question the router picks sites for, or whose named sites fusion weighs by routing (named sites
-    # are always ranked, for the trace and refiners)
-    wanted = explicit is None or score_named
-    lexical = site_term_scores(question, index, routable) if wanted and reads_lexical(router) else None
+    # term scores cost ~0.3 ms at 16 sites and ~1 ms at 64: only for a router that reads them. Named
+    # sites are ranked the same way as routed ones, so what is derived from the ranking (fusion's site
+    # prior, an assessment's routing_gap) does not depend on how the sites were chosen: the gate's
+    # calibration rows name the origin, the gate itself sees it routed (gateway.calibrate.gate_rows)
+    lexical = site_term_scores(question, index, routable) if reads_lexical(router) else None
     considered = router.rank(vector, hits, routable, lexical=lexical)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]

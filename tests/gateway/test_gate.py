@@ -16,6 +16,7 @@ from hansa.gateway import calibrate as fitting
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.engine import (
+    AlwaysEscalate,
     CalibratedAbstainer,
     CalibratedGate,
     Calibration,
@@ -194,6 +195,28 @@ def test_fit_on_collected_features_meets_its_fit_target_and_records_its_data(gw:
     data = tmp_path / "rows.jsonl"
     fitting.write_rows(data, rows)
     assert [r.to_json() for r in fitting.read_rows(data)] == [r.to_json() for r in rows]
+
+
+@pytest.mark.parametrize("site_prior", [0.0, 0.2])
+def test_a_gate_row_holds_what_the_gate_sees_when_it_serves(in_process_gateway, keys, federation,
+                                                              site_prior: float) -> None:
+    """The rows name the origin (sites=[origin]); a served request routes and asks it first. Both
+    must rank every site the same way, whatever fusion's prior, or the gate is fit on features it
+    never sees (rows collected without term scores once made the report's in-domain asks escalate
+    twice as often as the fit's)."""
+    service = in_process_gateway(keys, fusion_site_prior=site_prior)
+    try:
+        questions = site_questions(federation)[:4]
+        origins = sorted(federation.documents)
+        rows = fitting.gate_rows(service, questions, origins)
+        served = [service.engine.run(QueryRequest(question=q.text, origin=o), policy=QueryPolicy(gate=AlwaysEscalate()))
+                  for q in questions for o in origins]
+        for row, result in zip(rows, served):
+            seen = result.trace["origin_assessment"]
+            assert {k: pytest.approx(v, abs=1e-4) for k, v in seen.items()} == row.example.features
+        assert any(r.example.features["routing_gap"] > 0 for r in rows)
+    finally:
+        service.close()
 
 
 def test_calibrate_needs_both_labels() -> None:
