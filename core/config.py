@@ -142,8 +142,11 @@ class GatewayConfig:
     # Fusion's citation ranking weighs each site's documents by how well the site matched the question
     # at routing (gateway/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
     # score / the best asked site's). 0: the sites' own scores alone. 0.2 was fit on SQuAD's fit split
-    # (scripts/sweep_site_prior.py, benchmarks/site_prior_fit.json; more weight lost recall).
+    # (scripts/sweep_fusion.py, benchmarks/site_prior_fit.json; more weight lost recall).
     fusion_site_prior: float = 0.2
+    # ... and by how much of the question (rare words weighing most) each site's answer sentences
+    # use (gateway/lexical.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed.
+    fusion_answer_coverage: float = 0.0
     site_timeout_s: float = 10.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary

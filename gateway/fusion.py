@@ -26,13 +26,16 @@ score is capped at the best relevance the gateway measured for that site, times 
 site's documents are also weighed by how well the site matched the question at routing — CORI's
 result merging (Callan, Lu & Croft 1995): a document's score times a factor from its collection's
 score, because a site's own scores are comparable only within that site; the engine computes the
-factors (gateway.engine.route.Routing.site_prior).
+factors (gateway.engine.route.Routing.site_prior). With a `coverage` (gateway.lexical.AnswerCoverage),
+each site's documents are further weighed by how much of the question, rare words counting most,
+the sentences the site offered use: the only word-level evidence the gateway holds about every
+site alike.
 With a `reliability` store, each fused answer also teaches it (see _observations).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -41,6 +44,7 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
+from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway import relevance
 from hansa.gateway.relevance import (
     MAX_MEASURED,
@@ -80,6 +84,7 @@ class FusedAnswer:
     note: str | None = None  # why there is no answer, when there is none
     conflicts: tuple[Conflict, ...] = ()  # contradictions between sources, and how each was settled
     measured: int = 0  # sentences the gateway embedded to measure their relevance
+    site_coverage: Mapping[str, float] = field(default_factory=dict)  # the AnswerCoverage factor per site
 
     def conflicts_json(self) -> list[dict[str, object]]:
         return [c.to_json() for c in self.conflicts]
@@ -150,8 +155,8 @@ def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], ch
     (site, document), ranked by what the gateway measured: the site's score for the document, capped
     at the best relevance the gateway measured among that site's sentences (a site whose sentences
     are off-topic cannot push its documents up), or the document's own measured sentence weight if
-    higher; times the site's reliability and its routing prior (1 without one); documents that lost a
-    contradiction keep REJECTED_EVIDENCE."""
+    higher; times the site's reliability and its factor from fusion (routing prior x answer coverage,
+    1 without them); documents that lost a contradiction keep REJECTED_EVIDENCE."""
     cap: dict[str, float] = {}
     measured_doc: dict[tuple[str, str], float] = {}
     for cand in candidates:
@@ -178,6 +183,13 @@ def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], ch
         ranked.append((score, reported, citation))
     ranked.sort(key=lambda e: (-e[0], -e[1], e[2].site_id, e[2].doc_id))
     return tuple(c for _, _, c in ranked)
+
+
+def _combined(prior: Mapping[str, float] | None, covered: Mapping[str, float]) -> Mapping[str, float] | None:
+    """One factor per site for the citation ranking: the routing prior times the answer coverage."""
+    if not covered:
+        return prior
+    return {s: (prior or {}).get(s, 1.0) * covered.get(s, 1.0) for s in set(covered) | set(prior or {})}
 
 
 def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
@@ -248,12 +260,17 @@ def fuse(
     max_measured: int = MAX_MEASURED,
     eager_below: int | None = None,
     site_prior: Mapping[str, float] | None = None,
+    coverage: AnswerCoverage | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
     (when `learn`) this answer is recorded; without, every site weighs 1. `site_prior` (site ->
-    factor in (0, 1]) weighs the citations' ranking by the sites' routing match. Up to `eager_below`
-    candidates (default relevance.EAGER_BELOW, read per call) are all measured in one batch."""
+    factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
+    much of the question each site's answer uses. Up to `eager_below` candidates (default
+    relevance.EAGER_BELOW, read per call) are all measured in one batch."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
+    covered = ({c.site_id: coverage.factor(t for t, _, _ in _support(c.answer)) for c in ok if c.answer is not None}
+               if coverage is not None else {})
+    site_prior = _combined(site_prior, covered)
     per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
     for call in ok:
         assert call.answer is not None
@@ -263,7 +280,7 @@ def fuse(
     if not pairs:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
-                           sentences=(), note=note)
+                           sentences=(), note=note, site_coverage=covered)
     candidates: list[_Candidate] = []
     for i, (call, text, doc_id, rel) in enumerate(pairs):
         assert call.answer is not None
@@ -298,7 +315,7 @@ def fuse(
     if not chosen:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
-                           conflicts=resolution.conflicts, measured=len(checked))
+                           conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered)
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
@@ -310,4 +327,4 @@ def fuse(
     if notes:
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
-                       measured=len(checked))
+                       measured=len(checked), site_coverage=covered)

@@ -1,6 +1,7 @@
-"""CORI resource selection over the sites' published term statistics (sync.terms).
+"""What the sites' published term statistics (sync.terms) tell the gateway: CORI resource
+selection (which sites to ask) and AnswerCoverage (how much of the question a site's answer uses).
 
-For each question word w and site s, with df the number of s's documents using w, cw the site's
+CORI: for each question word w and site s, with df the number of s's documents using w, cw the site's
 summed document counts, sf the number of sites using w and N the sites compared (Callan, Lu & Croft,
 "Searching distributed collections with inference networks", SIGIR 1995):
 
@@ -18,11 +19,12 @@ shipped blend is measured in benchmarks/README.md.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 import numpy as np
 
-from hansa.sync.terms import TermSketch
+from hansa.sync.terms import TermSketch, term_keys
 
 DF_BASE = 50.0
 DF_SCALE = 150.0
@@ -45,3 +47,44 @@ def lexical_scores(question_keys: np.ndarray, sketches: Mapping[str, TermSketch]
     i = np.log((n + 0.5) / sf) / np.log(n + 1.0)
     scores = (t * i).mean(axis=1)
     return {s: float(v) for s, v in zip(names, scores)}
+
+
+@dataclass(frozen=True)
+class AnswerCoverage:
+    """Fusion's word-level check of a site's answer: how much of the question, weighed by how rare
+    each word is in the federation, the sentences a site offers actually use; a site's citations
+    are weighed by 1 - weight + weight x that share (gateway/fusion.py).
+
+    Why: a site's scores are cosines against its own chunks, and a question that names nothing
+    outside its paragraph ("Who destroyed the Jesuit college?") is about equally close to passages
+    at several sites; the words it shares with each site's answer are the gateway's own,
+    comparable evidence. A word's weight is its inverse document frequency over every routable
+    site's published term statistics (sync.terms), log(1 + D / (1 + df)) with D the documents
+    counted; a word no site published (rare: used by one document) weighs most. Without term
+    statistics every word weighs the same."""
+
+    keys: np.ndarray  # the question's word keys (sync.terms), sorted
+    idf: np.ndarray  # each key's weight
+    weight: float
+
+    @classmethod
+    def of(cls, question: str, sketches: Mapping[str, TermSketch], weight: float) -> "AnswerCoverage | None":
+        """None when `weight` is 0 or the question has no word to look for (nothing to weigh by)."""
+        keys = term_keys(question)
+        if weight <= 0 or not len(keys):
+            return None
+        documents = sum(s.documents for s in sketches.values())
+        if documents:
+            df = np.sum([s.lookup(keys) for s in sketches.values()], axis=0, dtype=np.float64)
+            idf = np.log1p(documents / (1.0 + df))
+        else:
+            idf = np.ones(len(keys))
+        return cls(keys, idf, float(weight))
+
+    def share(self, texts: Iterable[str]) -> float:
+        """The weighted share of the question's words found in `texts`."""
+        found = np.isin(self.keys, term_keys(" ".join(texts)))
+        return float(self.idf[found].sum() / self.idf.sum())
+
+    def factor(self, texts: Iterable[str]) -> float:
+        return 1.0 - self.weight + self.weight * self.share(texts)

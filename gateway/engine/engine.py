@@ -57,6 +57,7 @@ from hansa.gateway.engine.tiers import tiers_of
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.history import SiteHistory
 from hansa.gateway.index import SummaryIndex
+from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
@@ -183,6 +184,9 @@ class QueryEngine:
                  llm: Any = None) -> None:
         if not 0.0 <= cfg.fusion_site_prior <= 1.0:
             raise ConfigError(f"[gateway] fusion_site_prior must lie in 0..1 (0: no routing prior), not {cfg.fusion_site_prior}")
+        if not 0.0 <= cfg.fusion_answer_coverage <= 1.0:
+            raise ConfigError("[gateway] fusion_answer_coverage must lie in 0..1 (0: answers' words not weighed), "
+                              f"not {cfg.fusion_answer_coverage}")
         self.cfg = cfg
         self.llm = llm  # hansa.adapters.llm.LLM: answers are synthesized from the fused evidence (None: extractive)
         self.calibration = calibration or Calibration()
@@ -236,7 +240,11 @@ class QueryEngine:
         # SCOUT-RAG's tiers: a tiered router's sites carry the mode their tier asks for.
         tier_modes = {s.site_id: s.mode for s in routing.considered if getattr(s, "mode", None)}
         prior = partial(routing.site_prior, weight=prior_weight)
-        judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder, prior)
+        coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
+                           else min(max(policy.answer_coverage, 0.0), 1.0))
+        coverage = AnswerCoverage.of(request.question, self.index.term_sketches(routable), coverage_weight)
+        judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder,
+                         prior, coverage)
 
         def assessed() -> Assessment:
             return routing.assess(request.question, calls.calls)
@@ -309,7 +317,7 @@ class QueryEngine:
             else:
                 fusion_prior = prior(calls.called)
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                    site_prior=fusion_prior)
+                                    site_prior=fusion_prior, coverage=coverage)
         t = clock.add("fuse", t)
         synthesis = None
         if self.llm is not None:
@@ -327,6 +335,8 @@ class QueryEngine:
             trace["standalone_question"] = standalone
         if fusion_prior is not None:  # the factors fusion weighed each site's citations by
             trace["site_prior"] = {site: round(f, 4) for site, f in sorted(fusion_prior.items())}
+        if fused.site_coverage:  # ... and by how much of the question each site's answer uses
+            trace["answer_coverage"] = {site: round(f, 4) for site, f in sorted(fused.site_coverage.items())}
         if synthesis is not None:
             trace["synthesis"] = synthesis.trace
             trace["budget"]["spent"]["tokens"] = tokens_spent(synthesis)
@@ -388,9 +398,11 @@ class _Judged:
     the answer fused after each round, its quality, and the best one seen."""
 
     def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
-                 prior: Callable[[Collection[str]], Mapping[str, float] | None]) -> None:
+                 prior: Callable[[Collection[str]], Mapping[str, float] | None],
+                 coverage: AnswerCoverage | None = None) -> None:
         self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
         self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
+        self.coverage = coverage  # ... and the answers' word coverage (gateway.lexical.AnswerCoverage)
         self.values: list[float] = []
         self.measures: dict[int, Any] = {}  # round index -> quality measured after it
         self.latest: Any = None
@@ -401,7 +413,8 @@ class _Judged:
     def measure(self, calls: _Calls) -> None:
         if self.quality is None or not calls.rounds:
             return
-        fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called))
+        fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
+                            coverage=self.coverage)
         self.latest = self.quality(self.question, fused)
         value = float(self.latest.value)
         self.values.append(value)

@@ -40,6 +40,7 @@ class QueryPolicy:
     abstainer: Abstainer | None = None
     mode: str = "local"  # the retrieval mode sites are asked for (a tiered router's sites: their tier's)
     site_prior: float | None = None  # fusion's routing prior weight (None: [gateway] fusion_site_prior)
+    answer_coverage: float | None = None  # fusion's answer-coverage weight (None: [gateway] fusion_answer_coverage)
 
     def to_json(self, router: Router, gate: Gate, refiner: Refiner, abstainer: Abstainer | None = None) -> dict[str, Any]:
         out = {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),

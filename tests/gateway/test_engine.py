@@ -372,11 +372,12 @@ def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answ
 
 
 @pytest.mark.parametrize("weight", [-0.1, 1.5])
-def test_a_site_prior_outside_0_to_1_is_a_config_error(weight: float, embedder) -> None:
+@pytest.mark.parametrize("name", ["fusion_site_prior", "fusion_answer_coverage"])
+def test_a_fusion_weight_outside_0_to_1_is_a_config_error(name: str, weight: float, embedder) -> None:
     from hansa.gateway.engine.engine import QueryEngine
 
-    with pytest.raises(ConfigError, match="fusion_site_prior"):
-        QueryEngine(GatewayConfig(fusion_site_prior=weight), embedder, None, None, None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=name):
+        QueryEngine(GatewayConfig(**{name: weight}), embedder, None, None, None)  # type: ignore[arg-type]
 
 
 def test_the_site_prior_weighs_citations_by_routing_and_is_traced(gw: Gateway) -> None:
@@ -392,3 +393,15 @@ def test_the_site_prior_weighs_citations_by_routing_and_is_traced(gw: Gateway) -
     plain = gw.query(request, client="engine", policy=QueryPolicy(site_prior=0.0))
     assert "site_prior" not in plain.trace
     assert {(c["site_id"], c["doc_id"]) for c in plain.citations} == {(c["site_id"], c["doc_id"]) for c in weighed.citations}
+
+
+def test_answer_coverage_is_traced_per_answering_site_and_only_when_weighed(gw: Gateway) -> None:
+    """The river question at both sites: the site whose answer uses the question's words gets the
+    higher factor, and the trace says so; at weight 0 there is no such entry."""
+    request = QueryRequest(question=RIVER_Q, sites=("clapnq", "govt"))
+    weighed = gw.query(request, client="engine", policy=QueryPolicy(answer_coverage=1.0))
+    cover = weighed.trace["answer_coverage"]
+    assert set(cover) <= {"clapnq", "govt"} and 0.0 < cover["clapnq"] <= 1.0
+    assert cover["clapnq"] > cover.get("govt", 0.0)
+    plain = gw.query(request, client="engine", policy=QueryPolicy(answer_coverage=0.0))
+    assert "answer_coverage" not in plain.trace

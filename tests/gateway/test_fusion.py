@@ -9,6 +9,8 @@ import pytest
 
 from hansa.gateway.client import ERROR, OK, TIMEOUT, SiteCall
 from hansa.gateway.fusion import SUPPORT_STEP, fuse
+from hansa.gateway.lexical import AnswerCoverage
+from hansa.sync.terms import TermSketch
 from hansa.sync.wire import Citation, PartialAnswer
 
 QUESTION = "Which river flows through Lyon?"
@@ -174,3 +176,23 @@ def test_a_site_prior_reorders_citations_across_sites_only(embedder) -> None:
     assert plain.index(("loud", "l1")) < plain.index(("quiet", "q1"))
     assert {site for site, _ in weighed[:2]} == {"quiet"}
     assert sorted(plain) == sorted(weighed)  # the same documents, only their order changes
+
+
+def test_answer_coverage_puts_first_the_site_whose_answer_uses_the_questions_words(embedder) -> None:
+    """Routing favoured a site whose answer is about rivers in general; the other site's answer
+    names Lyon. Without coverage the favoured site's documents lead; weighed by how much of the
+    question each answer uses (the rare "lyon" most), the other's do. Same documents, new order."""
+    question = "Which river flows through Lyon?"
+    q = embedder.embed_one(question)
+    calls = [
+        ok_call("general", 0.9, [("The river flows through the city centre.", "g1")], [("g1", "G1", 0.7), ("g2", "G2", 0.69)]),
+        ok_call("lyon", 0.9, [("The Rhone river flows through Lyon.", "l1")], [("l1", "L1", 0.7), ("l2", "L2", 0.69)]),
+    ]
+    sketches = {"general": TermSketch.from_documents([("a", "river city"), ("b", "river flows")], 1),
+                "lyon": TermSketch.from_documents([("c", "river Rhone Lyon"), ("d", "river flows")], 1)}
+    prior = {"general": 1.0, "lyon": 0.5}
+    plain = fuse(q, calls, embedder, site_prior=prior)
+    weighed = fuse(q, calls, embedder, site_prior=prior, coverage=AnswerCoverage.of(question, sketches, 1.0))
+    assert weighed.site_coverage["lyon"] == 1.0 > weighed.site_coverage["general"] > 0.0 and not plain.site_coverage
+    assert plain.citations[0].site_id == "general" and weighed.citations[0].site_id == "lyon"
+    assert sorted((c.site_id, c.doc_id) for c in plain.citations) == sorted((c.site_id, c.doc_id) for c in weighed.citations)

@@ -246,10 +246,11 @@ def test_query_smoke(tmp_path: Path) -> None:
     assert set(doc["targets"]) == {"gateway_overhead_p50_ms_routed", "gateway_overhead_p50_ms_all_sites"}
 
 
-def test_site_prior_sweep_smoke(tmp_path: Path) -> None:
-    doc = run_bench("site_prior", tmp_path, script="sweep_site_prior.py")
+@pytest.mark.parametrize("param", ["site_prior", "answer_coverage"])
+def test_fusion_sweep_smoke(tmp_path: Path, param: str) -> None:
+    doc = run_bench(param, tmp_path, "--param", param, script="sweep_fusion.py")
     res = doc["results"]
-    assert doc["params"]["split"] == "fit" and doc["params"]["questions"] >= 1
+    assert doc["params"]["split"] == "fit" and doc["params"]["questions"] >= 1 and doc["params"]["param"] == param
     for strategy in ("exhaustive", "hansa"):
         assert set(res["evidence_recall_at_10"][strategy]) == {str(w) for w in doc["params"]["weights"]}
         assert all(0.0 <= v <= 1.0 for v in res["evidence_recall_at_10"][strategy].values())

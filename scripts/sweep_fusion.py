@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""`[gateway] fusion_site_prior` swept: evidence recall@10 and MRR per prior weight, on one split.
+"""One of fusion's cross-site weights swept: evidence recall@10 and MRR per weight, on one split.
 
 Fusion ranks citations across sites by the sites' own scores, which compare poorly across sites;
-the prior weighs each site's documents by its routing match (gateway/fusion.py, CORI's result
-merging). This asks the split's answerable questions once per weight, in one federation (the cached SQuAD
+`--param site_prior` (`[gateway] fusion_site_prior`) weighs each site's documents by its routing
+match (CORI's result merging), `--param answer_coverage` (`[gateway] fusion_answer_coverage`) by how
+much of the question its answer sentences use (gateway/lexical.py AnswerCoverage); the other keeps
+the gateway's default. This asks the split's answerable questions once per weight, in one federation (the cached SQuAD
 sites `hansa eval` builds), as `exhaustive` (every site) and `hansa` (the gateway's own routing and
 escalation), and once as `oracle` (the gold sites alone: the reference issue 9 measures against), with the sites' answers replayed after the first ask (evaluation.shared_calls), so the
 weights differ only in fusion. Weights are interleaved per question: the gateway's site
 reliability, learned along the run, is the same for every weight. Fit on the fit split, then report
 the chosen weight beside 0 on the report split, side by side in one run:
 
-    python scripts/sweep_site_prior.py --split fit --limit 300 --weights 0,0.2,0.4,0.6,0.8 --out benchmarks/site_prior_fit.json
-    python scripts/sweep_site_prior.py --split report --limit 600 --weights 0,W --out benchmarks/site_prior_report.json
+    python scripts/sweep_fusion.py --split fit --limit 300 --weights 0,0.2,0.4,0.6,0.8 --out benchmarks/site_prior_fit.json
+    python scripts/sweep_fusion.py --split report --limit 600 --weights 0,W --out benchmarks/site_prior_report.json
+    python scripts/sweep_fusion.py --param answer_coverage --split fit --limit 300 --weights 0,0.25,0.5,0.75 \
+        --out benchmarks/answer_coverage_fit.json
 """
 from __future__ import annotations
 
@@ -30,7 +34,9 @@ from benchlib import progress  # noqa: E402
 
 
 def main() -> None:
-    p = benchlib.parser("site_prior", __doc__.splitlines()[0])
+    p = benchlib.parser("fusion", __doc__.splitlines()[0])
+    p.add_argument("--param", default="site_prior", choices=("site_prior", "answer_coverage"),
+                   help="the weight swept (QueryPolicy field; the other keeps the gateway's default)")
     p.add_argument("--dataset", default="squad", choices=("squad", "mtrag"))
     p.add_argument("--sites", type=int, default=16)
     p.add_argument("--split", default="fit", choices=("fit", "report"))
@@ -41,7 +47,7 @@ def main() -> None:
     p.add_argument("--calibration", type=Path, default=benchlib.REPO_DIR / "benchmarks" / "calibration-squad16-escalation-noabstain.json")
     p.add_argument("--workers", type=int, default=4)
     args = benchlib.parse(p)
-    report = benchlib.Report("site_prior", args.smoke, libraries=("pymilvus", "milvus-lite"))
+    report = benchlib.Report(args.param, args.smoke, libraries=("pymilvus", "milvus-lite"))
     weights = [float(w) for w in args.weights.split(",")]
     if args.smoke:
         args.dataset, args.sites, args.limit, weights = "mtrag", 4, 6, [0.0, 0.5]
@@ -84,13 +90,13 @@ def main() -> None:
         def one(i: int) -> list[tuple[str, float, float, float]]:
             q, out = questions[i], []
             body = {"question": q.text}
-            asks = [(w, name, request) for w in weights  # the gateway's own policy, with this prior weight
+            asks = [(w, name, request) for w in weights  # the gateway's own policy, with this weight
                     for name, request in (("exhaustive", {**body, "sites": sorted(fed.sites)}), ("hansa", body))]
             # the reference: the gold sites alone (one site: a prior changes nothing)
             if gold_sites[i]:
                 asks.append((0.0, "oracle", {**body, "sites": gold_sites[i]}))
             for w, name, request in asks:
-                response, ms = ask(fed, request, QueryPolicy(site_prior=w))
+                response, ms = ask(fed, request, QueryPolicy(**{args.param: w}))
                 o = outcome_of(name, q, gold_sites[i], response, ms)
                 out.append((name, w, metrics.evidence_recall_at(o.ranked_docs, q.gold, 10),
                             metrics.reciprocal_rank(o.ranked_docs, q.gold)))
@@ -107,7 +113,7 @@ def main() -> None:
     if cache is not None:
         cache.close()
     mean = {name: {w: statistics.fmean(v) for w, v in per.items()} for name, per in results.items()}
-    report.params.update({"dataset": args.dataset, "sites": args.sites, "split": args.split, "questions": len(questions),
+    report.params.update({"param": args.param, "dataset": args.dataset, "sites": args.sites, "split": args.split, "questions": len(questions),
                           "weights": weights, "site_settings": args.site_setting,
                           "calibration": None if args.smoke else str(args.calibration)})
     report.results.update({
