@@ -33,6 +33,7 @@ from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstain
 from hansa.gateway.engine.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
                                               fit_model)
 from hansa.gateway.engine.escalate import check_schedule
+from hansa.gateway.engine.policy import default_abstainer
 
 DEFAULT_MIN_IN_DOMAIN_ANSWERED = 0.90  # in-domain escalation target is <= 15%: keep a margin on the fit split
 DEFAULT_MIN_ANSWERABLE_ANSWERED = 0.92  # answered-answerable target is >= 90%: the same margin
@@ -246,17 +247,21 @@ def write_rows(path: Path, rows: Iterable[Row]) -> None:
 
 def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
     """DGRAG's Table 2 and the abstention targets on `rows` (use report-split rows to report):
-    escalation of in-domain / out-of-domain origins; abstention on unanswerable, answers on answerable."""
+    escalation of in-domain / out-of-domain origins, decided as the engine decides (the gate, then
+    an origin whose answer the abstainer would refuse escalates: engine.run); abstention on
+    unanswerable, answers on answerable."""
     out: dict[str, Any] = {}
     gate = CalibratedGate(calibration.gate) if calibration.gate is not None else None
     abstain = CalibratedAbstainer(calibration.abstain) if calibration.abstain is not None else None
+    # rows carry no question text; a question without content words abstains before any model
+    serving_abstainer = default_abstainer(calibration)
 
     def share(examples: list[Example], decide: Callable[[Assessment], bool]) -> float | None:
         return round(sum(decide(assessment_of(e)) for e in examples) / len(examples), 4) if examples else None
 
     if gate is not None:
         g = [r.example for r in rows if r.model == "gate"]
-        escalates = lambda a: not gate.decide(a).answer  # noqa: E731
+        escalates = lambda a: not gate.decide(a).answer or serving_abstainer.judge("question", a).abstain  # noqa: E731
         out["escalation_in_domain"] = share([e for e in g if e.label], escalates)
         out["escalation_out_of_domain"] = share([e for e in g if not e.label], escalates)
         out["gate_rows"] = len(g)
@@ -268,7 +273,6 @@ def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
         out["escalate_questions"] = got["questions"]
     if abstain is not None:
         a = [r.example for r in rows if r.model == "abstain"]
-        # rows carry no question text; a question without content words abstains before any model
         abstains = lambda x: abstain.judge("question", x).abstain  # noqa: E731
         out["abstain_unanswerable"] = share([e for e in a if not e.label], abstains)
         out["answered_answerable"] = share([e for e in a if e.label], lambda x: not abstains(x))

@@ -219,6 +219,25 @@ def test_a_gate_row_holds_what_the_gate_sees_when_it_serves(in_process_gateway, 
         service.close()
 
 
+def test_the_fit_rates_count_the_escalations_the_served_gate_makes(gw: Gateway, federation) -> None:
+    """A gate that answers on relevance >= 0.3 and an abstainer that refuses below 0.6: an origin the
+    gate would trust but the abstainer would not escalates when served (engine.run: never abstain on
+    the origin's word alone), so the rates the calibration is chosen by must count it too (they once
+    counted the gate alone: the report's in-domain escalation came out 2-4 points above the fit's)."""
+    cal = Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.6))
+    questions = site_questions(federation)
+    origins = sorted(federation.documents)
+    rows = fitting.gate_rows(gw, questions, origins)
+    served = {(q.id, o): gw.query(QueryRequest(question=q.text, origin=o), client="gate", policy=gated(cal))
+              for q in questions for o in origins}
+    for label, key in ((True, "escalation_in_domain"), (False, "escalation_out_of_domain")):
+        asks = [(r.example.question_id, r.origin) for r in rows if r.example.label is label]
+        escalated = sum(served[a].trace["gate"]["decision"] == "escalate" for a in asks)
+        assert fitting.rates(cal, rows)[key] == pytest.approx(escalated / len(asks), abs=1e-4)
+    reasons = {served[a].trace["gate"]["reason"] for a in served}
+    assert any("would abstain" in r for r in reasons)  # the case this test is about occurred
+
+
 def test_calibrate_needs_both_labels() -> None:
     rows = [fitting.Row("gate", fitting.Example({"best_relevance": 0.5, "passages": 2}, True, "q")),
             fitting.Row("gate", fitting.Example({"best_relevance": 0.1, "passages": 0}, False, "q"))]
