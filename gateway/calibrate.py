@@ -225,6 +225,37 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
     return Calibration(**models, source="fitted")
 
 
+# The shares of in-domain fit asks `balance_gate` tries: 0.80, 0.805, ..., 0.95.
+GATE_SHARES = tuple(round(0.80 + 0.005 * i, 3) for i in range(31))
+
+
+def balance_gate(calibration: Calibration, rows: Sequence[Row], max_in_domain: float,
+                 min_out_of_domain: float, note: str = "") -> Calibration:
+    """Re-choose the gate's threshold for two targets at once (DGRAG's Table 2: escalate at most
+    `max_in_domain` of in-domain asks, at least `min_out_of_domain` of out-of-domain ones): of the
+    GATE_SHARES, the share of in-domain fit asks to answer whose fit rates, decided as served
+    (`rates`), leave the most room to the nearer target; ties go to the larger share (fewer calls).
+    Why not one share for all federations: where both targets can be met depends on how well the
+    evidence separates the two kinds of asks, which differs per federation (SQuAD's 16 sites: 0.92)."""
+    examples = [r.example for r in rows if r.model == "gate" and r.example.features.get("passages", 0) > 0]
+    if {e.label for e in examples} != {True, False}:
+        raise InputError("balancing the gate needs gate rows of both labels")
+    best: tuple[tuple[float, float], Calibration] | None = None
+    for share in GATE_SHARES:
+        candidate = replace(calibration, gate=fit_model(examples, min_positive_rate=share, features=EVIDENCE_FEATURES,
+                                                        note=note))
+        got = rates(candidate, rows)
+        slack = min(max_in_domain - got["escalation_in_domain"], got["escalation_out_of_domain"] - min_out_of_domain)
+        if best is None or (round(slack, 6), share) > best[0]:
+            best = ((round(slack, 6), share), candidate)
+    assert best is not None
+    (slack, _), chosen = best
+    assert chosen.gate is not None
+    fit = {**chosen.gate.fit, "targets": {"max_in_domain": max_in_domain, "min_out_of_domain": min_out_of_domain},
+           "slack": slack}
+    return replace(chosen, gate=replace(chosen.gate, fit=fit))
+
+
 def read_rows(path: Path) -> list[Row]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

@@ -215,6 +215,10 @@ def identity(ctx: click.Context, as_json: bool) -> None:
               help="Where to write the calibration (default: [gateway] calibration_file in the gateway home).")
 @click.option("--min-in-domain-answered", type=click.FloatRange(0.01, 1.0), default=None,
               help="Share of in-domain origins the gate must answer locally on the fit rows (default 0.90).")
+@click.option("--gate-targets", type=str, default=None, metavar="IN,OUT",
+              help="Choose the gate's share for two targets instead: escalate at most IN of in-domain asks and at "
+                   "least OUT of out-of-domain ones (e.g. 0.15,0.95); the share whose fit rates leave the most "
+                   "room to the nearer target wins. Not with --min-in-domain-answered.")
 @click.option("--min-answerable-answered", type=click.FloatRange(0.01, 1.0), default=None,
               help="Share of answerable questions that must not abstain on the fit rows (default 0.92).")
 @click.option("--min-recall", type=click.FloatRange(0.01, 1.0), default=None,
@@ -227,8 +231,8 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @_friendly
 def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_answered: float | None,
-              min_answerable_answered: float | None, min_recall: float | None, max_sites: float | None,
-              as_json: bool) -> None:
+              gate_targets: str | None, min_answerable_answered: float | None, min_recall: float | None,
+              max_sites: float | None, as_json: bool) -> None:
     """Fit the gate, abstention and escalation (logistic models) on labelled fit-split rows; the
     gateway loads the file at its next start, and escalates round by round when it holds an
     escalation model. Prints the fit's rates (on the fit rows themselves)."""
@@ -236,12 +240,16 @@ def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_an
     from hansa.gateway.service import calibration_path
 
     cfg = _config(ctx)
+    targets = _gate_targets(gate_targets, min_in_domain_answered)
     rows = fitting.read_rows(data)
+    note = f"hansa gateway calibrate --data {data.name}"
     cal = fitting.calibrate(
-        rows, note=f"hansa gateway calibrate --data {data.name}",
+        rows, note=note,
         min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,
         min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED,
         min_recall=min_recall or fitting.DEFAULT_MIN_RECALL, max_sites=max_sites)
+    if targets is not None:
+        cal = fitting.balance_gate(cal, rows, *targets, note=note)
     path = out or calibration_path(cfg.gateway, gateway_home(cfg))
     cal.save(path)
     report = {"calibration": str(path), "fit_rates": fitting.rates(cal, rows),
@@ -252,6 +260,20 @@ def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_an
     click.echo(f"calibration written to {path}")
     for key, value in report["fit_rates"].items():
         click.echo(f"  {key}: {value}")
+
+
+def _gate_targets(value: str | None, min_in_domain_answered: float | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if min_in_domain_answered is not None:
+        raise click.UsageError("--gate-targets chooses the gate's share itself: drop --min-in-domain-answered")
+    try:
+        low, high = (float(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected IN,OUT such as 0.15,0.95, got {value!r}", param_hint="--gate-targets")
+    if not (0.0 < low < 1.0 and 0.0 < high < 1.0):
+        raise click.BadParameter("both shares must lie strictly between 0 and 1", param_hint="--gate-targets")
+    return low, high
 
 
 # -- the federation's root of trust ---------------------------------------------------------------

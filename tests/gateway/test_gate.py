@@ -266,6 +266,32 @@ def test_the_calibrate_command_fits_from_rows_and_refuses_bad_ones(tmp_path: Pat
     assert res.exit_code != 0 and "rows.jsonl:1" in res.output and "Traceback" not in res.output
 
 
+def test_gate_targets_choose_the_share_with_the_most_room_to_both_and_reproduce_the_shipped_fit(tmp_path: Path) -> None:
+    """`--gate-targets 0.15,0.95` on the committed SQuAD fit rows picks what benchmarks/README.md says
+    the rule picked (0.92; its fit rates 0.126 / 0.965) and writes the same gate as the shipped file;
+    a share given as well, or targets that are not two shares, are refused before any fitting."""
+    from hansa.cli import main
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    out = tmp_path / "cal.json"
+    args = ["gateway", "calibrate", "--data", str(bench / "calibration-rows" / "squad16_fit_gate800.jsonl"),
+            "--max-sites", "4", "--out", str(out), "--json"]
+    env = {"HANSA_HOME": str(tmp_path / "home")}
+    res = CliRunner().invoke(main, [*args, "--gate-targets", "0.15,0.95"], env=env)
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["gate"]["min_positive_rate"] == 0.92 and report["gate"]["slack"] == pytest.approx(0.015, abs=1e-4)
+    rates = report["fit_rates"]
+    assert (rates["escalation_in_domain"], rates["escalation_out_of_domain"]) == (0.1263, 0.965)
+    chosen, shipped = load_calibration(out).gate, load_calibration(bench / "calibration-squad16-gate92.json").gate
+    assert chosen is not None and shipped is not None
+    assert (chosen.threshold, chosen.coefficients) == (shipped.threshold, shipped.coefficients)
+    for extra, why in ((["--gate-targets", "0.15,0.95", "--min-in-domain-answered", "0.9"], "drop --min-in-domain-answered"),
+                       (["--gate-targets", "0.15"], "IN,OUT"), (["--gate-targets", "0.15,1.5"], "between 0 and 1")):
+        res = CliRunner().invoke(main, [*args, *extra], env=env)
+        assert res.exit_code == 2 and why in res.output and "Traceback" not in res.output
+
+
 def test_an_origin_that_would_abstain_escalates_before_the_federation_abstains(gw: Gateway) -> None:
     policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)),
                          abstainer=CalibratedAbstainer(relevance_rule(0.99)))
