@@ -82,9 +82,12 @@ class AnswerCoverage:
         return cls(keys, idf, float(weight))
 
     def share(self, texts: Iterable[str]) -> float:
-        """The weighted share of the question's words found in `texts`."""
-        found = np.isin(self.keys, term_keys(" ".join(texts)))
-        return float(self.idf[found].sum() / self.idf.sum())
+        """The weighted share of the question's words found in `texts`. A set lookup per question
+        word: fusion asks this once per answering site, and np.isin on a handful of keys costs
+        ~2.5x more (~60 against ~25 us a site)."""
+        found = set(term_keys(" ".join(texts)).tolist())
+        hit = sum(w for k, w in zip(self.keys.tolist(), self.idf.tolist()) if k in found)
+        return float(hit / self.idf.sum())
 
     def factor(self, texts: Iterable[str]) -> float:
         return 1.0 - self.weight + self.weight * self.share(texts)
