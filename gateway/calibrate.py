@@ -31,7 +31,7 @@ from hansa.core.errors import InputError
 from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, QueryPolicy,
                                   QueryRequest)
 from hansa.gateway.engine.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
-                                              fit_model)
+                                              fit_model, fit_models)
 from hansa.gateway.engine.escalate import check_schedule
 from hansa.gateway.engine.policy import default_abstainer
 
@@ -241,9 +241,9 @@ def balance_gate(calibration: Calibration, rows: Sequence[Row], max_in_domain: f
     if {e.label for e in examples} != {True, False}:
         raise InputError("balancing the gate needs gate rows of both labels")
     best: tuple[tuple[float, float], Calibration] | None = None
-    for share in GATE_SHARES:
-        candidate = replace(calibration, gate=fit_model(examples, min_positive_rate=share, features=EVIDENCE_FEATURES,
-                                                        note=note))
+    gates = fit_models(examples, min_positive_rates=GATE_SHARES, features=EVIDENCE_FEATURES, note=note)
+    for share, gate in zip(GATE_SHARES, gates):
+        candidate = replace(calibration, gate=gate)
         got = rates(candidate, rows)
         slack = min(max_in_domain - got["escalation_in_domain"], got["escalation_out_of_domain"] - min_out_of_domain)
         if best is None or (round(slack, 6), share) > best[0]:

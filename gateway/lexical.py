@@ -1,5 +1,6 @@
 """What the sites' published term statistics (sync.terms) tell the gateway: CORI resource
-selection (which sites to ask) and AnswerCoverage (how much of the question a site's answer uses).
+selection (which sites to ask), QuestionWords (how rare each of the question's words is) and
+AnswerCoverage (how much of the question a site's answer uses).
 
 CORI: for each question word w and site s, with df the number of s's documents using w, cw the site's
 summed document counts, sf the number of sites using w and N the sites compared (Callan, Lu & Croft,
@@ -50,28 +51,26 @@ def lexical_scores(question_keys: np.ndarray, sketches: Mapping[str, TermSketch]
 
 
 @dataclass(frozen=True)
-class AnswerCoverage:
-    """Fusion's word-level check of a site's answer: how much of the question, weighed by how rare
-    each word is in the federation, the sentences a site offers actually use; a site's citations
-    are weighed by 1 - weight + weight x that share (gateway/fusion.py).
+class QuestionWords:
+    """The question's words, each weighed by how rare it is in the federation: its inverse document
+    frequency over every routable site's published term statistics (sync.terms),
+    log(1 + D / (1 + df)) with D the documents counted; a word no site published (rare: used by one
+    document) weighs most. Without term statistics every word weighs the same.
 
-    Why: a site's scores are cosines against its own chunks, and a question that names nothing
-    outside its paragraph ("Who destroyed the Jesuit college?") is about equally close to passages
-    at several sites; the words it shares with each site's answer are the gateway's own,
-    comparable evidence. A word's weight is its inverse document frequency over every routable
-    site's published term statistics (sync.terms), log(1 + D / (1 + df)) with D the documents
-    counted; a word no site published (rare: used by one document) weighs most. Without term
-    statistics every word weighs the same."""
+    Built once per question by routing (engine.route) from the sketches it ranks with, and read
+    twice: by the assessment's `weighted_coverage` (the gate's evidence) and by fusion's
+    AnswerCoverage. Why rarity: a question's common words ("year", "first") are found in any
+    site's answer; the rare ones ("Hastings") are what tells an answer about *this* question from
+    one about its neighbour."""
 
     keys: np.ndarray  # the question's word keys (sync.terms), sorted
     idf: np.ndarray  # each key's weight
-    weight: float
 
     @classmethod
-    def of(cls, question: str, sketches: Mapping[str, TermSketch], weight: float) -> "AnswerCoverage | None":
-        """None when `weight` is 0 or the question has no word to look for (nothing to weigh by)."""
+    def of(cls, question: str, sketches: Mapping[str, TermSketch]) -> "QuestionWords | None":
+        """None when the question has no word to look for."""
         keys = term_keys(question)
-        if weight <= 0 or not len(keys):
+        if not len(keys):
             return None
         documents = sum(s.documents for s in sketches.values())
         if documents:
@@ -79,7 +78,7 @@ class AnswerCoverage:
             idf = np.log1p(documents / (1.0 + df))
         else:
             idf = np.ones(len(keys))
-        return cls(keys, idf, float(weight))
+        return cls(keys, idf)
 
     def share(self, texts: Iterable[str]) -> float:
         """The weighted share of the question's words found in `texts`. A set lookup per question
@@ -88,6 +87,33 @@ class AnswerCoverage:
         found = set(term_keys(" ".join(texts)).tolist())
         hit = sum(w for k, w in zip(self.keys.tolist(), self.idf.tolist()) if k in found)
         return float(hit / self.idf.sum())
+
+
+@dataclass(frozen=True)
+class AnswerCoverage:
+    """Fusion's word-level check of a site's answer: how much of the question (QuestionWords) the
+    sentences a site offers actually use; a site's citations are weighed by
+    1 - weight + weight x that share (gateway/fusion.py).
+
+    Why: a site's scores are cosines against its own chunks, and a question that names nothing
+    outside its paragraph ("Who destroyed the Jesuit college?") is about equally close to passages
+    at several sites; the words it shares with each site's answer are the gateway's own,
+    comparable evidence."""
+
+    words: QuestionWords
+    weight: float
+
+    @classmethod
+    def weighing(cls, words: QuestionWords | None, weight: float) -> "AnswerCoverage | None":
+        """None when `weight` is 0 or there are no words (nothing to weigh by)."""
+        return cls(words, float(weight)) if words is not None and weight > 0 else None
+
+    @classmethod
+    def of(cls, question: str, sketches: Mapping[str, TermSketch], weight: float) -> "AnswerCoverage | None":
+        return cls.weighing(QuestionWords.of(question, sketches) if weight > 0 else None, weight)
+
+    def share(self, texts: Iterable[str]) -> float:
+        return self.words.share(texts)
 
     def factor(self, texts: Iterable[str]) -> float:
         return 1.0 - self.weight + self.weight * self.share(texts)

@@ -20,6 +20,13 @@ relevance, i.e. cosine with the question in the federation's one embedding space
                   the best relevance: best minus the best without it (the best itself for one site)
   coverage_gain   the same for coverage
   sites_since_best  sites asked after the one holding the best passage (0: the newest holds it)
+  weighted_coverage  coverage with each question word weighed by its rarity in the federation
+                  (gateway.lexical.QuestionWords, from the routable sites' term statistics; 0 without
+                  them): a question's common words ("year", "first") turn up in any site's
+                  passages, its rare ones only where it is answered
+  routing_deficit how far the best-ranked site assessed trails the router's leader (from routing;
+                  0 when an assessed site leads): an origin ranked a close second and one ranked
+                  last both have a routing_gap of 0
 
 The last three are escalation's "is asking further still paying?": on SQuAD's fit split a model with
 them stopped at the same gold-site recall with fewer sites (held-out halves: 0.947 at 3.88 sites
@@ -35,6 +42,7 @@ from itertools import combinations
 from typing import Any, Sequence
 
 from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.lexical import QuestionWords
 from hansa.plugin.retrieval import content_words  # the sites' own notion of a content word
 
 TOP_PASSAGES = 5  # passages whose words count for coverage
@@ -62,6 +70,8 @@ class Assessment:
     relevance_gain: float = 0.0
     coverage_gain: float = 0.0
     sites_since_best: int = 0
+    weighted_coverage: float = 0.0
+    routing_deficit: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -94,12 +104,14 @@ def _coverage(q_words: frozenset[str], found: Sequence[Passage]) -> float:
 
 
 def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None = None,
-           routing_gap: float = 0.0) -> Assessment:
-    """`calls` in the order their sites were asked (the last is the newest)."""
+           routing_gap: float = 0.0, words: QuestionWords | None = None,
+           routing_deficit: float = 0.0) -> Assessment:
+    """`calls` in the order their sites were asked (the last is the newest); `words` the question's
+    words as routing weighed them (None: weighted_coverage is 0)."""
     found = passages(calls)
     answered = len({p.site_id for p in found})
     if not found:
-        return Assessment(best_summary=best_summary or 0.0, routing_gap=routing_gap)
+        return Assessment(best_summary=best_summary or 0.0, routing_gap=routing_gap, routing_deficit=routing_deficit)
     best = found[0].relevance
     margin = best - found[1].relevance if len(found) > 1 else best
     q_words = content_words(question)
@@ -112,4 +124,6 @@ def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None 
     return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found), routing_gap,
                       relevance_gain=best - (earlier[0].relevance if earlier else 0.0),
                       coverage_gain=coverage - (_coverage(q_words, earlier) if earlier else 0.0),
-                      sites_since_best=len(order) - 1 - order.index(found[0].site_id))
+                      sites_since_best=len(order) - 1 - order.index(found[0].site_id),
+                      weighted_coverage=words.share(p.text for p in found[:TOP_PASSAGES]) if words else 0.0,
+                      routing_deficit=routing_deficit)

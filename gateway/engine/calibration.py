@@ -29,7 +29,7 @@ import hashlib
 import json
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -42,11 +42,14 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 CALIBRATION_FILE = "gate-calibration.json"
+# Features added after fit rows were first committed: a model weighs one only when every row it is
+# fit on carries it (rows collected before it existed do not, and 0.0 in its place would be false).
+LATER_FEATURES = ("weighted_coverage", "routing_deficit")
 # What a model may weigh: Assessment's numeric fields (counts included: "how many passages").
 FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary", "sites_answered", "passages",
-            "routing_gap", "relevance_gain", "coverage_gain", "sites_since_best")
+            "routing_gap", "relevance_gain", "coverage_gain", "sites_since_best") + LATER_FEATURES
 # The gate and abstention read the evidence in hand; escalation also what the newest round added.
-EVIDENCE_FEATURES = FEATURES[:8]
+EVIDENCE_FEATURES = FEATURES[:8] + LATER_FEATURES
 MODELS = ("gate", "abstain", "escalate")
 
 
@@ -209,16 +212,24 @@ def fit_model(examples: Sequence[Example], *, min_positive_rate: float, features
     """Fit P(label) on `examples` and pick the *highest* threshold that still keeps at least
     `min_positive_rate` of the positives at or above it (gate: 0.85 -> in-domain escalation at most
     15%; abstain: 0.90 -> answer at least 90% of answerable questions). A higher threshold can only
-    reject more negatives, so this is the most selective threshold meeting the positives' target."""
+    reject more negatives, so this is the most selective threshold meeting the positives' target.
+    Of LATER_FEATURES, only those every example carries are weighed."""
+    return fit_models(examples, min_positive_rates=(min_positive_rate,), features=features, split=split, note=note)[0]
+
+
+def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[float], features: Sequence[str] = FEATURES,
+               split: str = "fit", note: str = "") -> list[LogisticModel]:
+    """fit_model for several rates at once: one fit (it does not depend on the rate), one threshold
+    per rate, in the order given."""
     from sklearn.linear_model import LogisticRegression  # fitting only: never on the query path
 
-    names = tuple(features)
-    if any(n not in FEATURES for n in names):
+    if any(n not in FEATURES for n in features):
         raise InputError(f"features must be drawn from {FEATURES}")
+    names = tuple(n for n in features if n not in LATER_FEATURES or all(n in e.features for e in examples))
     labels = np.array([e.label for e in examples], dtype=bool)
     if labels.all() or not labels.any():
         raise InputError("calibration needs both positive and negative examples")
-    if not 0.0 < min_positive_rate <= 1.0:
+    if not min_positive_rates or any(not 0.0 < r <= 1.0 for r in min_positive_rates):
         raise InputError("min_positive_rate must lie in (0, 1]")
     x = np.array([[e.features.get(n, 0.0) for n in names] for e in examples], dtype=np.float64)
     mean = x.mean(axis=0)
@@ -231,12 +242,16 @@ def fit_model(examples: Sequence[Example], *, min_positive_rate: float, features
     probs = np.array([model.probability(Assessment(**{n: e.features.get(n, 0.0) for n in names}))  # type: ignore[arg-type]
                       for e in examples])
     pos = np.sort(probs[labels])
-    # keep ceil(rate * n_pos) positives: the threshold is the smallest of the kept (highest) scores
-    keep = max(1, math.ceil(min_positive_rate * len(pos) - 1e-9))
-    threshold = float(pos[len(pos) - keep])
     neg = probs[~labels]
-    fit = {"digest": examples_digest(examples, names), "size": len(examples), "positives": int(labels.sum()),
-           "split": split, "min_positive_rate": min_positive_rate,
-           "positive_rate": round(float((probs[labels] >= threshold).mean()), 4),
-           "negative_rejected": round(float((neg < threshold).mean()), 4), "note": note}
-    return LogisticModel(names, model.mean, model.scale, model.coefficients, model.intercept, threshold, fit)
+    digest = examples_digest(examples, names)
+    out = []
+    for rate in min_positive_rates:
+        # keep ceil(rate * n_pos) positives: the threshold is the smallest of the kept (highest) scores
+        keep = max(1, math.ceil(rate * len(pos) - 1e-9))
+        threshold = float(pos[len(pos) - keep])
+        fit = {"digest": digest, "size": len(examples), "positives": int(labels.sum()),
+               "split": split, "min_positive_rate": rate,
+               "positive_rate": round(float((probs[labels] >= threshold).mean()), 4),
+               "negative_rejected": round(float((neg < threshold).mean()), 4), "note": note}
+        out.append(replace(model, threshold=threshold, fit=fit))
+    return out

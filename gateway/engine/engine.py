@@ -242,8 +242,7 @@ class QueryEngine:
         prior = partial(routing.site_prior, weight=prior_weight)
         coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
                            else min(max(policy.answer_coverage, 0.0), 1.0))
-        coverage = (AnswerCoverage.of(request.question, self.index.term_sketches(routable), coverage_weight)
-                    if coverage_weight > 0 else None)
+        coverage = AnswerCoverage.weighing(routing.words, coverage_weight)
         judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder,
                          prior, coverage)
 

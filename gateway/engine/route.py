@@ -23,7 +23,7 @@ from hansa.gateway.client import SiteCall
 from hansa.gateway.engine.assess import Assessment, assess
 from hansa.gateway.index import SummaryHit, SummaryIndex
 from hansa.gateway.registry import REVOKED, SiteRecord
-from hansa.gateway.lexical import lexical_scores
+from hansa.gateway.lexical import QuestionWords, lexical_scores
 from hansa.gateway.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
 from hansa.sync.terms import term_keys
 
@@ -76,6 +76,8 @@ class Routing:
     selection: str  # "routed" or "explicit"
     embed_ms: float
     search_ms: float  # summary search, term scoring and ranking
+    # the question's words weighed by their rarity among the routable sites (None: no word to weigh)
+    words: QuestionWords | None = None
 
     def best_summary(self, site_id: str) -> float | None:
         """The site's best summary similarity among the top-m hits (None: none of its summaries
@@ -106,17 +108,29 @@ class Routing:
         rest = next((s.score for s in self.considered if s.site_id not in asked), None)
         return lead - rest if rest is not None else lead
 
+    def deficit(self, asked: Collection[str]) -> float:
+        """How far the best-ranked site in `asked` trails the leader: 0 when one of them leads, the
+        leader's whole score when routing ranked none of them. The other side of trailing_gap: an
+        origin that is not the leader has a gap of 0 whether it ranks a close second or last."""
+        if not self.considered:
+            return 0.0
+        lead = self.considered[0].score
+        best = next((s.score for s in self.considered if s.site_id in asked), None)
+        return lead - best if best is not None else lead
+
     def assess(self, question: str, calls: Sequence[SiteCall]) -> Assessment:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
-        summary similarity, the trailing gap of the sites left unasked, and what the lowest-ranked
-        site asked added (engine.assess)."""
+        summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
+        leader, the question's weighed words, and what the lowest-ranked site asked added
+        (engine.assess)."""
         asked = {c.site_id for c in calls}
         best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
         # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the
         # last is the newest site escalation asked
         rank = {s.site_id: i for i, s in enumerate(self.considered)}
         ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
-        return assess(question, ordered, best, self.trailing_gap(asked))
+        return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
+                      routing_deficit=self.deficit(asked))
 
 
 def exclusion(rec: SiteRecord | None) -> str:
@@ -147,7 +161,8 @@ def route(
     # sites are ranked the same way as routed ones, so what is derived from the ranking (fusion's site
     # prior, an assessment's routing_gap) does not depend on how the sites were chosen: the gate's
     # calibration rows name the origin, the gate itself sees it routed (gateway.calibrate.gate_rows)
-    lexical = site_term_scores(question, index, routable) if reads_lexical(router) else None
+    sketches = index.term_sketches(routable)
+    lexical = lexical_scores(term_keys(question), sketches) if reads_lexical(router) else None
     considered = router.rank(vector, hits, routable, lexical=lexical)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]
@@ -155,9 +170,10 @@ def route(
         selected = list(explicit)
     excluded = [{"site_id": sid, "reason": exclusion(records.get(sid))}
                 for sid in sorted({h.site_id for h in hits} - set(routable))]
+    words = QuestionWords.of(question, sketches)
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
-                   (t1 - t0) * 1000, (t2 - t1) * 1000)
+                   (t1 - t0) * 1000, (t2 - t1) * 1000, words)
 
 
 def site_term_scores(question: str, index: SummaryIndex, routable: Collection[str]) -> dict[str, float]:

@@ -17,6 +17,7 @@ from hansa.core.errors import ConfigError, InputError, NotFoundError, Verificati
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.lexical import QuestionWords
 from hansa.gateway.engine import (
     Assessment,
     Budget,
@@ -40,6 +41,7 @@ from hansa.gateway.registry import REVOKED
 from hansa.gateway.service import Gateway
 from hansa.gateway.transport import HttpSiteTransport, InProcessSiteTransport
 from hansa.plugin.api import create_site_app
+from hansa.sync.terms import TermSketch
 from hansa.sync.wire import Citation, PartialAnswer
 
 GOVT_Q = "What does FEMA do after a disaster?"
@@ -273,6 +275,21 @@ def test_assess_says_what_the_newest_site_added() -> None:
     assert (alone.relevance_gain, alone.coverage_gain, alone.sites_since_best) == (0.8, alone.coverage, 0)
     failed = assess(q, [strong, _call("c", [], status="error")])  # a failed newest site added nothing
     assert (failed.relevance_gain, failed.sites_since_best) == (0.0, 1)
+
+
+def test_weighted_coverage_counts_a_rare_question_word_more_than_a_common_one() -> None:
+    """Two answers each hold one of the question's two words; the one holding the word fewer of the
+    federation's documents use covers more (gateway.lexical.QuestionWords). Without the weighed
+    words (routing had no question word) the feature is 0."""
+    docs = [("d0", "The Penobscot River flows south."), *[(f"d{i}", f"Every river floods, year {i}.") for i in range(1, 9)]]
+    words = QuestionWords.of("Which river is the Penobscot?", {"s": TermSketch.from_documents(docs, 1)})
+    assert words is not None
+    q = "Which river is the Penobscot?"
+    rare = assess(q, [_call("a", [("Penobscot County lies in Maine.", "d1", 0.7)])], words=words)
+    common = assess(q, [_call("a", [("A river floods in spring.", "d2", 0.7)])], words=words)
+    assert rare.coverage == common.coverage == 0.5  # unweighed, the two answers look the same
+    assert 0.5 < rare.weighted_coverage < 1.0 and common.weighted_coverage == pytest.approx(1 - rare.weighted_coverage)
+    assert assess(q, [_call("a", [("Penobscot County lies in Maine.", "d1", 0.7)])]).weighted_coverage == 0.0
 
 
 def test_the_openapi_spec_states_the_limits_the_code_enforces() -> None:
