@@ -297,6 +297,7 @@ def test_the_calibrate_command_fits_from_rows_and_refuses_bad_ones(tmp_path: Pat
     ("squad16_fit_gate800.jsonl", "calibration-squad16-gate92.json", 0.92, 0.015, (0.1263, 0.965)),
     # the same questions re-collected with weighted_coverage and routing_deficit (session 12)
     ("squad16_fit_gate800_v2.jsonl", "calibration-squad16-gate-v2.json", 0.915, 0.02, (0.13, 0.97)),
+    ("mtrag16_fit_v2.jsonl", "calibration-mtrag16-gate-v2.json", 0.905, 0.0218, (0.1186, 0.9718)),
 ])
 def test_gate_targets_choose_the_share_with_the_most_room_to_both_and_reproduce_the_shipped_fit(
         tmp_path: Path, rows: str, shipped_file: str, share: float, slack: float, fit_rates: tuple[float, float]) -> None:
