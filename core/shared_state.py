@@ -27,6 +27,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,24 @@ class TakeResult:
     created: bool = False
 
 
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying while another process holds the file. Why a loop: SQLite answers
+    "database is locked" at once, without its busy handler, when a connection asks for WAL while
+    another is switching the file or creating the schema (workers started together: 6 processes
+    opening a fresh file failed in 6 of 30 rounds here), so the busy timeout alone does not wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
 class SharedState:
     """One SQLite file (WAL) shared by every process and thread of a service on one host."""
 
@@ -85,7 +104,7 @@ class SharedState:
         if conn is None or self._local.pid != os.getpid():
             try:
                 conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-                conn.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(conn)
                 # WAL + NORMAL: a commit survives a crash of any worker (not of the machine, which
                 # also ends every signature and bucket this state protects).
                 conn.execute("PRAGMA synchronous = NORMAL")

@@ -227,3 +227,30 @@ def test_a_ring_keeps_its_newest_records_whichever_worker_wrote_them(tmp_path: P
     assert state.newest("other", 5) == []
     with pytest.raises(ValueError):
         state.append("queries", b"x", keep=0)
+
+
+def _open_after(path: Path, barrier: Any, results: Any) -> None:
+    barrier.wait()
+    try:
+        SharedState(path)
+        results.put("ok")
+    except Exception as exc:  # reported to the parent, which asserts on it
+        results.put(repr(exc))
+
+
+def test_workers_opening_a_fresh_state_file_together_all_succeed(tmp_path: Path) -> None:
+    """Gateway workers start together: the first ones switch the new file to WAL and create the
+    schema while the others ask for WAL too, which SQLite refused at once ("database is locked",
+    its busy handler not called) in ~1 of 5 rounds of 6 processes before SharedState retried
+    (a fresh-machine CI run failed so). 20 rounds."""
+    ctx = mp.get_context("fork")
+    for round_ in range(20):
+        path = tmp_path / f"r{round_}" / "state.sqlite"
+        barrier, results = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_open_after, args=(path, barrier, results)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        got = [results.get(timeout=5) for _ in procs]
+        assert got == ["ok"] * 6, (round_, got)
