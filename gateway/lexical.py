@@ -108,10 +108,6 @@ class AnswerCoverage:
         """None when `weight` is 0 or there are no words (nothing to weigh by)."""
         return cls(words, float(weight)) if words is not None and weight > 0 else None
 
-    @classmethod
-    def of(cls, question: str, sketches: Mapping[str, TermSketch], weight: float) -> "AnswerCoverage | None":
-        return cls.weighing(QuestionWords.of(question, sketches) if weight > 0 else None, weight)
-
     def share(self, texts: Iterable[str]) -> float:
         return self.words.share(texts)
 

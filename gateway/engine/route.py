@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Collection, Mapping, Protocol, Sequence
+from typing import Any, Callable, Collection, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -102,21 +102,22 @@ class Routing:
     def trailing_gap(self, asked: Collection[str]) -> float:
         """How far the best-ranked site outside `asked` trails the leader: 0 when one ties it, the
         leader's whole score when every ranked site was asked (nothing ranked is left to find)."""
-        if not self.considered:
-            return 0.0
-        lead = self.considered[0].score
-        rest = next((s.score for s in self.considered if s.site_id not in asked), None)
-        return lead - rest if rest is not None else lead
+        return self._behind_leader(lambda site: site not in asked)
 
     def deficit(self, asked: Collection[str]) -> float:
         """How far the best-ranked site in `asked` trails the leader: 0 when one of them leads, the
         leader's whole score when routing ranked none of them. The other side of trailing_gap: an
         origin that is not the leader has a gap of 0 whether it ranks a close second or last."""
+        return self._behind_leader(lambda site: site in asked)
+
+    def _behind_leader(self, counts: Callable[[str], bool]) -> float:
+        """The leader's score minus that of the best-ranked site `counts` accepts (the leader's
+        whole score when it accepts none; 0 when nothing was ranked)."""
         if not self.considered:
             return 0.0
         lead = self.considered[0].score
-        best = next((s.score for s in self.considered if s.site_id in asked), None)
-        return lead - best if best is not None else lead
+        found = next((s.score for s in self.considered if counts(s.site_id)), None)
+        return lead - found if found is not None else lead
 
     def assess(self, question: str, calls: Sequence[SiteCall]) -> Assessment:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
@@ -162,7 +163,9 @@ def route(
     # prior, an assessment's routing_gap) does not depend on how the sites were chosen: the gate's
     # calibration rows name the origin, the gate itself sees it routed (gateway.calibrate.gate_rows)
     sketches = index.term_sketches(routable)
-    lexical = lexical_scores(term_keys(question), sketches) if reads_lexical(router) else None
+    words = QuestionWords.of(question, sketches)  # the question's words, hashed once for both uses
+    keys = words.keys if words is not None else np.zeros(0, dtype=np.uint32)
+    lexical = lexical_scores(keys, sketches) if reads_lexical(router) else None
     considered = router.rank(vector, hits, routable, lexical=lexical)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]
@@ -170,7 +173,6 @@ def route(
         selected = list(explicit)
     excluded = [{"site_id": sid, "reason": exclusion(records.get(sid))}
                 for sid in sorted({h.site_id for h in hits} - set(routable))]
-    words = QuestionWords.of(question, sketches)
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
                    (t1 - t0) * 1000, (t2 - t1) * 1000, words)

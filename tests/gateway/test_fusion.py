@@ -9,7 +9,7 @@ import pytest
 
 from hansa.gateway.client import ERROR, OK, TIMEOUT, SiteCall
 from hansa.gateway.fusion import SUPPORT_STEP, fuse
-from hansa.gateway.lexical import AnswerCoverage
+from hansa.gateway.lexical import AnswerCoverage, QuestionWords
 from hansa.sync.terms import TermSketch
 from hansa.sync.wire import Citation, PartialAnswer
 
@@ -192,7 +192,8 @@ def test_answer_coverage_puts_first_the_site_whose_answer_uses_the_questions_wor
                 "lyon": TermSketch.from_documents([("c", "river Rhone Lyon"), ("d", "river flows")], 1)}
     prior = {"general": 1.0, "lyon": 0.5}
     plain = fuse(q, calls, embedder, site_prior=prior)
-    weighed = fuse(q, calls, embedder, site_prior=prior, coverage=AnswerCoverage.of(question, sketches, 1.0))
+    coverage = AnswerCoverage.weighing(QuestionWords.of(question, sketches), 1.0)
+    weighed = fuse(q, calls, embedder, site_prior=prior, coverage=coverage)
     assert weighed.site_coverage["lyon"] == 1.0 > weighed.site_coverage["general"] > 0.0 and not plain.site_coverage
     assert plain.citations[0].site_id == "general" and weighed.citations[0].site_id == "lyon"
     assert sorted((c.site_id, c.doc_id) for c in plain.citations) == sorted((c.site_id, c.doc_id) for c in weighed.citations)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hansa.gateway.lexical import AnswerCoverage, lexical_scores
+from hansa.gateway.lexical import AnswerCoverage, QuestionWords, lexical_scores
 from hansa.sync.terms import TermSketch, term_keys
 
 
@@ -49,7 +49,7 @@ def test_a_bigger_site_needs_more_documents_to_score_the_same() -> None:
 # -- AnswerCoverage: how much of the question a site's answer uses --------------------------------
 
 def test_an_answer_using_the_rare_words_covers_more_than_one_using_the_common_ones() -> None:
-    cover = AnswerCoverage.of("Was Hastings in England?", SITES, 0.5)
+    cover = AnswerCoverage.weighing(QuestionWords.of("Was Hastings in England?", SITES), 0.5)
     assert cover is not None
     rare = cover.share(["The battle of Hastings."])  # one document of the federation uses "hastings"
     common = cover.share(["England tour dates."])  # two use "england"
@@ -59,7 +59,7 @@ def test_an_answer_using_the_rare_words_covers_more_than_one_using_the_common_on
 
 
 def test_without_term_statistics_every_word_weighs_the_same_and_weight_0_is_no_coverage() -> None:
-    cover = AnswerCoverage.of("normans hastings", {}, 1.0)
+    cover = AnswerCoverage.weighing(QuestionWords.of("normans hastings", {}), 1.0)
     assert cover is not None and cover.share(["The Normans."]) == 0.5
-    assert AnswerCoverage.of("normans", SITES, 0.0) is None
-    assert AnswerCoverage.of("what is it?", SITES, 0.5) is None  # no word worth looking for
+    assert AnswerCoverage.weighing(QuestionWords.of("normans", SITES), 0.0) is None
+    assert AnswerCoverage.weighing(QuestionWords.of("what is it?", SITES), 0.5) is None  # no word worth looking for
