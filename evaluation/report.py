@@ -26,8 +26,8 @@ from hansa.evaluation import metrics
 from hansa.evaluation.runner import FederationRun, Outcome
 
 RECORD_COLUMNS = (
-    "federation_sites", "strategy", "questions", "gold_site_recall", "all_gold_sites_called", "evidence_recall_at_10",
-    "mrr", "answer_contains", "answer_f1", "answer_rouge_l", "abstain_unanswerable", "answered_answerable",
+    "federation_sites", "strategy", "questions", "gold_site_recall", "all_gold_sites_called", "all_gold_sites_called_spanning",
+    "evidence_recall_at_10", "mrr", "answer_contains", "answer_f1", "answer_rouge_l", "abstain_unanswerable", "answered_answerable",
     "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
 )
 
@@ -96,10 +96,12 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
     gate_out = [o for o in outcomes if o.origin_kind == "out"]
     escalation_in = _mean(float(bool(o.escalated)) for o in outcomes if o.origin_kind == "in")
     escalation_out = _mean(float(bool(o.escalated)) for o in gate_out)
+    gate_in = [o for o in outcomes if o.origin_kind == "in"]
     if gate_out:
         outcomes = [o for o in outcomes if o.origin_kind != "out"] or list(gate_out)
     answerable = [o for o in outcomes if o.question.answerable and o.question.gold]
     unanswerable = [o for o in outcomes if not o.question.answerable]
+    spanning = [o for o in answerable if len(o.gold_sites) > 1]  # the question's evidence lies at several sites
     short = [o for o in answerable if o.question.answers]
     long_ref = [o for o in answerable if o.question.references]
     text = {id(o): metrics.answer_text(o.answer) for o in short + long_ref}
@@ -115,6 +117,9 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "passages_total": passages_total,
         "gold_site_recall": _mean(metrics.gold_site_recall(o.asked_sites, o.gold_sites) for o in answerable),
         "all_gold_sites_called": _mean(metrics.all_gold_sites_called(o.asked_sites, o.gold_sites) for o in answerable),
+        # the gate's third target: every gold site asked where the evidence spans sites
+        "spanning_questions": len(spanning),
+        "all_gold_sites_called_spanning": _mean(metrics.all_gold_sites_called(o.asked_sites, o.gold_sites) for o in spanning),
         "evidence_recall_at_10": _mean(metrics.evidence_recall_at(o.ranked_docs, o.question.gold, 10) for o in answerable),
         "mrr": _mean(metrics.reciprocal_rank(o.ranked_docs, o.question.gold) for o in answerable),
         "answer_contains": _mean(metrics.contains_answer(text[id(o)], o.question.answers) for o in short),
@@ -141,6 +146,10 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "latency_ms_mean": round(statistics.fmean(o.e2e_ms for o in outcomes), 1),
         "escalation_in_domain": escalation_in,
         "escalation_out_of_domain": escalation_out,
+        # in-domain asks split by where the evidence lies: at the origin alone (DGRAG's setting, where
+        # escalating is a cost) or at several sites (where not escalating leaves evidence unasked)
+        "escalation_in_domain_one_site": _mean(float(bool(o.escalated)) for o in gate_in if len(o.gold_sites) == 1),
+        "escalation_in_domain_spanning": _mean(float(bool(o.escalated)) for o in gate_in if len(o.gold_sites) > 1),
         **llm_fields(answerable, outcomes),
     }
 

@@ -6,8 +6,11 @@ at query time (engine.assess over signed site answers), so collection runs real 
 the features are known:
 
 - gate rows: for each question and each candidate origin site, the origin alone is asked (named
-  as the only site) and its assessment is recorded — what the gate sees of it; label = the origin holds gold
-  evidence (in-domain). DGRAG's Table 2 escalation rates are the complement on each label.
+  as the only site) and its assessment is recorded — what the gate sees of it; label = the origin holds
+  all of the question's gold evidence, so its answer alone is complete ("in-domain"; an origin holding
+  only part of the evidence of a question that spans sites is labelled like an out-of-domain one:
+  answering there leaves gold sites unasked). DGRAG's Table 2 escalation rates are the complement on
+  each label.
 - abstain rows: each question is routed as usual (no origin) and the final assessment recorded;
   label = the question is answerable.
 - escalate rows: each answerable question's ranked sites are asked once and the evidence of every
@@ -91,7 +94,8 @@ def _features(a: Assessment) -> dict[str, float]:
 
 
 def gate_rows(gateway: Any, questions: Iterable[LabelledQuestion], origins: Sequence[str]) -> list[Row]:
-    """One row per (answerable question, origin): the origin's own assessment, labelled in-domain."""
+    """One row per (answerable question, origin): the origin's own assessment, labelled "the origin
+    holds all of the question's gold evidence" (see the module docstring)."""
     policy = QueryPolicy(name="collect-gate", abstainer=_SkipFusion())
     rows = []
     for q in questions:
@@ -102,7 +106,7 @@ def gate_rows(gateway: Any, questions: Iterable[LabelledQuestion], origins: Sequ
             # calls, its best summary among the question's top-m matches, and every routable site
             # ranked as when routed: engine.route ranks named sites the same way)
             result = gateway.engine.run(QueryRequest(question=q.text, sites=(origin,)), policy=policy)
-            rows.append(Row("gate", Example(_features(result.assessment), origin in q.gold_sites, q.id), origin))
+            rows.append(Row("gate", Example(_features(result.assessment), set(q.gold_sites) == {origin}, q.id), origin))
     return rows
 
 
@@ -278,7 +282,9 @@ def write_rows(path: Path, rows: Iterable[Row]) -> None:
 
 def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
     """DGRAG's Table 2 and the abstention targets on `rows` (use report-split rows to report):
-    escalation of in-domain / out-of-domain origins, decided as the engine decides (the gate, then
+    escalation of in-domain / out-of-domain origins — by the gate rows' label: an origin whose
+    evidence alone is complete, and every other (another domain's site, or one holding part of the
+    evidence of a question that spans sites) — decided as the engine decides (the gate, then
     an origin whose answer the abstainer would refuse escalates: engine.run); abstention on
     unanswerable, answers on answerable."""
     out: dict[str, Any] = {}

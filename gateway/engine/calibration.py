@@ -181,7 +181,9 @@ def load_calibration(path: Path) -> Calibration:
 @dataclass(frozen=True)
 class Example:
     """One labelled row: an assessment's features and whether it is a positive (gate: the origin's
-    answer suffices, i.e. the origin holds gold evidence; abstain: the question is answerable)."""
+    answer suffices, i.e. the origin holds all of the question's gold evidence (gateway.calibrate;
+    the committed MTRAG rows up to mtrag16_fit_v2.jsonl label "holds some of it"); abstain: the
+    question is answerable)."""
 
     features: Mapping[str, float]
     label: bool
