@@ -93,10 +93,10 @@ def answers_per_question(runs: Sequence[FederationRun]) -> list[dict[str, Any]]:
 def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome], passages_total: int) -> dict[str, Any]:
     """One record. With an origin (gated), answer quality and routing are read from the in-domain
     asks; the out-of-domain asks only give escalation_out_of_domain."""
-    gate_out = [o for o in outcomes if o.origin_kind == "out"]
-    escalation_in = _mean(float(bool(o.escalated)) for o in outcomes if o.origin_kind == "in")
-    escalation_out = _mean(float(bool(o.escalated)) for o in gate_out)
     gate_in = [o for o in outcomes if o.origin_kind == "in"]
+    gate_out = [o for o in outcomes if o.origin_kind == "out"]
+    escalation_in = _mean(float(bool(o.escalated)) for o in gate_in)
+    escalation_out = _mean(float(bool(o.escalated)) for o in gate_out)
     if gate_out:
         outcomes = [o for o in outcomes if o.origin_kind != "out"] or list(gate_out)
     answerable = [o for o in outcomes if o.question.answerable and o.question.gold]

@@ -214,10 +214,12 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the calibration (default: [gateway] calibration_file in the gateway home).")
 @click.option("--min-in-domain-answered", type=click.FloatRange(0.01, 1.0), default=None,
-              help="Share of in-domain origins the gate must answer locally on the fit rows (default 0.90).")
+              help="Share of in-domain origins (those holding all of a question's gold evidence) the gate must "
+                   "answer locally on the fit rows (default 0.90).")
 @click.option("--gate-targets", type=str, default=None, metavar="IN,OUT",
               help="Choose the gate's share for two targets instead: escalate at most IN of in-domain asks and at "
-                   "least OUT of out-of-domain ones (e.g. 0.15,0.95); the share whose fit rates leave the most "
+                   "least OUT of the others: out-of-domain origins and those holding part of the evidence "
+                   "(e.g. 0.15,0.95); the share whose fit rates leave the most "
                    "room to the nearer target wins. Not with --min-in-domain-answered.")
 @click.option("--min-answerable-answered", type=click.FloatRange(0.01, 1.0), default=None,
               help="Share of answerable questions that must not abstain on the fit rows (default 0.92).")
