@@ -85,14 +85,20 @@ def escalation_policy(calibration: Calibration, margin: float, lexical_weight: f
                        abstainer=default_abstainer(calibration))
 
 
-def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:
-    """SCOUT-RAG Stages I-II: tiered sites, HIGH asked globally and MODERATE locally, one round.
+def tiered_router(gateway: Any, cutoffs: TierCutoffs | None = None) -> TieredRouter:
+    """SCOUT-RAG's tiers over the score the gateway routes by: summaries blended with term
+    statistics (`[gateway] lexical_weight`), tier gaps around `[gateway] site_margin` unless given.
     `gateway` is a hansa.gateway.service.Gateway (its index gives richness, its history history)."""
-    router = TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs())
-    return QueryPolicy(name="tiers", router=router)
+    cfg = gateway.cfg
+    return TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs.around(cfg.site_margin),
+                        lexical_weight=cfg.lexical_weight)
+
+
+def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:
+    """SCOUT-RAG Stages I-II: tiered sites, HIGH asked globally and MODERATE locally, one round."""
+    return QueryPolicy(name="tiers", router=tiered_router(gateway, cutoffs))
 
 
 def refine_policy(gateway: Any, cutoffs: TierCutoffs | None = None, refiner: BudgetedRefiner | None = None) -> QueryPolicy:
     """SCOUT-RAG Stages I-III: the tiered first round, then budgeted refinement."""
-    router = TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs())
-    return QueryPolicy(name="refine", router=router, refiner=refiner or BudgetedRefiner())
+    return QueryPolicy(name="refine", router=tiered_router(gateway, cutoffs), refiner=refiner or BudgetedRefiner())

@@ -10,7 +10,13 @@ Three signals per site (SCOUT-RAG's s_sim, s_rich, s_hist):
               swamp similarity); the index keeps communities and entities per summary.
   history     the site's smoothed citation rate (gateway.history), centred on a new site's prior.
 
-    score = similarity + w_richness * richness + w_history * (history - PRIOR_RATE)
+    score = similarity + lexical_weight * terms + w_richness * richness + w_history * (history - PRIOR_RATE)
+
+  terms       the site's CORI score over its published term statistics as a share of the best
+              site's (gateway.lexical), weighed as the summary router weighs it
+              (gateway.router.score_sites, `[gateway] lexical_weight`): the same blend the gateway
+              routes by, which at realistic site sizes finds gold sites the summaries miss
+              (benchmarks/README.md). `lexical_weight = 0`: summaries alone.
 
 Tiers come from each site's gap to the leader's score (absolute cosines shift from question to
 question; the gap is what the routing margin already calibrates), plus an absolute floor:
@@ -20,9 +26,12 @@ question; the gap is what the routing margin already calibrates), plus an absolu
   POTENTIAL   gap <= potential_gap            -> held back for refinement (breadth)
   IRRELEVANT  further, or score <= min_score  -> never asked
 
-Defaults: moderate_gap is the routing margin for summary scores alone (0.24, measured on MTRAG 16 shards:
-gold-site recall 0.947 at 3.98 sites); high_gap and potential_gap bracket it. `fit_cutoffs` sets
-the three gaps from the fit split's gold sites (quantiles of the gold sites' gaps), no LLM.
+Defaults (TierCutoffs()): moderate_gap is the routing margin for summary scores alone (0.24,
+measured on MTRAG 16 shards: gold-site recall 0.947 at 3.98 sites); high_gap and potential_gap
+bracket it. With the term blend the score spreads wider, and `TierCutoffs.around(margin)` keeps
+those proportions around the margin the gateway routes the blend with (`[gateway] site_margin`,
+fit on the fit split): what `tiers_policy` and `refine_policy` use. `fit_cutoffs` sets the three
+gaps from the fit split's gold sites (quantiles of the gold sites' gaps), no LLM.
 """
 from __future__ import annotations
 
@@ -66,6 +75,14 @@ class TierCutoffs:
     def to_json(self) -> dict[str, float]:
         return {k: round(getattr(self, k), 4) for k in self.__dataclass_fields__}
 
+    @classmethod
+    def around(cls, margin: float) -> "TierCutoffs":
+        """The default gaps' proportions kept around `margin` as the MODERATE gap: HIGH within
+        5/24 of it, POTENTIAL within 40/24 (the defaults' 0.05 / 0.24 / 0.40)."""
+        base = cls()
+        scale = margin / base.moderate_gap
+        return cls(round(base.high_gap * scale, 4), round(margin, 4), round(base.potential_gap * scale, 4))
+
 
 @dataclass(frozen=True)
 class TieredScore(SiteScore):
@@ -94,29 +111,37 @@ def similarity(scores: Sequence[float]) -> float:
 
 
 def assign_tiers(hits: Sequence[SummaryHit], routable: Collection[str], richness: Mapping[str, tuple[int, int]],
-                 history: Mapping[str, float], cutoffs: TierCutoffs) -> list[TieredScore]:
-    """Every routable site with a summary among the top-m hits, tiered, best first."""
+                 history: Mapping[str, float], cutoffs: TierCutoffs, lexical: Mapping[str, float] | None = None,
+                 lexical_weight: float = 0.0) -> list[TieredScore]:
+    """Every routable site with a summary among the top-m hits (or, given `lexical`, a term score
+    above 0), tiered, best first."""
     per_site: dict[str, list[SummaryHit]] = {}
     for hit in hits:
         if hit.site_id in routable:
             per_site.setdefault(hit.site_id, []).append(hit)
+    terms = {s: v for s, v in (lexical or {}).items() if s in routable and v > 0} if lexical_weight else {}
+    for site in terms:
+        per_site.setdefault(site, [])
     if not per_site:
         return []
+    top_terms = max(terms.values(), default=0.0)
     rich_log = {s: math.log1p(richness.get(s, (0, 0))[1]) for s in per_site}
     top_rich = max(rich_log.values()) or 1.0
     rows = []
     for site, site_hits in per_site.items():
         site_hits.sort(key=lambda h: (-h.score, h.summary_id))
         sim = similarity([h.score for h in site_hits])
+        word = terms.get(site)
         rich = rich_log[site] / top_rich
         hist = history.get(site, PRIOR_RATE)
-        score = sim + cutoffs.w_richness * rich + cutoffs.w_history * (hist - PRIOR_RATE)
-        rows.append((site, score, sim, rich, hist, site_hits))
+        score = (sim + (lexical_weight * word / top_terms if word else 0.0)
+                 + cutoffs.w_richness * rich + cutoffs.w_history * (hist - PRIOR_RATE))
+        rows.append((site, score, sim, word, rich, hist, site_hits))
     lead = max(r[1] for r in rows)
     ranked = [TieredScore(site_id=site, score=score, summaries=tuple(h.summary_id for h in hs),
-                          richness=sum(h.richness for h in hs), tier=cutoffs.tier(lead - score, score),
+                          richness=sum(h.richness for h in hs), lexical=word, tier=cutoffs.tier(lead - score, score),
                           similarity=sim, richness_norm=rich, history=hist, gap=lead - score)
-              for site, score, sim, rich, hist, hs in rows]
+              for site, score, sim, word, rich, hist, hs in rows]
     ranked.sort(key=lambda s: (-s.score, -s.richness, s.site_id))
     return ranked
 
@@ -129,15 +154,18 @@ class TieredRouter:
     index: SummaryIndex | None = None  # richness source; None: richness 0 for all
     history: SiteHistory | None = None
     cutoffs: TierCutoffs = field(default_factory=TierCutoffs)
-    reads_lexical = False  # tiers come from the summaries alone (engine.route skips term scoring)
+    lexical_weight: float = 0.0  # the term blend's weight (module docstring); 0: summaries alone
+
+    @property
+    def reads_lexical(self) -> bool:
+        return self.lexical_weight != 0
 
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
-        """Tiers come from the summaries alone (SCOUT-RAG's signals); `lexical` is not used yet."""
-        sites = {h.site_id for h in hits if h.site_id in routable}
+        sites = {h.site_id for h in hits if h.site_id in routable} | {s for s in (lexical or {}) if s in routable}
         richness = self.index.richness(sites) if self.index is not None else {}
         history = {s: self.history.score(s) for s in sites} if self.history is not None else {}
-        return list(assign_tiers(hits, routable, richness, history, self.cutoffs))
+        return list(assign_tiers(hits, routable, richness, history, self.cutoffs, lexical, self.lexical_weight))
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         first = [s for s in ranked if getattr(s, "tier", None) == HIGH]

@@ -225,6 +225,39 @@ def test_fit_cutoffs_takes_quantiles_of_the_gold_sites_gaps() -> None:
         TierCutoffs(high_gap=0.3, moderate_gap=0.1)
 
 
+def test_tiers_blend_the_sites_term_scores_as_the_summary_router_does() -> None:
+    """A site whose summaries trail but whose published terms match the question best moves up by
+    lexical_weight, exactly as gateway.router.score_sites ranks it, and a site known only by its
+    terms is tiered too; without a weight the terms are ignored (SCOUT-RAG's summaries alone)."""
+    from hansa.gateway.index import SummaryHit
+    from hansa.gateway.router import score_sites
+
+    hits = [SummaryHit("a", "a1", 0.60, 5), SummaryHit("b", "b1", 0.50, 5), SummaryHit("a", "a2", 0.40, 5)]
+    lexical = {"a": 0.2, "b": 1.0, "c": 0.5}
+    flat = TierCutoffs(w_richness=0.0, w_history=0.0)
+    plain = TieredRouter(cutoffs=flat).rank(None, hits, {"a", "b", "c"}, lexical)  # type: ignore[arg-type]
+    assert [s.site_id for s in plain] == ["a", "b"] and all(s.lexical is None for s in plain)
+    blended = TieredRouter(cutoffs=flat, lexical_weight=0.3).rank(None, hits, {"a", "b", "c"}, lexical)  # type: ignore[arg-type]
+    assert TieredRouter(lexical_weight=0.3).reads_lexical and not TieredRouter().reads_lexical
+    assert [s.site_id for s in blended] == ["b", "a", "c"]
+    by_site = {s.site_id: s for s in blended}
+    assert by_site["b"].score == pytest.approx(0.50 + 0.3 * 1.0) and by_site["b"].tier == HIGH
+    assert by_site["c"].score == pytest.approx(0.3 * 0.5) and by_site["c"].similarity == 0.0
+    summary = {s.site_id: s.score for s in score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=0.3)}
+    assert summary["c"] == pytest.approx(by_site["c"].score)  # the same term share, the same weight
+    assert by_site["a"].score - by_site["a"].similarity == pytest.approx(0.3 * 0.2)
+
+
+def test_tier_cutoffs_around_a_margin_keep_the_defaults_proportions_and_the_policies_use_the_gateways(gw: Gateway) -> None:
+    around = TierCutoffs.around(0.48)
+    assert (around.high_gap, around.moderate_gap, around.potential_gap) == (0.1, 0.48, 0.8)
+    assert TierCutoffs.around(TierCutoffs().moderate_gap) == TierCutoffs()
+    router = tiers_policy(gw).router
+    assert isinstance(router, TieredRouter)
+    assert router.lexical_weight == gw.cfg.lexical_weight and router.cutoffs == TierCutoffs.around(gw.cfg.site_margin)
+    assert refine_policy(gw, HELD).router.cutoffs == HELD  # type: ignore[union-attr]
+
+
 def test_history_decays_persists_and_survives_a_corrupt_file(tmp_path: Path) -> None:
     path = tmp_path / "site-history.json"
     h = SiteHistory(path, half_life=1.0)
