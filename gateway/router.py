@@ -72,6 +72,14 @@ class SiteScore:
         return out
 
 
+def routable_terms(lexical: Mapping[str, float] | None, active_sites: Collection[str],
+                   lexical_weight: float) -> tuple[dict[str, float], float]:
+    """The routable sites' CORI term scores (gateway.lexical) and the best of them, what a router
+    blends in as `lexical_weight x score / best`; empty when the blend is off."""
+    terms = {s: v for s, v in (lexical or {}).items() if s in active_sites} if lexical_weight else {}
+    return terms, max(terms.values(), default=0.0)
+
+
 def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_score: float = 0.0,
                 lexical: Mapping[str, float] | None = None,
                 lexical_weight: float = DEFAULT_LEXICAL_WEIGHT) -> list[SiteScore]:
@@ -81,8 +89,7 @@ def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_s
     for hit in hits:
         if hit.site_id in active_sites:
             per_site.setdefault(hit.site_id, []).append(hit)
-    terms = {s: v for s, v in (lexical or {}).items() if s in active_sites} if lexical_weight else {}
-    leader = max(terms.values(), default=0.0)
+    terms, leader = routable_terms(lexical, active_sites, lexical_weight)
     ranked: list[SiteScore] = []
     for site_id in per_site.keys() | {s for s, v in terms.items() if v > 0}:
         site_hits = sorted(per_site.get(site_id, ()), key=lambda h: (-h.score, h.summary_id))

@@ -43,7 +43,7 @@ import numpy as np
 
 from hansa.gateway.history import PRIOR_RATE, SiteHistory
 from hansa.gateway.index import SummaryHit, SummaryIndex
-from hansa.gateway.router import SiteScore
+from hansa.gateway.router import SiteScore, routable_terms
 
 HIGH, MODERATE, POTENTIAL, IRRELEVANT = "high", "moderate", "potential", "irrelevant"
 TIERS = (HIGH, MODERATE, POTENTIAL, IRRELEVANT)
@@ -119,12 +119,11 @@ def assign_tiers(hits: Sequence[SummaryHit], routable: Collection[str], richness
     for hit in hits:
         if hit.site_id in routable:
             per_site.setdefault(hit.site_id, []).append(hit)
-    terms = {s: v for s, v in (lexical or {}).items() if s in routable and v > 0} if lexical_weight else {}
-    for site in terms:
+    terms, top_terms = routable_terms(lexical, routable, lexical_weight)
+    for site in (s for s, v in terms.items() if v > 0):
         per_site.setdefault(site, [])
     if not per_site:
         return []
-    top_terms = max(terms.values(), default=0.0)
     rich_log = {s: math.log1p(richness.get(s, (0, 0))[1]) for s in per_site}
     top_rich = max(rich_log.values()) or 1.0
     rows = []
