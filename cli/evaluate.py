@@ -45,6 +45,26 @@ def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ..
     return tuple(pairs)
 
 
+def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """--budget KEY=N,N,... as budget points, each checked as the gateway checks a request's budget."""
+    from hansa.evaluation.runner import budget_strategies
+
+    points = []
+    for item in items:
+        key, eq, values = item.partition("=")
+        try:
+            points += [(key.strip(), int(v)) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: values must be whole numbers", param_hint="--budget") from None
+        if not eq or not values.strip():
+            raise click.BadParameter(f"expected KEY=N,N,... such as sites=2,4, got {item!r}", param_hint="--budget")
+    try:
+        budget_strategies(points)
+    except HansaError as exc:
+        raise click.BadParameter(str(exc), param_hint="--budget") from exc
+    return tuple(points)
+
+
 @click.command("eval")
 @click.option("--dataset", type=click.Choice(DATASETS), default="mtrag", show_default=True)
 @click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -60,7 +80,9 @@ def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ..
 @click.option("--conversation", is_flag=True,
               help="Ask MTRAG-UN questions as the last turn with the earlier turns as the conversation (the gateway "
                    "routes a standalone question); the JSON adds routing curves per way of asking a follow-up.")
-@click.option("--routing-only", is_flag=True, help="Only the routing curves: no site is asked (cheap routing studies).")
+@click.option("--routing-only", is_flag=True,
+              help="Only the routing curves: no site is asked (cheap routing studies); with --calibration-rows, "
+                   "only the tiers rows, which call no site.")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Synthesize answers with the configured [llm] endpoint (HANSA_LLM_BASE_URL) and score them beside "
                    "the extractive answers of the same queries.")
@@ -83,12 +105,16 @@ def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ..
               help="The gate's and abstention's calibration for the gateway (from `hansa gateway calibrate --out`); "
                    "without it the gateway's safe defaults (always escalate, abstain by rule).")
 @click.option("--calibration-rows", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="With --split fit: also write each federation's gate and abstain rows to ROWS_fed<N>.jsonl, "
-                   "for `hansa gateway calibrate --data`.")
+              help="With --split fit: also write each federation's gate, abstain, escalate and tiers rows to "
+                   "ROWS_fed<N>.jsonl, for `hansa gateway calibrate --data`.")
 @click.option("--share-site-calls", is_flag=True,
               help="Ask each (site, request) pair once per run and give its verified answer, after the time the "
                    "site took, to every strategy asking it again: the same figures in a fraction of the time "
                    "(sites are not re-asked what they already answered; latency under load is then optimistic).")
+@click.option("--budget", "budgets", multiple=True, metavar="KEY=N,N,...",
+              help="Also ask the refine strategy under each budget point (repeatable), KEY one of sites, time_ms, "
+                   "bytes: e.g. --budget sites=2,3,4,6 adds refine[sites=2] ... beside refine; the JSON's "
+                   "budget_curve and a _budget.png plot quality against what was spent.")
 @click.option("--no-cache", is_flag=True, help="Build every site afresh in the work directory.")
 @click.option("--smoke", is_flag=True, help="Seconds-long run for CI: 6+2 questions, 12 passages per domain, 4 sites.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -99,7 +125,8 @@ def _settings(section: str, items: tuple[str, ...]) -> tuple[tuple[str, str], ..
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
-             gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
+             gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
+             budgets: tuple[str, ...], no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -125,7 +152,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
                             site_settings=pairs, gateway_settings=gateway_pairs, calibration=calibration, calibration_rows=calibration_rows,
-                            share_site_calls=share_site_calls)
+                            share_site_calls=share_site_calls, budgets=_budgets(budgets))
     if smoke:
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"
@@ -140,6 +167,8 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     title = f"{dataset} ({split} split, {doc['questions']['total']} questions)"
     report.plot_tradeoff(doc["records"], title, doc["caveat"], out.with_suffix(".png"))
     report.plot_routing_curves(doc["federations"], dataset, out.with_name(out.stem + "_routing.png"))
+    if doc.get("budget_curve"):
+        report.plot_budget_curve(doc["budget_curve"], title, out.with_name(out.stem + "_budget.png"))
     if as_json:
         print_json(doc)
         return

@@ -7,13 +7,15 @@ split rule the report is measured on (`hansa eval --split fit --calibration-rows
 --calibration CAL` reports the calibrated gate (`gated`) and abstention on questions the fit never
 saw. Origins follow the `gated` strategy's rule: a gold site (in-domain) and a site holding none of
 the question's gold (out-of-domain), so the rows and the reported Table 2 mean the same thing.
+Tier rows (the tiered router's gaps) call no site, so `--routing-only` collects them alone: the
+cheap way to fit tier cut-offs onto an existing calibration (`hansa gateway calibrate --onto`).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from hansa.evaluation.datasets import Question
-from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows
+from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows, tier_rows
 
 
 # How deep escalate rows follow a question's ranking: every schedule the fit chooses among ends at
@@ -29,3 +31,10 @@ def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequen
     rows = gate_rows(gateway, [labelled], origins) if question.answerable and gold_sites else []
     rows += escalate_rows(gateway, [labelled], max_sites=min(ESCALATE_ROW_SITES, len(gateway.registry.list())))
     return rows + abstain_rows(gateway, [labelled])
+
+
+def collect_tier_rows(gateway: Any, questions: Sequence[Question], texts: Sequence[str],
+                      gold_sites: Sequence[Sequence[str]]) -> list[Row]:
+    """The tiers rows of every question (`texts`: what the gateway routes for each)."""
+    return tier_rows(gateway, [LabelledQuestion(q.id, text, tuple(gold), q.answerable)
+                               for q, text, gold in zip(questions, texts, gold_sites)])

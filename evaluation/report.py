@@ -133,7 +133,9 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "abstention_auroc": metrics.auroc([0.0 if o.abstained else o.confidence for o in outcomes],
                                           [o.question.answerable for o in outcomes]),
         "risk_coverage": rc,
-        "sites_called_per_query": round(statistics.fmean(len(o.asked_sites) for o in outcomes), 3),
+        "sites_called_per_query": round(statistics.fmean(len(o.asked_sites) for o in outcomes), 3),  # distinct
+        # calls, a site asked again (a refine round's follow-up) counted again: what the sites served
+        "site_calls_per_query": round(statistics.fmean(max(o.site_calls, len(o.asked_sites)) for o in outcomes), 3),
         # the routing target's denominator (answerable questions), and what "no answer here" costs
         "sites_called_per_answerable": _mean(float(len(o.asked_sites)) for o in answerable),
         "sites_called_per_unanswerable": _mean(float(len(o.asked_sites)) for o in unanswerable),
@@ -150,6 +152,8 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         # escalating is a cost) or at several sites (where not escalating leaves evidence unasked)
         "escalation_in_domain_one_site": _mean(float(bool(o.escalated)) for o in gate_in if len(o.gold_sites) == 1),
         "escalation_in_domain_spanning": _mean(float(bool(o.escalated)) for o in gate_in if len(o.gold_sites) > 1),
+        "router": outcomes[0].router or None,
+        "budget": outcomes[0].budget or None,
         **llm_fields(answerable, outcomes),
     }
 
@@ -166,6 +170,52 @@ def records_of(dataset: str, split: str, runs: Sequence[FederationRun]) -> list[
                 record[key] = run.meta.get(key)
             out.append(record)
     return out
+
+
+# What a budget curve shows of each point: cost, then quality.
+CURVE_FIELDS = ("sites_called_per_query", "site_calls_per_query", "bytes_per_query", "latency_ms_p50", "gold_site_recall",
+                "all_gold_sites_called", "all_gold_sites_called_spanning", "evidence_recall_at_10", "answer_f1")
+
+
+def budget_curve(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """SCOUT-RAG's quality against budget: per federation and budget key, the refine strategy's
+    records under each budget point (`hansa eval --budget`), cheapest first, then refine without
+    a budget (the curve's end: what refinement spends when nothing stops it but quality or gain)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for n in sorted({r["federation_sites"] for r in records}):
+        mine = [r for r in records if r["federation_sites"] == n]
+        unbounded = [r for r in mine if r["strategy"] == "refine"]
+        for key in sorted({k for r in mine if r["strategy"].startswith("refine[") for k in r["budget"] or {}}):
+            points = sorted((r for r in mine if r["strategy"].startswith("refine[") and key in (r["budget"] or {})),
+                            key=lambda r: r["budget"][key])
+            out[f"fed{n}:{key}"] = [{"budget": r["budget"], **{f: r.get(f) for f in CURVE_FIELDS}}
+                                    for r in points + unbounded]
+    return out
+
+
+def plot_budget_curve(curves: dict[str, list[dict[str, Any]]], title: str, path: Path) -> None:
+    """Evidence recall@10 and the share of spanning questions with every gold site asked, against
+    the sites actually called, one line per federation and budget key."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, points in curves.items():
+        xs = [p["sites_called_per_query"] for p in points]
+        for metric, style in (("evidence_recall_at_10", "-o"), ("all_gold_sites_called_spanning", "--s")):
+            ys = [p[metric] for p in points]
+            if all(y is not None for y in ys):
+                ax.plot(xs, ys, style, label=f"{name} {metric}")
+        for x, y, p in zip(xs, [p["evidence_recall_at_10"] for p in points], points):
+            if y is not None:
+                ax.annotate(",".join(f"{k}={v}" for k, v in (p["budget"] or {"no budget": ""}).items()).rstrip("="),
+                            (x, y), fontsize=7, xytext=(3, -10), textcoords="offset points")
+    ax.set_xlabel("sites called per question")
+    ax.set_ylabel("share")
+    ax.set_title(f"{title}: refine under a budget", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def table(records: Sequence[dict[str, Any]]) -> str:
@@ -248,6 +298,7 @@ def document(result: dict[str, Any], settings: Any) -> dict[str, Any]:
         "passages_total": len(result["passages"]),
         "raw_corpus_bytes": sum(len(p.text.encode("utf-8")) for p in result["passages"]),
         "federations": {f"fed{r.n_sites}": r.meta for r in runs},
-        "records": records_of(ds.name, settings.split, runs),
+        "records": (records := records_of(ds.name, settings.split, runs)),
+        **({"budget_curve": curve} if (curve := budget_curve(records)) else {}),
         **({"answers_per_question": per_question} if (per_question := answers_per_question(runs)) else {}),
     }

@@ -25,6 +25,9 @@ gateway/engine/policy.py):
                    calibration with an `escalate` model (--calibration).
   one_round        summary routing's margin rule, one round, whatever the calibration holds (with an
                    escalation model, `hansa` escalates: this is the comparison in the same run).
+  refine[KEY=N]    `budgets`: refine again under each budget point ({KEY: N} in the request, KEY
+                   one of time_ms, sites, bytes), so quality can be read against budget as a curve
+                   (report.budget_curve); records carry the budget.
 
 Speed: question vectors for the reference routers are embedded in one batch; routing curves are
 computed without calling sites; the questions themselves are asked by a thread pool (`workers`),
@@ -96,6 +99,22 @@ class EvalSettings:
     # ask each (site, request) pair once per run and replay its verified answer to the strategies
     # asking it again (evaluation.shared_calls): same figures, a fraction of the sites' time
     share_site_calls: bool = False
+    # budget points, e.g. (("sites", 2), ("sites", 4)): the refine strategy asked once more under
+    # each, as `refine[sites=2]` ... (budget_strategies)
+    budgets: tuple[tuple[str, int], ...] = ()
+
+
+def budget_strategies(budgets: Sequence[tuple[str, int]]) -> dict[str, dict[str, int]]:
+    """Strategy name -> the request budget of each budget point: `refine[sites=4]` -> {"sites": 4}.
+    Each point is checked as the gateway checks a request's budget, so a sweep fails before any
+    site is built rather than on its first question."""
+    from hansa.gateway.engine.request import Budget
+
+    out = {}
+    for key, value in budgets:
+        Budget.from_json({key: value})
+        out[f"refine[{key}={value}]"] = {key: value}
+    return out
 
 
 def setting_env(section: str, settings: Sequence[tuple[str, str]]) -> dict[str, str]:
@@ -125,7 +144,7 @@ class Outcome:
     strategy: str
     question: Question
     gold_sites: list[str]
-    asked_sites: list[str]
+    asked_sites: list[str]  # distinct sites called, in the order first called
     ranked_docs: list[str]
     answer: str
     abstained: bool
@@ -139,6 +158,9 @@ class Outcome:
     extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
     synthesis: str = ""  # with an LLM: "llm" or "extractive" (which answer the gateway gave)
     llm_tokens: int = 0  # tokens synthesis spent
+    site_calls: int = 0  # calls made (a refine round's follow-up asks a site again: more than asked_sites)
+    router: str = ""  # the router the engine ranked sites with (the trace's router name)
+    budget: dict[str, int] = field(default_factory=dict)  # the request's budget (empty: none given)
 
 
 @dataclass
@@ -202,7 +224,8 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
     synthesis = trace.get("synthesis") if isinstance(trace.get("synthesis"), dict) else {}
     return Outcome(
         strategy=strategy, question=q, gold_sites=gold_sites,
-        asked_sites=[c["site_id"] for c in trace.get("per_site", [])], ranked_docs=docs,
+        asked_sites=list(dict.fromkeys(c["site_id"] for c in trace.get("per_site", []))),
+        site_calls=len(trace.get("per_site", [])), ranked_docs=docs,
         answer=str(response.get("answer", "")), abstained=metrics.abstained(response),
         confidence=metrics.confidence(response),
         bytes=int(trace.get("bytes_in", 0)) + int(trace.get("bytes_out", 0)),
@@ -211,6 +234,8 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
         origin_kind=origin_kind, escalated=None if gate is None else gate.get("decision") == "escalate",
         extractive_answer=str(response.get("extractive_answer", response.get("answer", ""))),
         synthesis=str(synthesis.get("answer", "")), llm_tokens=int((synthesis.get("tokens") or {}).get("total", 0)),
+        router=str((trace.get("router") or {}).get("name", "")),
+        budget=dict((trace.get("budget") or {}).get("given") or {}),
     )
 
 
@@ -423,14 +448,26 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
         else:
             for plan, body in zip(plans, bodies):
                 plan["centralized"] = {**body, "sites": ["central"]}
+        rows: list[Any] = []
+        collect = settings.calibration_rows is not None and not central
+        if collect:  # the tiered router's gaps: no site is called, so --routing-only collects them too
+            from hansa.evaluation.calibration import collect_tier_rows
+
+            rows.extend(collect_tier_rows(fed.gateway_service, questions, texts, gold_sites))
         if settings.routing_only:
+            if collect:
+                _write_rows(settings, run, rows, progress)
             return run
 
         engine = {s: policy_for(s, fed.gateway_service) for s in strategies if s in ENGINE_STRATEGIES}
+        budgeted = budget_strategies(settings.budgets) if not central else {}
+        engine.update({name: policy_for("refine", fed.gateway_service) for name in budgeted})
         site_ids = sorted(fed.sites)
 
         def ask_engine(i: int, strategy: str) -> list[Outcome]:
             q, gold, body = questions[i], gold_sites[i], bodies[i]
+            if strategy in budgeted:
+                body = {**body, "budget": budgeted[strategy]}
             if strategy != "gated":
                 return [outcome_of(strategy, q, gold, *ask(fed, body, engine[strategy]))]
             origins = [("in", gold[0])] if gold else []
@@ -440,14 +477,11 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             return [outcome_of(strategy, q, gold, *ask(fed, {**body, "origin": origin}, engine[strategy]),
                                origin_kind=kind) for kind, origin in origins]
 
-        rows: list[Any] = []
-        collect = settings.calibration_rows is not None and not central
-
         def ask_all(i: int) -> list[Outcome]:
             out = [outcome_of(s, questions[i], gold_sites[i], *ask(fed, plans[i][s]))
                    for s in strategies if s in plans[i]]
             if not central:
-                for s in strategies:
+                for s in [*strategies, *budgeted]:
                     if s in engine:
                         out += ask_engine(i, s)
             if collect:
@@ -471,13 +505,18 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             run.meta["site_calls"] = {"asked": shared[0].asked, "replayed": shared[0].replayed}
         run.meta["questions_per_second"] = round(len(questions) / wall, 3) if wall else None
         if collect:
-            from hansa.gateway.calibrate import write_rows
-
-            target = rows_path(settings.calibration_rows, n_sites)
-            write_rows(target, sorted(rows, key=lambda r: (r.model, r.example.question_id, r.origin)))
-            run.meta["calibration_rows"] = {"path": str(target), "rows": len(rows)}
-            progress(f"fed{n_sites}: {len(rows)} calibration rows written to {target}")
+            _write_rows(settings, run, rows, progress)
     return run
+
+
+def _write_rows(settings: EvalSettings, run: FederationRun, rows: Sequence[Any], progress: Progress) -> None:
+    from hansa.gateway.calibrate import write_rows
+
+    assert settings.calibration_rows is not None
+    target = rows_path(settings.calibration_rows, run.n_sites)
+    write_rows(target, sorted(rows, key=lambda r: (r.model, r.example.question_id, r.origin, r.step, r.site)))
+    run.meta["calibration_rows"] = {"path": str(target), "rows": len(rows)}
+    progress(f"fed{run.n_sites}: {len(rows)} calibration rows written to {target}")
 
 
 def rows_path(path: Path, n_sites: int) -> Path:
@@ -490,6 +529,7 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
     unknown = set(settings.strategies) - set(STRATEGIES) - set(ENGINE_STRATEGIES)
     if unknown or not settings.strategies:
         raise InputError(f"unknown strategies {sorted(unknown)}; choose from {', '.join(STRATEGIES + ENGINE_STRATEGIES)}")
+    budget_strategies(settings.budgets)  # a bad budget point fails here, before any site is built
     ds = load_dataset(settings.dataset, settings.data)
     if settings.max_documents:
         ds = sample_documents(ds, settings.max_documents)

@@ -17,6 +17,10 @@ the features are known:
   prefix of the ranking assessed (`step` = its length); label = every gold site is in the prefix. The
   escalation model's threshold and schedule are then chosen by replaying the stopping rule on
   these rows (`replay`): the fewest sites on average at the target gold-site recall.
+- tiers rows: each answerable question is ranked by the gateway's tiered router, no site called
+  (`QueryEngine.rank`); one row per ranked site with its gap to the leader (`site` names it), label
+  = the site holds gold evidence, and one row per gold site the ranking missed (`ranked` 0). The
+  tier cut-offs are quantiles of the gold sites' gaps (engine.tiers.cutoffs_from_gaps).
 
 Only fit-split questions may be given here (the evaluation's split rule decides); `calibrate()`
 fits both models and `Calibration.save` writes the file the gateway loads. Rows are JSON lines
@@ -26,7 +30,7 @@ without sites.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -34,9 +38,10 @@ from hansa.core.errors import InputError
 from hansa.gateway.engine import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, QueryPolicy,
                                   QueryRequest)
 from hansa.gateway.engine.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
-                                              fit_model, fit_models)
+                                              examples_digest, fit_model, fit_models)
 from hansa.gateway.engine.escalate import check_schedule
-from hansa.gateway.engine.policy import default_abstainer
+from hansa.gateway.engine.policy import default_abstainer, tiered_router
+from hansa.gateway.engine.tiers import DEFAULT_QUANTILES, TierCutoffs, cutoffs_from_gaps
 
 DEFAULT_MIN_IN_DOMAIN_ANSWERED = 0.90  # in-domain escalation target is <= 15%: keep a margin on the fit split
 DEFAULT_MIN_ANSWERABLE_ANSWERED = 0.92  # answered-answerable target is >= 90%: the same margin
@@ -56,27 +61,37 @@ class LabelledQuestion:
     answerable: bool = True
 
 
+# What rows may feed: the logistic models, and the tier cut-offs.
+ROW_KINDS = MODELS + ("tiers",)
+
+
 @dataclass(frozen=True)
 class Row:
-    model: str  # "gate", "abstain" or "escalate"
+    model: str  # one of ROW_KINDS
     example: Example
     origin: str = ""
     step: int = 0  # escalate: how many of the ranking's best sites the row's evidence comes from
+    site: str = ""  # tiers: the ranked (or missed gold) site the row describes
 
     def to_json(self) -> dict[str, Any]:
         out = {"model": self.model, "origin": self.origin, **self.example.to_json()}
         if self.step:
             out["step"] = self.step
+        if self.site:
+            out["site"] = self.site
         return out
 
     @classmethod
     def from_json(cls, obj: Any) -> "Row":
-        if not isinstance(obj, dict) or obj.get("model") not in MODELS:
-            raise InputError(f"each row needs 'model' in {MODELS}")
+        if not isinstance(obj, dict) or obj.get("model") not in ROW_KINDS:
+            raise InputError(f"each row needs 'model' in {ROW_KINDS}")
         step = obj.get("step", 0)
         if isinstance(step, bool) or not isinstance(step, int) or step < 0 or (obj["model"] == "escalate" and step < 1):
             raise InputError("'step' must be a positive whole number (escalate rows need one)")
-        return cls(obj["model"], Example.from_json(obj), str(obj.get("origin", "")), step)
+        example = Example.from_json(obj)
+        if obj["model"] == "tiers" and example.features.get("ranked", 0.0) > 0 and "gap" not in example.features:
+            raise InputError("a tiers row of a ranked site needs its 'gap' feature")
+        return cls(obj["model"], example, str(obj.get("origin", "")), step, str(obj.get("site", "")))
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,71 @@ def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites
     return rows
 
 
+def tier_rows(gateway: Any, questions: Iterable[LabelledQuestion]) -> list[Row]:
+    """Rows of the tiered router's ranking (answerable questions), no site called: each ranked site's
+    gap to the leader and score, labelled "holds gold evidence", and each gold site it did not
+    rank (`ranked` 0: no gap reaches it). `lexical_weight` records the term blend the gaps were
+    measured under: cut-offs fit at one weight mean little at another."""
+    router = tiered_router(gateway)
+    rows = []
+    for q in questions:
+        if not q.answerable or not q.gold_sites:
+            continue
+        considered = gateway.engine.rank(q.text, router).considered
+        for s in considered:
+            features = {"ranked": 1.0, "gap": float(getattr(s, "gap", 0.0)), "score": float(s.score),
+                        "lexical_weight": float(router.lexical_weight)}
+            rows.append(Row("tiers", Example(features, s.site_id in q.gold_sites, q.id), site=s.site_id))
+        missed = sorted(set(q.gold_sites) - {s.site_id for s in considered})
+        rows += [Row("tiers", Example({"ranked": 0.0}, True, q.id), site=site) for site in missed]
+    return rows
+
+
+def fit_tiers(rows: Sequence[Row], quantiles: Sequence[float] = DEFAULT_QUANTILES,
+              note: str = "") -> tuple[TierCutoffs, dict[str, Any]] | None:
+    """Tier cut-offs from the tiers rows' gold sites (cutoffs_from_gaps), and what they were fit on;
+    None without a ranked gold site."""
+    tiers = [r for r in rows if r.model == "tiers"]
+    gold = [r for r in tiers if r.example.label]
+    gaps = [r.example.features["gap"] for r in gold if r.example.features.get("ranked", 0.0) > 0]
+    if not gaps:
+        return None
+    weights = sorted({r.example.features["lexical_weight"] for r in tiers if "lexical_weight" in r.example.features})
+    cutoffs = cutoffs_from_gaps(gaps, quantiles=quantiles)
+    digest = examples_digest([replace(r.example, question_id=f"{r.example.question_id}/{r.site}") for r in tiers],
+                             ("ranked", "gap"))
+    fit = {"digest": digest, "questions": len({r.example.question_id for r in tiers}), "gold_sites": len(gold),
+           "gold_sites_unranked": len(gold) - len(gaps), "quantiles": list(quantiles),
+           "lexical_weight": weights[0] if len(weights) == 1 else weights, "split": "fit", "note": note}
+    return cutoffs, fit
+
+
+def tier_rates(cutoffs: TierCutoffs, rows: Sequence[Row]) -> dict[str, Any]:
+    """What the cut-offs do on tiers rows: the share of gold sites (and of questions with all their
+    gold sites) within moderate_gap — asked in the first tiered round, before its cap of k sites —
+    and within potential_gap (reachable by refinement), with the sites per question each asks."""
+    per_q: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.model == "tiers":
+            per_q.setdefault(r.example.question_id, []).append(r)
+    if not per_q:
+        return {}
+
+    def within(r: Row, gap: float) -> bool:
+        f = r.example.features
+        return f.get("ranked", 0.0) > 0 and f["gap"] <= gap and f.get("score", 1.0) > cutoffs.min_score
+
+    out: dict[str, Any] = {"tier_questions": len(per_q)}
+    for name, gap in (("moderate", cutoffs.moderate_gap), ("potential", cutoffs.potential_gap)):
+        gold = [within(r, gap) for q in per_q.values() for r in q if r.example.label]
+        out[f"tier_gold_sites_within_{name}"] = round(sum(gold) / len(gold), 4) if gold else None
+        out[f"tier_all_gold_within_{name}"] = round(
+            sum(all(within(r, gap) for r in q if r.example.label) for q in per_q.values()) / len(per_q), 4)
+        out[f"tier_sites_within_{name}"] = round(
+            sum(sum(within(r, gap) for r in q) for q in per_q.values()) / len(per_q), 3)
+    return out
+
+
 def scored_steps(rows: Sequence[Row], model: LogisticModel) -> dict[str, dict[int, tuple[float, bool]]]:
     """Escalate rows as {question: {step: (confidence, label)}}; a step without passages has
     confidence 0 (the rule never stops on no evidence)."""
@@ -209,10 +289,17 @@ def fit_escalation(rows: Sequence[Row], *, min_recall: float = DEFAULT_MIN_RECAL
 
 def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MIN_IN_DOMAIN_ANSWERED,
               min_answerable_answered: float = DEFAULT_MIN_ANSWERABLE_ANSWERED,
-              min_recall: float = DEFAULT_MIN_RECALL, max_sites: float | None = None, note: str = "") -> Calibration:
-    """Fit each model that has rows of both labels (the other stays absent: its safe default), on
-    the rows with evidence (rows without any passage are decided by rule before any model)."""
+              min_recall: float = DEFAULT_MIN_RECALL, max_sites: float | None = None,
+              tier_quantiles: Sequence[float] = DEFAULT_QUANTILES, onto: Calibration | None = None,
+              note: str = "") -> Calibration:
+    """Fit each model that has rows of both labels, and the tier cut-offs given tiers rows with a
+    ranked gold site, on the rows with evidence (rows without any passage are decided by rule
+    before any model). What the rows cannot fit stays as in `onto` (a calibration fit before, so
+    tiers can be added to it without re-collecting its rows), else absent: its safe default."""
     models: dict[str, Any] = {}
+    tiers = fit_tiers(rows, tier_quantiles, note=note)
+    if tiers is not None:
+        models["tiers"], models["tiers_fit"] = tiers
     targets = {"gate": min_in_domain_answered, "abstain": min_answerable_answered}
     for name in ("gate", "abstain"):
         # a row without any passage is decided by rule (escalate / abstain), not by the model
@@ -225,8 +312,8 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
         models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall,
                                                                          max_sites=max_sites, note=note)
     if not models:
-        raise InputError("no model could be fit: each needs rows with both labels")
-    return Calibration(**models, source="fitted")
+        raise InputError("no model could be fit: each needs rows with both labels (tier cut-offs: a ranked gold site)")
+    return replace(onto, **models, source="fitted") if onto is not None else Calibration(**models, source="fitted")
 
 
 # The shares of in-domain fit asks `balance_gate` tries: 0.80, 0.805, ..., 0.95.
@@ -281,7 +368,8 @@ def write_rows(path: Path, rows: Iterable[Row]) -> None:
 
 
 def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
-    """DGRAG's Table 2 and the abstention targets on `rows` (use report-split rows to report):
+    """DGRAG's Table 2 and the abstention targets on `rows` (use report-split rows to report), for
+    each model the calibration holds and the rows have rows of (tier cut-offs: tier_rates):
     escalation of in-domain / out-of-domain origins — by the gate rows' label: an origin whose
     evidence alone is complete, and every other (another domain's site, or one holding part of the
     evidence of a question that spans sites) — decided as the engine decides (the gate, then
@@ -296,7 +384,7 @@ def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
     def share(examples: list[Example], decide: Callable[[Assessment], bool]) -> float | None:
         return round(sum(decide(assessment_of(e)) for e in examples) / len(examples), 4) if examples else None
 
-    if gate is not None:
+    if gate is not None and any(r.model == "gate" for r in rows):
         g = [r.example for r in rows if r.model == "gate"]
         escalates = lambda a: not gate.decide(a).answer or serving_abstainer.judge("question", a).abstain  # noqa: E731
         out["escalation_in_domain"] = share([e for e in g if e.label], escalates)
@@ -308,12 +396,14 @@ def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
         out["escalation_gold_site_recall"] = round(got["recall"], 4)
         out["escalation_sites_per_question"] = round(got["sites"], 3)
         out["escalate_questions"] = got["questions"]
-    if abstain is not None:
+    if abstain is not None and any(r.model == "abstain" for r in rows):
         a = [r.example for r in rows if r.model == "abstain"]
         abstains = lambda x: abstain.judge("question", x).abstain  # noqa: E731
         out["abstain_unanswerable"] = share([e for e in a if not e.label], abstains)
         out["answered_answerable"] = share([e for e in a if e.label], lambda x: not abstains(x))
         out["abstain_rows"] = len(a)
+    if calibration.tiers is not None:
+        out.update(tier_rates(calibration.tiers, rows))
     return out
 
 

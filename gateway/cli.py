@@ -209,8 +209,15 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 
 @gateway.command()
 @click.option("--data", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="JSON lines of fit-split rows {model: gate|abstain|escalate, question_id, label, features[, step]} "
-                   "(hansa eval --split fit --calibration-rows writes them).")
+              help="JSON lines of fit-split rows {model: gate|abstain|escalate|tiers, question_id, label, features"
+                   "[, step, site]} (hansa eval --split fit --calibration-rows writes them).")
+@click.option("--onto", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Start from this calibration: what the rows fit replaces its part, the rest is kept (e.g. add "
+                   "tier cut-offs from `hansa eval --split fit --routing-only --calibration-rows` rows).")
+@click.option("--tier-quantiles", default=None, metavar="HIGH,MODERATE,POTENTIAL",
+              help="Tier cut-offs: the shares of the fit rows' gold sites whose gap to the leader falls within "
+                   "HIGH, MODERATE (asked in the first round) and POTENTIAL (left to refinement) (default "
+                   "0.5,0.96,0.99).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the calibration (default: [gateway] calibration_file in the gateway home).")
 @click.option("--min-in-domain-answered", type=click.FloatRange(0.01, 1.0), default=None,
@@ -232,21 +239,26 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @json_option()
 @click.pass_context
 @_friendly
-def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_answered: float | None,
-              gate_targets: str | None, min_answerable_answered: float | None, min_recall: float | None,
-              max_sites: float | None, as_json: bool) -> None:
-    """Fit the gate, abstention and escalation (logistic models) on labelled fit-split rows; the
-    gateway loads the file at its next start, and escalates round by round when it holds an
-    escalation model. Prints the fit's rates (on the fit rows themselves)."""
+def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles: str | None, out: Path | None,
+              min_in_domain_answered: float | None, gate_targets: str | None, min_answerable_answered: float | None,
+              min_recall: float | None, max_sites: float | None, as_json: bool) -> None:
+    """Fit the gate, abstention and escalation (logistic models) and the tier cut-offs on labelled
+    fit-split rows; the gateway loads the file at its next start, escalates round by round when it
+    holds an escalation model, and tiers sites (the tiers and refine policies) by its cut-offs.
+    Prints the fit's rates (on the fit rows themselves)."""
     from hansa.gateway import calibrate as fitting
+    from hansa.gateway.engine.calibration import read_calibration
+    from hansa.gateway.engine.tiers import DEFAULT_QUANTILES
     from hansa.gateway.service import calibration_path
 
     cfg = _config(ctx)
     targets = _gate_targets(gate_targets, min_in_domain_answered)
+    quantiles = _tier_quantiles(tier_quantiles) if tier_quantiles is not None else DEFAULT_QUANTILES
+    base = read_calibration(onto) if onto is not None else None
     rows = fitting.read_rows(data)
-    note = f"hansa gateway calibrate --data {data.name}"
+    note = f"hansa gateway calibrate --data {data.name}" + (f" --onto {onto.name}" if onto is not None else "")
     cal = fitting.calibrate(
-        rows, note=note,
+        rows, note=note, onto=base, tier_quantiles=quantiles,
         min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,
         min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED,
         min_recall=min_recall or fitting.DEFAULT_MIN_RECALL, max_sites=max_sites)
@@ -262,6 +274,17 @@ def calibrate(ctx: click.Context, data: Path, out: Path | None, min_in_domain_an
     click.echo(f"calibration written to {path}")
     for key, value in report["fit_rates"].items():
         click.echo(f"  {key}: {value}")
+
+
+def _tier_quantiles(value: str) -> tuple[float, float, float]:
+    try:
+        high, moderate, potential = (float(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected HIGH,MODERATE,POTENTIAL such as 0.5,0.96,0.99, got {value!r}",
+                                 param_hint="--tier-quantiles") from None
+    if not 0.0 <= high <= moderate <= potential <= 1.0:
+        raise click.BadParameter("the three shares must lie in 0..1 and not decrease", param_hint="--tier-quantiles")
+    return high, moderate, potential
 
 
 def _gate_targets(value: str | None, min_in_domain_answered: float | None) -> tuple[float, float] | None:

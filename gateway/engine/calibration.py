@@ -14,10 +14,13 @@ decision, each with everything needed to score and to know what it was fit on:
      "gate":    {"features": [...], "mean": [...], "scale": [...], "coefficients": [...],
                  "intercept": b, "threshold": t, "fit": {"digest": "sha256:...", "size": n, ...}},
      "abstain": {... the same shape ...},
-     "escalate": {... the same shape ...}, "escalate_schedule": [1, 2, 3, 4, 6, 8, 12, 16]}
+     "escalate": {... the same shape ...}, "escalate_schedule": [1, 2, 3, 4, 6, 8, 12, 16],
+     "tiers":   {"high_gap": h, "moderate_gap": m, "potential_gap": p, ..., "fit": {...}}}
 
 `escalate` is P(the sites asked so far hold all the evidence) over what every site asked returned, and
-the schedule the cumulative number of sites the rounds grow through (engine.escalate).
+the schedule the cumulative number of sites the rounds grow through (engine.escalate). `tiers` are
+SCOUT-RAG's tier cut-offs (engine.tiers.TierCutoffs) fit on the fit split's gold sites; without
+them the tiered router keeps its gaps around `[gateway] site_margin`.
 
 Loading never raises: a missing, unreadable or malformed file (or one naming a feature the gateway
 does not compute) yields `Calibration()` — no models, so the gate always escalates and abstention
@@ -37,6 +40,7 @@ import numpy as np
 
 from hansa.core.errors import InputError
 from hansa.gateway.engine.assess import Assessment
+from hansa.gateway.engine.tiers import TierCutoffs
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +121,9 @@ class Calibration:
     # through (engine.escalate); absent: the gateway asks one routed round
     escalate: LogisticModel | None = None
     escalate_schedule: tuple[int, ...] = ()
+    # SCOUT-RAG's tier cut-offs fit on the fit split (None: the tiered router's own, around the margin)
+    tiers: TierCutoffs | None = None
+    tiers_fit: Mapping[str, Any] = field(default_factory=dict)  # what they were fit on
     source: str = "defaults"  # where it came from (a path, or why the defaults apply)
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +134,8 @@ class Calibration:
                 out[name] = model.to_json()
         if self.escalate is not None:
             out["escalate_schedule"] = list(self.escalate_schedule)
+        if self.tiers is not None:
+            out["tiers"] = {**self.tiers.to_json(), "fit": dict(self.tiers_fit)}
         return out
 
     @classmethod
@@ -139,14 +148,33 @@ class Calibration:
         schedule = obj.get("escalate_schedule", list(DEFAULT_SCHEDULE))
         if not isinstance(schedule, list):
             raise InputError("'escalate_schedule' must be a list of site counts")
+        tiers, tiers_fit = _tiers_from_json(obj.get("tiers"))
         return cls(**models, escalate_schedule=check_schedule(schedule) if "escalate" in models else (),
-                   source=source)
+                   tiers=tiers, tiers_fit=tiers_fit, source=source)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
+
+
+def _tiers_from_json(obj: Any) -> tuple[TierCutoffs | None, dict[str, Any]]:
+    if obj is None:
+        return None, {}
+    gaps = ("high_gap", "moderate_gap", "potential_gap")
+    if not isinstance(obj, dict) or any(k not in obj for k in gaps):
+        raise InputError(f"'tiers' must be an object with {', '.join(gaps)}")
+    known = TierCutoffs.__dataclass_fields__
+    values = {k: v for k, v in obj.items() if k in known}
+    if any(not _finite(v) for v in values.values()):
+        raise InputError("tier cut-offs must be finite numbers")
+    try:
+        cutoffs = TierCutoffs(**{k: float(v) for k, v in values.items()})
+    except ValueError as exc:
+        raise InputError(f"'tiers': {exc}") from exc
+    fit = obj.get("fit", {})
+    return cutoffs, fit if isinstance(fit, dict) else {}
 
 
 def read_calibration(path: Path) -> Calibration:
@@ -171,8 +199,8 @@ def load_calibration(path: Path) -> Calibration:
         log.warning("%s: falling back to defaults — the gate always escalates, abstention uses its "
                     "evidence rule", exc)
         return Calibration(source=f"defaults ({path} unusable)")
-    log.info("gate calibration loaded from %s (gate: %s, abstain: %s)", path,
-             cal.gate is not None, cal.abstain is not None)
+    log.info("gate calibration loaded from %s (gate: %s, abstain: %s, escalate: %s, tiers: %s)", path,
+             cal.gate is not None, cal.abstain is not None, cal.escalate is not None, cal.tiers is not None)
     return cal
 
 

@@ -210,6 +210,15 @@ class QueryEngine:
                 policy.gate or default_gate(self.calibration), refiner or OneRound(),
                 policy.abstainer or default_abstainer(self.calibration))
 
+    def rank(self, question: str, router: Router) -> Routing:
+        """Route `question` with `router` over the routable sites and call none: what a router
+        sees of a question (calibration collects the tiered gaps of the fit split this way)."""
+        records = {r.site_id: r for r in self.registry.list()}
+        now = utc_now()
+        return route(question, embedder=self.embedder, index=self.index, records=records,
+                     routable={sid for sid, r in records.items() if r.is_routable(now)},
+                     top_m=self.cfg.top_m_summaries, k=self.cfg.top_k_sites, router=router)
+
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
         """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the

@@ -87,11 +87,13 @@ def escalation_policy(calibration: Calibration, margin: float, lexical_weight: f
 
 def tiered_router(gateway: Any, cutoffs: TierCutoffs | None = None) -> TieredRouter:
     """SCOUT-RAG's tiers over the score the gateway routes by: summaries blended with term
-    statistics (`[gateway] lexical_weight`), tier gaps around `[gateway] site_margin` unless given.
-    `gateway` is a hansa.gateway.service.Gateway (its index gives richness, its history history)."""
+    statistics (`[gateway] lexical_weight`). Tier gaps: `cutoffs` if given, else those the gateway's
+    calibration holds (fit on the fit split's gold sites: engine.tiers.cutoffs_from_gaps), else
+    around `[gateway] site_margin`. `gateway` is a hansa.gateway.service.Gateway (its index gives
+    richness, its history history)."""
     cfg = gateway.cfg
-    return TieredRouter(gateway.index, gateway.history, cutoffs or TierCutoffs.around(cfg.site_margin),
-                        lexical_weight=cfg.lexical_weight)
+    chosen = cutoffs or gateway.calibration.tiers or TierCutoffs.around(cfg.site_margin)
+    return TieredRouter(gateway.index, gateway.history, chosen, lexical_weight=cfg.lexical_weight)
 
 
 def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:

@@ -30,8 +30,11 @@ Defaults (TierCutoffs()): moderate_gap is the routing margin for summary scores 
 measured on MTRAG 16 shards: gold-site recall 0.947 at 3.98 sites); high_gap and potential_gap
 bracket it. With the term blend the score spreads wider, and `TierCutoffs.around(margin)` keeps
 those proportions around the margin the gateway routes the blend with (`[gateway] site_margin`,
-fit on the fit split): what `tiers_policy` and `refine_policy` use. `fit_cutoffs` sets the three
-gaps from the fit split's gold sites (quantiles of the gold sites' gaps), no LLM.
+fit on the fit split): what `tiers_policy` and `refine_policy` use unless the gateway's calibration
+holds cut-offs. `cutoffs_from_gaps` sets the three gaps from the fit split's gold sites (quantiles
+of their gaps to the leader), no LLM: `hansa eval --split fit --calibration-rows` collects the gaps
+(tiers rows, gateway.calibrate.tier_rows) and `hansa gateway calibrate` fits them into the
+calibration file the gateway loads.
 """
 from __future__ import annotations
 
@@ -161,7 +164,9 @@ class TieredRouter:
 
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
-        sites = {h.site_id for h in hits if h.site_id in routable} | {s for s in (lexical or {}) if s in routable}
+        # the sites assign_tiers will rank: those with a summary hit, and (blending) those with a term score
+        scored = {s for s, v in (lexical or {}).items() if v > 0 and s in routable} if self.reads_lexical else set()
+        sites = {h.site_id for h in hits if h.site_id in routable} | scored
         richness = self.index.richness(sites) if self.index is not None else {}
         history = {s: self.history.score(s) for s in sites} if self.history is not None else {}
         return list(assign_tiers(hits, routable, richness, history, self.cutoffs, lexical, self.lexical_weight))
@@ -177,17 +182,32 @@ def tiers_of(considered: Iterable[SiteScore]) -> dict[str, str]:
     return {s.site_id: s.tier for s in considered if isinstance(s, TieredScore)}
 
 
+# The fit's default quantiles of the gold sites' gaps: half within HIGH; within MODERATE (asked in the
+# first round) the share the gold-site recall target asks for, with the margin the escalation fit
+# keeps (gateway.calibrate.DEFAULT_MIN_RECALL); nearly all within POTENTIAL (reachable by refinement).
+DEFAULT_QUANTILES = (0.5, 0.96, 0.99)
+
+
 def fit_cutoffs(examples: Iterable[tuple[Sequence[TieredScore], Collection[str]]], *, high_q: float = 0.5,
                 moderate_q: float = 0.9, potential_q: float = 0.99, base: TierCutoffs | None = None) -> TierCutoffs:
     """Cut-offs from the fit split: each example is one question's tiered ranking and its gold
-    sites. The gaps are quantiles of the gold sites' gaps to the leader: half the gold sites fall
-    within high_gap, `moderate_q` of them within moderate_gap (asked in the first round), and
-    `potential_q` within potential_gap (reachable by refinement). Gold sites absent from the
-    ranking (no summary in the top-m) cannot be reached by any gap and are not counted."""
-    base = base or TierCutoffs()
+    sites (cutoffs_from_gaps over the gold sites' gaps)."""
     gaps = [s.gap for ranked, gold in examples for s in ranked if s.site_id in gold]
-    if not gaps:
+    return cutoffs_from_gaps(gaps, quantiles=(high_q, moderate_q, potential_q), base=base)
+
+
+def cutoffs_from_gaps(gold_gaps: Sequence[float], *, quantiles: Sequence[float] = DEFAULT_QUANTILES,
+                      base: TierCutoffs | None = None) -> TierCutoffs:
+    """The three gaps as quantiles of the fit split's gold sites' gaps to the leader: `quantiles[0]`
+    of the gold sites fall within high_gap, `quantiles[1]` within moderate_gap (asked in the first
+    round), `quantiles[2]` within potential_gap (reachable by refinement). Gold sites absent from
+    the ranking (no summary in the top-m, no term score) cannot be reached by any gap and are not
+    given. No gaps: `base` (the defaults)."""
+    base = base or TierCutoffs()
+    if len(quantiles) != 3 or not all(0.0 <= q <= 1.0 for q in quantiles) or list(quantiles) != sorted(quantiles):
+        raise ValueError("tier quantiles must be three shares in 0..1, in increasing order")
+    if not gold_gaps:
         return base
-    q = np.quantile(np.asarray(gaps, dtype=np.float64), [high_q, moderate_q, potential_q])
-    h, m, p = (float(x) for x in np.maximum.accumulate(q))
+    q = np.quantile(np.asarray(gold_gaps, dtype=np.float64), list(quantiles))
+    h, m, p = (float(x) for x in np.maximum.accumulate(np.maximum(q, 0.0)))
     return TierCutoffs(round(h, 4), round(m, 4), round(p, 4), base.min_score, base.w_richness, base.w_history)

@@ -55,7 +55,7 @@ def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path
     assert fit.exit_code == 0, fit.output
     written = tmp_path / "rows_fed4.jsonl"
     lines = [json.loads(line) for line in written.read_text().splitlines()]
-    assert {r["model"] for r in lines} == {"gate", "abstain", "escalate"}
+    assert {r["model"] for r in lines} == {"gate", "abstain", "escalate", "tiers"}
     # escalate rows: every prefix of each answerable question's ranking, steps 1..n in order
     steps: dict[str, list[int]] = {}
     for r in lines:
@@ -98,3 +98,41 @@ def test_the_escalate_strategy_needs_an_escalation_model(tmp_path: Path, mtrag_d
     result = _eval(tmp_path, mtrag_dir, "--strategies", "escalate", "--limit", "1", "--limit-unanswerable", "-1",
                    "--out", str(tmp_path / "r.json"))
     assert result.exit_code != 0 and "escalate" in result.output and "calibrat" in result.output
+
+
+def test_a_bad_budget_point_is_refused_before_any_site_is_built(tmp_path: Path, mtrag_dir: Path) -> None:
+    for bad, why in (("sites=0", "budget"), ("coins=3", "budget"), ("sites", "KEY=N"), ("sites=two", "whole numbers")):
+        result = _eval(tmp_path, mtrag_dir, "--budget", bad, "--out", str(tmp_path / "r.json"))
+        assert result.exit_code == 2 and why in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow
+def test_tier_rows_from_routing_alone_calibrate_the_tiers_and_refine_is_measured_under_budgets(
+        tmp_path: Path, mtrag_dir: Path) -> None:
+    """`--routing-only --calibration-rows` writes the tiered router's gaps (no site asked);
+    `calibrate --onto` adds the cut-offs to a calibration; a report run with `--budget` measures
+    refine under each budget point beside refine without one, and writes the curve."""
+    rows = tmp_path / "tiers.jsonl"
+    fit = _eval(tmp_path, mtrag_dir, "--split", "fit", "--routing-only", "--calibration-rows", str(rows),
+                "--out", str(tmp_path / "fit.json"))
+    assert fit.exit_code == 0, fit.output
+    lines = [json.loads(line) for line in (tmp_path / "tiers_fed4.jsonl").read_text().splitlines()]
+    assert lines and {r["model"] for r in lines} == {"tiers"} and any(r["label"] for r in lines)
+    base, cal = tmp_path / "base.json", tmp_path / "cal.json"
+    base.write_text(json.dumps({"version": 1}))
+    fitted = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "gateway", "calibrate", "--data",
+                                       str(tmp_path / "tiers_fed4.jsonl"), "--onto", str(base), "--out", str(cal)])
+    assert fitted.exit_code == 0, fitted.output
+    tiers = json.loads(cal.read_text())["tiers"]
+    assert 0 <= tiers["high_gap"] <= tiers["moderate_gap"] <= tiers["potential_gap"]
+    report = _eval(tmp_path, mtrag_dir, "--strategies", "refine", "--budget", "sites=1", "--calibration", str(cal),
+                   "--out", str(tmp_path / "rep.json"))
+    assert report.exit_code == 0, report.output
+    doc = json.loads((tmp_path / "rep.json").read_text())
+    by_strategy = {r["strategy"]: r for r in doc["records"]}
+    assert by_strategy["refine[sites=1]"]["budget"] == {"sites": 1} and by_strategy["refine"]["budget"] is None
+    assert by_strategy["refine[sites=1]"]["sites_called_per_query"] <= 1.0
+    assert by_strategy["refine"]["router"] == "TieredRouter"
+    assert [p["budget"] for p in doc["budget_curve"]["fed4:sites"]] == [{"sites": 1}, None]
+    assert (tmp_path / "rep_budget.png").stat().st_size > 0
