@@ -151,14 +151,21 @@ class DurableStore:
         write_bytes_atomic(self._path(head.site_id), dumps(head.to_json()))
 
     def heads(self) -> list[StoredHead]:
-        """Every readable head; a damaged one is set aside (renamed `.damaged`) and reported."""
+        """Every readable head; a damaged one is set aside (renamed `.damaged`) and reported. A head
+        that vanishes between listing and reading was purged meanwhile (a revocation in another
+        thread or worker process): that site has no set, which is not damage."""
         out = []
         for path in sorted(self.state_dir.glob("*.json")):
             try:
                 out.append(StoredHead.from_json(loads_strict(path.read_bytes()), str(path)))
+            except FileNotFoundError:
+                continue
             except (HansaError, OSError) as exc:
                 log.error("durable.head_damaged", path=str(path), error=str(exc))
-                path.replace(path.with_name(path.name + ".damaged"))
+                try:
+                    path.replace(path.with_name(path.name + ".damaged"))
+                except FileNotFoundError:  # purged while being reported
+                    pass
         return out
 
     def delete_rows(self, keys: Iterable[str]) -> None:

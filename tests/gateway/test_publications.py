@@ -477,3 +477,28 @@ def test_malformed_term_statistics_are_refused_and_change_nothing(gw: Gateway, v
     assert resp.status_code == 400 and "terms" in resp.get_json()["error"]
     held = gw.index.current(site.site_id)
     assert held.sequence == 1 and held.terms.documents == 2
+
+
+def test_a_head_purged_while_a_gateway_lists_them_is_skipped_and_a_damaged_one_set_aside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load, a gateway opening (a restart, another worker) listed a revoked site's head that
+    the revocation then deleted; reading it failed and setting it aside as damaged failed too, so
+    the gateway could not open. A vanished head is no set; a damaged one is renamed and reported."""
+    from hansa.gateway.durable import DurableStore
+
+    with MilvusVectorStore(str(tmp_path / "milvus.db")) as store:
+        durable = DurableStore(store, 4, tmp_path / "heads")
+        gone, damaged = tmp_path / "heads" / "revoked.json", tmp_path / "heads" / "broken.json"
+        gone.write_text("{}")
+        damaged.write_text("not json")
+        read_bytes = Path.read_bytes
+
+        def racing_purge(self: Path) -> bytes:
+            if self == gone:  # the revocation deletes the file after the listing saw it
+                self.unlink()
+            return read_bytes(self)
+
+        monkeypatch.setattr(Path, "read_bytes", racing_purge)
+        assert durable.heads() == []
+        assert not gone.exists() and not (tmp_path / "heads" / "revoked.json.damaged").exists()
+        assert (tmp_path / "heads" / "broken.json.damaged").exists() and not damaged.exists()
