@@ -82,7 +82,7 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
                    "routes a standalone question); the JSON adds routing curves per way of asking a follow-up.")
 @click.option("--routing-only", is_flag=True,
               help="Only the routing curves: no site is asked (cheap routing studies); with --calibration-rows, "
-                   "only the tiers rows, which call no site.")
+                   "only the tiers and router rows, which call no site.")
 @click.option("--llm", "use_llm", is_flag=True,
               help="Synthesize answers with the configured [llm] endpoint (HANSA_LLM_BASE_URL) and score them beside "
                    "the extractive answers of the same queries.")
@@ -105,8 +105,9 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
               help="The gate's and abstention's calibration for the gateway (from `hansa gateway calibrate --out`); "
                    "without it the gateway's safe defaults (always escalate, abstain by rule).")
 @click.option("--calibration-rows", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="With --split fit: also write each federation's gate, abstain, escalate and tiers rows to "
-                   "ROWS_fed<N>.jsonl, for `hansa gateway calibrate --data`.")
+              help="With --split fit: also write each federation's gate, abstain, escalate, tiers and router rows "
+                   "to ROWS_fed<N>.jsonl, for `hansa gateway calibrate --data` (router rows: `hansa gateway router "
+                   "train --rows`).")
 @click.option("--share-site-calls", is_flag=True,
               help="Ask each (site, request) pair once per run and give its verified answer, after the time the "
                    "site took, to every strategy asking it again: the same figures in a fraction of the time "
@@ -115,6 +116,9 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
               help="Also ask the refine strategy under each budget point (repeatable), KEY one of sites, time_ms, "
                    "bytes: e.g. --budget sites=2,3,4,6 adds refine[sites=2] ... beside refine; the JSON's "
                    "budget_curve and a _budget.png plot quality against what was spent.")
+@click.option("--router-model", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The learned strategy's model (from `hansa gateway router train --rows` on this federation's fit "
+                   "rows); without it the learned strategy has no model and routes by summary matching.")
 @click.option("--no-cache", is_flag=True, help="Build every site afresh in the work directory.")
 @click.option("--smoke", is_flag=True, help="Seconds-long run for CI: 6+2 questions, 12 passages per domain, 4 sites.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -126,7 +130,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
              gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
-             budgets: tuple[str, ...], no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
+             budgets: tuple[str, ...], router_model: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
     recall against sites called and of gold-site recall against k."""
@@ -152,7 +156,8 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
                             site_settings=pairs, gateway_settings=gateway_pairs, calibration=calibration, calibration_rows=calibration_rows,
-                            share_site_calls=share_site_calls, budgets=_budgets(budgets))
+                            share_site_calls=share_site_calls, budgets=_budgets(budgets),
+                            router_model=router_model)
     if smoke:
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"

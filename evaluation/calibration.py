@@ -7,8 +7,10 @@ split rule the report is measured on (`hansa eval --split fit --calibration-rows
 --calibration CAL` reports the calibrated gate (`gated`) and abstention on questions the fit never
 saw. Origins follow the `gated` strategy's rule: a gold site (in-domain) and a site holding none of
 the question's gold (out-of-domain), so the rows and the reported Table 2 mean the same thing.
-Tier rows (the tiered router's gaps) call no site, so `--routing-only` collects them alone: the
-cheap way to fit tier cut-offs onto an existing calibration (`hansa gateway calibrate --onto`).
+Tier rows (the tiered router's gaps) and router rows (the learned router's features of every
+ranked site, labelled by the gold sites) call no site, so `--routing-only` collects them alone: the
+cheap way to fit tier cut-offs onto an existing calibration (`hansa gateway calibrate --onto`) and
+to train the learned router (`hansa gateway router train --rows`).
 """
 from __future__ import annotations
 
@@ -33,8 +35,12 @@ def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequen
     return rows + abstain_rows(gateway, [labelled])
 
 
-def collect_tier_rows(gateway: Any, questions: Sequence[Question], texts: Sequence[str],
-                      gold_sites: Sequence[Sequence[str]]) -> list[Row]:
-    """The tiers rows of every question (`texts`: what the gateway routes for each)."""
-    return tier_rows(gateway, [LabelledQuestion(q.id, text, tuple(gold), q.answerable)
-                               for q, text, gold in zip(questions, texts, gold_sites)])
+def collect_routing_rows(gateway: Any, questions: Sequence[Question], texts: Sequence[str],
+                         gold_sites: Sequence[Sequence[str]]) -> list[Row]:
+    """The tiers rows and the learned router's rows of every question (`texts`: what the gateway
+    routes for each); neither calls a site."""
+    from hansa.gateway.learned.train import router_rows
+
+    labelled = [LabelledQuestion(q.id, text, tuple(gold), q.answerable)
+                for q, text, gold in zip(questions, texts, gold_sites)]
+    return tier_rows(gateway, labelled) + router_rows(gateway, labelled)

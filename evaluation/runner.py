@@ -19,7 +19,8 @@ gateway/engine/policy.py):
                    records carry escalation_in_domain / escalation_out_of_domain (DGRAG's Table 2).
   tiers / refine   SCOUT-RAG: relevance tiers (global/local retrieval), then budgeted refinement.
   learned          RAGRoute: the learned router over site-agnostic features (summary matching
-                   until a model is trained).
+                   until a model is trained; `router_model`: a model trained on the fit split's
+                   router rows, `hansa gateway router train --rows`).
   escalate         DGRAG's gate round by round (engine/escalate.py): the ranking's best site(s)
                    first, more only while the calibrated evidence is not confident; needs a
                    calibration with an `escalate` model (--calibration).
@@ -102,6 +103,9 @@ class EvalSettings:
     # budget points, e.g. (("sites", 2), ("sites", 4)): the refine strategy asked once more under
     # each, as `refine[sites=2]` ... (budget_strategies)
     budgets: tuple[tuple[str, int], ...] = ()
+    # the learned strategy's model (`hansa gateway router train --rows` on fit-split router rows);
+    # None: the gateway's own model, or summary matching without one
+    router_model: Path | None = None
 
 
 def budget_strategies(budgets: Sequence[tuple[str, int]]) -> dict[str, dict[str, int]]:
@@ -239,8 +243,9 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
     )
 
 
-def policy_for(strategy: str, gateway: Any) -> Any:
-    """The QueryPolicy of an engine strategy, built against the federation's gateway."""
+def policy_for(strategy: str, gateway: Any, router_model: Path | None = None) -> Any:
+    """The QueryPolicy of an engine strategy, built against the federation's gateway (`learned`
+    with `router_model`: that model file)."""
     from hansa.gateway.engine.policy import gated, refine_policy, tiers_policy
 
     if strategy == "gated":
@@ -261,7 +266,7 @@ def policy_for(strategy: str, gateway: Any) -> Any:
     if strategy == "learned":
         from hansa.gateway.learned.router import learned_policy
 
-        return learned_policy(gateway)
+        return learned_policy(gateway, model_path=router_model)
     raise InputError(f"not an engine strategy: {strategy!r}")
 
 
@@ -450,16 +455,17 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                 plan["centralized"] = {**body, "sites": ["central"]}
         rows: list[Any] = []
         collect = settings.calibration_rows is not None and not central
-        if collect:  # the tiered router's gaps: no site is called, so --routing-only collects them too
-            from hansa.evaluation.calibration import collect_tier_rows
+        if collect:  # tiers and router rows call no site, so --routing-only collects them too
+            from hansa.evaluation.calibration import collect_routing_rows
 
-            rows.extend(collect_tier_rows(fed.gateway_service, questions, texts, gold_sites))
+            rows.extend(collect_routing_rows(fed.gateway_service, questions, texts, gold_sites))
         if settings.routing_only:
             if collect:
                 _write_rows(settings, run, rows, progress)
             return run
 
-        engine = {s: policy_for(s, fed.gateway_service) for s in strategies if s in ENGINE_STRATEGIES}
+        engine = {s: policy_for(s, fed.gateway_service, settings.router_model) for s in strategies
+                  if s in ENGINE_STRATEGIES}
         budgeted = budget_strategies(settings.budgets) if not central else {}
         engine.update({name: policy_for("refine", fed.gateway_service) for name in budgeted})
         site_ids = sorted(fed.sites)
@@ -540,6 +546,12 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
         from hansa.gateway.engine.calibration import read_calibration
 
         read_calibration(Path(settings.calibration))  # the gateway would fall back to defaults, unmeasured
+    if settings.router_model is not None:
+        from hansa.gateway.learned.model import load_model
+
+        if load_model(Path(settings.router_model)) is None:  # the router would fall back, unmeasured
+            raise InputError(f"router model {settings.router_model} is unusable (missing, corrupt or trained on "
+                             "other features; the log says which): the learned strategy would measure summary matching")
     questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable)
     if not questions:
         raise InputError(f"no {settings.split} questions selected")

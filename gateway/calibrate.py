@@ -61,8 +61,9 @@ class LabelledQuestion:
     answerable: bool = True
 
 
-# What rows may feed: the logistic models, and the tier cut-offs.
-ROW_KINDS = MODELS + ("tiers",)
+# What rows may feed: the logistic models, the tier cut-offs and the learned router
+# (gateway.learned.train.train_from_rows: `hansa gateway router train --rows`).
+ROW_KINDS = MODELS + ("tiers", "router")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Row:
     example: Example
     origin: str = ""
     step: int = 0  # escalate: how many of the ranking's best sites the row's evidence comes from
-    site: str = ""  # tiers: the ranked (or missed gold) site the row describes
+    site: str = ""  # tiers, router: the ranked (or missed gold) site the row describes
 
     def to_json(self) -> dict[str, Any]:
         out = {"model": self.model, "origin": self.origin, **self.example.to_json()}

@@ -6,6 +6,8 @@ it up at its next query. `show` prints the current model (or why routing falls b
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from hansa.cli.options import json_option, print_json
@@ -27,6 +29,12 @@ def router() -> None:
 
 
 @router.command()
+@click.option("--rows", "rows_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Train on labelled fit-split rows instead of the outcome log: the `router` rows `hansa eval "
+                   "--split fit --calibration-rows` writes (every ranked site, labelled by the gold sites).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the model (default: the gateway's router/model.json, which a serving gateway "
+                   "picks up at its next query).")
 @click.option("--target-recall", type=float, default=None,
               help="Per-question recall of contributing sites the threshold must reach (default: [gateway] router_target_recall).")
 @click.option("--l2", type=float, default=1.0, show_default=True, help="L2 penalty of the logistic regression.")
@@ -34,17 +42,29 @@ def router() -> None:
 @json_option()
 @click.pass_context
 @_friendly
-def train(ctx: click.Context, target_recall: float | None, l2: float, min_questions: int, as_json: bool) -> None:
-    """Retrain from the gateway's outcome log; print the new model's version and data digest."""
-    from hansa.gateway.learned.router import router_dir
-    from hansa.gateway.learned.train import summary, train_router
+def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_recall: float | None, l2: float,
+          min_questions: int, as_json: bool) -> None:
+    """Retrain from the gateway's outcome log (or from labelled rows, --rows); print the new
+    model's version and data digest."""
+    from hansa.gateway.learned.router import MODEL_FILE, router_dir
+    from hansa.gateway.learned.train import summary, train_from_rows, train_router
 
     cfg = _config(ctx)
     target = cfg.gateway.router_target_recall if target_recall is None else target_recall
     if not 0 < target <= 1 or l2 < 0:
         raise click.BadParameter("--target-recall must be in (0, 1] and --l2 >= 0")
+    home = router_dir(gateway_home(cfg))
+    if rows_path is not None:
+        from hansa.gateway.calibrate import read_rows
+
+        model = train_from_rows(read_rows(rows_path), target_recall=target, l2=l2, min_questions=min_questions)
+        path = model.save(out or home / MODEL_FILE)
+        _show(summary(model, path), as_json)
+        return
+    if out is not None:
+        raise click.UsageError("--out goes with --rows: a model trained on the log replaces the gateway's own")
     try:
-        model, path = train_router(router_dir(gateway_home(cfg)), target_recall=target, l2=l2,
+        model, path = train_router(home, target_recall=target, l2=l2,
                                    min_questions=min_questions, max_records=cfg.gateway.router_log_max_records)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -4,7 +4,9 @@ Why site-agnostic: RAGRoute's router learns from a one-hot-free description of e
 so one model serves every source; here that means a site that joins the federation tomorrow is
 scored by the model trained today, with no retraining. Each feature is a number the gateway
 already holds for *any* site: how the site's published summaries match the question among the
-top-m, where that puts it against the other sites, and how much the site published.
+top-m, where that puts it against the other sites, how much the site published, and how its
+published term statistics match the question's words (gateway.lexical: at realistic site sizes
+the words find gold sites the summaries miss).
 
 FEATURE_NAMES is the model's input contract: a model trained on other names is refused at load
 (routing falls back to summary matching), so a change here can never be silently misread.
@@ -13,12 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
 from hansa.gateway.index import SummaryHit
-from hansa.gateway.router import SiteScore, score_sites
+from hansa.gateway.router import SiteScore, routable_terms, score_sites
 
 FEATURE_NAMES: tuple[str, ...] = (
     "best",            # the site's best summary similarity among the top-m
@@ -34,6 +36,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "best_richness",   # log1p(entities of its best-matching community)
     "best_position",   # log1p(position of its best summary in the whole top-m): 0 for the leader's
     "hits_top16",      # its share of the 16 best hits overall
+    "terms_share",     # its CORI score over its published term statistics, as a share of the best site's
+    "terms_rank_recip",  # 1 / (1 + its rank by that score): 1 for the term leader, 0 without a score
 )
 
 # (summaries published, entities covered) of a site; (0, 0) when unknown
@@ -46,11 +50,16 @@ class SiteFeatures:
     vector: np.ndarray  # float64, aligned with FEATURE_NAMES
 
 
-def site_features(hits: Sequence[SummaryHit], routable: Collection[str], published: Published) -> list[SiteFeatures]:
-    """Every routable site with hits, in summary-matching order, with its feature vector."""
+def site_features(hits: Sequence[SummaryHit], routable: Collection[str], published: Published,
+                  lexical: Mapping[str, float] | None = None) -> list[SiteFeatures]:
+    """Every routable site with hits, in summary-matching order, with its feature vector;
+    `lexical` is each site's CORI term score (None: no site has term statistics)."""
     ranked = score_sites(hits, routable)
     if not ranked:
         return []
+    terms, top_terms = routable_terms(lexical, routable, 1.0)
+    term_rank = {site: i for i, site in enumerate(sorted((s for s, v in terms.items() if v > 0),
+                                                         key=lambda s: (-terms[s], s)))}
     per_site: dict[str, list[SummaryHit]] = {}
     for h in hits:
         per_site.setdefault(h.site_id, []).append(h)
@@ -83,6 +92,8 @@ def site_features(hits: Sequence[SummaryHit], routable: Collection[str], publish
             math.log1p(max(own[0].richness, 0)),
             math.log1p(position[s.site_id]),
             top16.get(s.site_id, 0) / min(16, n_hits),
+            terms.get(s.site_id, 0.0) / top_terms if top_terms > 0 else 0.0,
+            1.0 / (1 + term_rank[s.site_id]) if s.site_id in term_rank else 0.0,
         ], dtype=np.float64)
         out.append(SiteFeatures(s, vec))
     return out

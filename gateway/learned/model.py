@@ -1,6 +1,6 @@
 """The router's model: logistic regression on standardized site features, fit and stored here.
 
-Why logistic regression in numpy, hand-written: the hot path scores ~16 sites x 11 features per
+Why logistic regression in numpy, hand-written: the hot path scores ~16 sites x 15 features per
 question (microseconds as one matrix-vector product; no torch import in the gateway), its output
 is a calibrated probability by construction (it minimizes log-loss on the logged outcomes), and
 Newton's method (IRLS) on this convex problem is exact and deterministic: the same log gives the

@@ -78,7 +78,7 @@ class LearnedRouter:
     _stamp: tuple[int, int] | None = field(default=None, init=False, repr=False)
     _loaded: bool = field(default=False, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    reads_lexical = False  # its features are the summaries' (engine.route skips term scoring)
+    reads_lexical = True  # two of its features are the sites' term scores (features.py)
     _rng: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -132,8 +132,8 @@ class LearnedRouter:
 
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
-        """The model's features come from the summaries alone; `lexical` is not a feature yet."""
-        feats = site_features(hits, routable, self.published)
+        """Sites with summary hits, with features from their summaries and their term scores."""
+        feats = site_features(hits, routable, self.published, lexical)
         if not feats:
             return []
         model = self.model()
@@ -210,11 +210,15 @@ def open_router(cfg: GatewayConfig, index: SummaryIndex, gateway_dir: Path, *, e
                          explore_sites=cfg.router_explore_sites, seed=seed)
 
 
-def learned_policy(gateway: Any, *, explore_share: float = 0.0, name: str = "learned") -> QueryPolicy:
+def learned_policy(gateway: Any, *, explore_share: float = 0.0, name: str = "learned",
+                   model_path: Path | None = None) -> QueryPolicy:
     """`hansa eval`'s strategy `learned`: the gateway's own model and log, exploring only when
-    asked (an evaluation measures the router's choice, not its exploration)."""
+    asked (an evaluation measures the router's choice, not its exploration); given `model_path`,
+    that model instead, and no log (an evaluation's model trained on its fit split)."""
     own = getattr(gateway, "router", None)
-    if isinstance(own, LearnedRouter):  # the configured router's model and log, exploration as asked
+    if model_path is not None:
+        router = LearnedRouter(model_path, index_published(gateway.index))
+    elif isinstance(own, LearnedRouter):  # the configured router's model and log, exploration as asked
         router = LearnedRouter(own.model_path, own.published, own.outcomes, explore_share, own.explore_sites,
                                own.margin)
     else:

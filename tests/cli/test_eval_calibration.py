@@ -136,3 +136,13 @@ def test_tier_rows_from_routing_alone_calibrate_the_tiers_and_refine_is_measured
     assert by_strategy["refine"]["router"] == "TieredRouter"
     assert [p["budget"] for p in doc["budget_curve"]["fed4:sites"]] == [{"sites": 1}, None]
     assert (tmp_path / "rep_budget.png").stat().st_size > 0
+
+
+def test_an_unusable_router_model_stops_the_run_before_it_measures_summary_matching(tmp_path: Path,
+                                                                                    mtrag_dir: Path) -> None:
+    bad = tmp_path / "model.json"
+    bad.write_text('{"format": "hansa-router-logreg/1", "weights": [1]}')
+    result = _eval(tmp_path, mtrag_dir, "--strategies", "learned", "--router-model", str(bad),
+                   "--out", str(tmp_path / "r.json"))
+    assert result.exit_code != 0 and "unusable" in result.output and str(bad) in result.output
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "r.json").exists()

@@ -83,3 +83,37 @@ def test_the_eval_policy_and_an_explicit_router_choice(gw: Gateway) -> None:
 
     plain = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=QueryPolicy(router=SummaryRouter())).trace
     assert plain["router"] == {"name": "SummaryRouter", "model_version": None}
+
+
+def test_router_rows_describe_every_ranked_site_and_an_evals_model_file_is_used(gw: Gateway, tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows `hansa eval --split fit --calibration-rows` writes for the learned router: each
+    site the router ranks, its features by name (the sites' term scores included), labelled by
+    the gold sites, collected without a site call; and `learned_policy(model_path=...)` routes by
+    that model, not the gateway's own, and logs nothing."""
+    from hansa.gateway.calibrate import LabelledQuestion
+    from hansa.gateway.learned.router import LearnedRouter
+    from hansa.gateway.learned.train import router_rows
+
+    def no_call(*args: object, **kwargs: object) -> None:
+        raise AssertionError("collecting router rows called a site")
+
+    with monkeypatch.context() as m:
+        m.setattr(gw.engine.transport, "call", no_call)
+        # "river" is among the words clapnq's documents share (its term statistics), not govt's
+        rows = router_rows(gw, [LabelledQuestion("q1", "Where does the Penobscot River flow?", ("clapnq",)),
+                                LabelledQuestion("q2", "hi", (), False)])
+    assert {r.example.question_id for r in rows} == {"q1"} and {r.site for r in rows} == {"govt", "clapnq"}
+    by_site = {r.site: r.example for r in rows}
+    assert by_site["clapnq"].label and not by_site["govt"].label
+    assert all(set(e.features) == set(FEATURE_NAMES) for e in by_site.values())
+    assert by_site["clapnq"].features["terms_share"] == 1.0 and by_site["govt"].features["terms_share"] == 0.0
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(120, len(FEATURE_NAMES)))
+    model = fit(x, (x[:, 0] > 0).astype(int), [str(i // 4) for i in range(120)])
+    path = model.save(tmp_path / "eval-model" / MODEL_FILE)
+    policy = learned_policy(gw, model_path=path)
+    assert isinstance(policy.router, LearnedRouter) and policy.router.outcomes is None
+    trace = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=policy).trace
+    assert trace["router"]["model_version"] == model.version

@@ -274,3 +274,73 @@ def test_cli_trains_shows_and_refuses_an_empty_log(tmp_path: Path) -> None:
     assert json.loads(run("show", "--json").output)["version"] == out["version"]
     assert f"version: {out['version']}" in run("show").output
     assert run("train", "--target-recall", "2").exit_code == 2
+
+
+def test_term_features_are_each_sites_share_and_rank_of_the_term_scores() -> None:
+    hits = [SummaryHit("a", "a1", 0.8, 5), SummaryHit("b", "b1", 0.6, 9), SummaryHit("c", "c1", 0.5, 2)]
+    lexical = {"a": 0.2, "b": 0.8, "z": 5.0}  # z routes nowhere; c has no term statistics
+    f = {x.score.site_id: dict(zip(FEATURE_NAMES, x.vector))
+         for x in site_features(hits, {"a", "b", "c"}, published, lexical)}
+    assert f["b"]["terms_share"] == 1.0 and f["a"]["terms_share"] == pytest.approx(0.25)
+    assert (f["b"]["terms_rank_recip"], f["a"]["terms_rank_recip"]) == (1.0, 0.5)
+    assert f["c"]["terms_share"] == 0.0 and f["c"]["terms_rank_recip"] == 0.0
+    plain = {x.score.site_id: dict(zip(FEATURE_NAMES, x.vector)) for x in site_features(hits, {"a", "b"}, published)}
+    assert plain["a"]["terms_share"] == 0.0 and plain["a"]["best"] == f["a"]["best"]  # no statistics: 0
+    assert LearnedRouter.from_model(None, published).reads_lexical  # so the engine computes them
+
+
+def test_training_from_labelled_rows_and_refusing_rows_of_other_features(tmp_path: Path) -> None:
+    """`hansa gateway router train --rows`: a model from gold-labelled rows (what `hansa eval --split
+    fit --calibration-rows` writes), deterministic, to --out; rows of another feature set, too few
+    questions, or --out without --rows are refused with a clear message."""
+    from click.testing import CliRunner
+
+    from hansa.core.config import Config
+    from hansa.core.errors import InputError
+    from hansa.gateway.calibrate import Example, Row, write_rows
+    from hansa.gateway.cli import gateway
+    from hansa.gateway.learned.train import train_from_rows
+
+    rng = random.Random(3)
+    router = LearnedRouter.from_model(None, published)
+    rows = []
+    for q in range(60):
+        relevant = rng.sample(SITES, rng.choice([1, 2]))
+        for s in router.rank(np.zeros(3), question(rng, relevant), set(SITES)):
+            rows.append(Row("router", Example(dict(zip(FEATURE_NAMES, s.features)), s.site_id in relevant, f"q{q}"),
+                            site=s.site_id))
+    model = train_from_rows(rows, target_recall=0.9)
+    assert model.questions == 60 and model.rows == len(rows) and train_from_rows(rows, target_recall=0.9) == model
+    assert dict(zip(FEATURE_NAMES, model.weights))["best"] > 0
+    with pytest.raises(InputError, match="at least 20"):
+        train_from_rows(rows[:50])
+    old = [Row("router", Example({"best": 0.5}, True, "q"), site="a")]
+    with pytest.raises(InputError, match="re-collect"):
+        train_from_rows(old)
+
+    data = tmp_path / "rows.jsonl"
+    write_rows(data, rows)
+    out = tmp_path / "models" / "squad" / "model.json"
+
+    def run(*args: str):
+        return CliRunner().invoke(gateway, ["router", *args], obj={"config": Config(home=tmp_path / "home")})
+
+    res = run("train", "--rows", str(data), "--out", str(out), "--target-recall", "0.9", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["version"] == model.version and load_model(out) == model
+    assert not (tmp_path / "home" / "gateway" / "router" / MODEL_FILE).exists()  # the gateway's own: untouched
+    assert run("train", "--out", str(out)).exit_code == 2  # --out belongs to --rows
+    write_rows(data, old)
+    res = run("train", "--rows", str(data))
+    assert res.exit_code == 1 and "re-collect" in res.output and "Traceback" not in res.output
+
+
+def test_the_shipped_mtrag_router_model_is_what_the_committed_rows_train(tmp_path: Path) -> None:
+    """benchmarks/router-models/mtrag16/model.json comes from the committed fit rows by the
+    documented command (`hansa gateway router train --rows ... --out ...`), bit for bit."""
+    from hansa.gateway.calibrate import read_rows
+    from hansa.gateway.learned.train import train_from_rows
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    model = train_from_rows(read_rows(bench / "calibration-rows" / "mtrag16_fit_router.jsonl"))
+    assert model == load_model(bench / "router-models" / "mtrag16" / "model.json")

@@ -146,3 +146,24 @@ def test_the_calibrate_command_adds_cut_offs_onto_a_calibration_and_refuses_bad_
     for bad in ("0.5,0.96", "0.9,0.5,0.99", "0.5,0.9,1.5"):
         res = CliRunner().invoke(main, [*args, "--tier-quantiles", bad], env=env)
         assert res.exit_code == 2 and "--tier-quantiles" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("rows, onto, shipped", [
+    ("mtrag16_fit_tiers.jsonl", "calibration-mtrag16-escalation-noabstain.json", "calibration-mtrag16-tiers.json"),
+    ("squad16_fit_tiers.jsonl", "calibration-squad16-escalation-noabstain.json", "calibration-squad16-tiers.json"),
+])
+def test_the_shipped_tier_calibrations_are_what_the_committed_rows_fit(tmp_path: Path, rows: str, onto: str,
+                                                                       shipped: str) -> None:
+    """benchmarks/README.md's fitted gaps come from the committed fit rows by the documented
+    command, and adding them leaves the calibration's other models as they were."""
+    from hansa.cli import main
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(bench / "calibration-rows" / rows),
+                                    "--onto", str(bench / onto), "--out", str(out)],
+                             env={"HANSA_HOME": str(tmp_path / "home")})
+    assert res.exit_code == 0, res.output
+    got, want, base = (json.loads(p.read_text()) for p in (out, bench / shipped, bench / onto))
+    assert got == want
+    assert {k: v for k, v in got.items() if k != "tiers"} == base
