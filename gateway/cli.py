@@ -210,7 +210,8 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @gateway.command()
 @click.option("--data", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="JSON lines of fit-split rows {model: gate|abstain|escalate|tiers, question_id, label, features"
-                   "[, step, site]} (hansa eval --split fit --calibration-rows writes them).")
+                   "[, step, site]} (hansa eval --split fit --calibration-rows writes them; its router rows are "
+                   "for `hansa gateway router train --rows` and ignored here).")
 @click.option("--onto", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Start from this calibration: what the rows fit replaces its part, the rest is kept (e.g. add "
                    "tier cut-offs from `hansa eval --split fit --routing-only --calibration-rows` rows).")
