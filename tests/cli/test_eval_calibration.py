@@ -55,7 +55,7 @@ def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path
     assert fit.exit_code == 0, fit.output
     written = tmp_path / "rows_fed4.jsonl"
     lines = [json.loads(line) for line in written.read_text().splitlines()]
-    assert {r["model"] for r in lines} == {"gate", "abstain", "escalate", "tiers"}
+    assert {r["model"] for r in lines} == {"gate", "abstain", "escalate", "tiers", "router"}
     # escalate rows: every prefix of each answerable question's ranking, steps 1..n in order
     steps: dict[str, list[int]] = {}
     for r in lines:
@@ -110,7 +110,8 @@ def test_a_bad_budget_point_is_refused_before_any_site_is_built(tmp_path: Path, 
 @pytest.mark.slow
 def test_tier_rows_from_routing_alone_calibrate_the_tiers_and_refine_is_measured_under_budgets(
         tmp_path: Path, mtrag_dir: Path) -> None:
-    """`--routing-only --calibration-rows` writes the tiered router's gaps (no site asked);
+    """`--routing-only --calibration-rows` writes the tiered router's gaps and the learned router's
+    rows (no site asked);
     `calibrate --onto` adds the cut-offs to a calibration; a report run with `--budget` measures
     refine under each budget point beside refine without one, and writes the curve."""
     rows = tmp_path / "tiers.jsonl"
@@ -118,7 +119,8 @@ def test_tier_rows_from_routing_alone_calibrate_the_tiers_and_refine_is_measured
                 "--out", str(tmp_path / "fit.json"))
     assert fit.exit_code == 0, fit.output
     lines = [json.loads(line) for line in (tmp_path / "tiers_fed4.jsonl").read_text().splitlines()]
-    assert lines and {r["model"] for r in lines} == {"tiers"} and any(r["label"] for r in lines)
+    assert lines and {r["model"] for r in lines} == {"tiers", "router"}  # the two kinds that call no site
+    assert any(r["label"] for r in lines if r["model"] == "tiers")
     base, cal = tmp_path / "base.json", tmp_path / "cal.json"
     base.write_text(json.dumps({"version": 1}))
     fitted = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "gateway", "calibrate", "--data",
