@@ -210,13 +210,17 @@ class QueryEngine:
                 policy.gate or default_gate(self.calibration), refiner or OneRound(),
                 policy.abstainer or default_abstainer(self.calibration))
 
+    def _records(self) -> tuple[dict[str, SiteRecord], set[str]]:
+        """Every enrolled site's record, and the sites routable now."""
+        records = {r.site_id: r for r in self.registry.list()}
+        now = utc_now()
+        return records, {sid for sid, r in records.items() if r.is_routable(now)}
+
     def rank(self, question: str, router: Router) -> Routing:
         """Route `question` with `router` over the routable sites and call none: what a router
         sees of a question (calibration collects the tiered gaps of the fit split this way)."""
-        records = {r.site_id: r for r in self.registry.list()}
-        now = utc_now()
-        return route(question, embedder=self.embedder, index=self.index, records=records,
-                     routable={sid for sid, r in records.items() if r.is_routable(now)},
+        records, routable = self._records()
+        return route(question, embedder=self.embedder, index=self.index, records=records, routable=routable,
                      top_m=self.cfg.top_m_summaries, k=self.cfg.top_k_sites, router=router)
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
@@ -231,12 +235,10 @@ class QueryEngine:
             request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
         clock = _Clock()
-        records = {r.site_id: r for r in self.registry.list()}
+        records, routable = self._records()
         authorize_origin(request, records, allowed_origins)
         if request.sites is not None:
             check_sites(request.sites, records)
-        now = utc_now()
-        routable = {sid for sid, r in records.items() if r.is_routable(now)}
 
         prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         t = time.perf_counter()
