@@ -150,6 +150,9 @@ class GatewayConfig:
     # benchmarks/answer_coverage_fit.json); on the report split it ranks the gold document higher
     # (MRR +3 points) without raising evidence recall@10 (benchmarks/README.md).
     fusion_answer_coverage: float = 0.5
+    # How long a round of site calls may take, counted from when the gateway began working toward
+    # it (the query's arrival, or the previous round's end): the gateway's own routing and
+    # assessment come out of it, so a hung site costs the user this plus the final fusion.
     site_timeout_s: float = 10.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary

@@ -123,6 +123,10 @@ class _Calls:
         self.calls: list[SiteCall] = []
         self.out_of_budget = False
         self._skipped: list[str] = []  # chosen, then not called (budget, gate); see `skipped`
+        # When the gateway began working toward the next round: the query's arrival, then the end of
+        # each round. A round's deadline counts from here, so routing, the gate's assessment and a
+        # refiner's choice come out of the sites' time instead of being added to the user's wait.
+        self._since_ms = 0.0
 
     def skip(self, site_ids: Sequence[str]) -> None:
         self._skipped.extend(site_ids)
@@ -145,8 +149,8 @@ class _Calls:
 
     def round(self, kind: str, site_ids: Sequence[str],
               requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
-        """Call `site_ids` (at most as many new sites as the budget has left) with the time and
-        bytes left, each with its own request from `requests` (default: the query's); None when
+        """Call `site_ids` (at most as many new sites as the budget has left) with the time left of
+        the round's deadline (and of the budget) and the bytes left, each with its own request from `requests` (default: the query's); None when
         nothing is left to call them with (then `out_of_budget`) or nobody to call."""
         left = self.sites_left()
         wanted = bool(site_ids)
@@ -156,7 +160,7 @@ class _Calls:
             self.skip([s for s in site_ids if s not in seen and s not in new])
             site_ids = [s for s in site_ids if s in seen or s in new]
         site_ids = list(site_ids)
-        timeout_s = self.engine.cfg.site_timeout_s
+        timeout_s = self.engine.cfg.site_timeout_s - (self.clock.elapsed_ms() - self._since_ms) / 1000
         if self.budget.time_ms is not None:
             timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
         wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
@@ -172,6 +176,7 @@ class _Calls:
         rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
                          timeout_s, cap, self.engine.early_measure)
         self.clock.waiting_ms += rnd.wait_ms
+        self._since_ms = self.clock.elapsed_ms()
         self.rounds.append(rnd)
         self.calls.extend(rnd.calls)
         return rnd

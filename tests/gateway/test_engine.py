@@ -242,6 +242,47 @@ def test_a_refiner_adds_rounds_never_recalls_a_site_and_the_engine_stops_it(gw: 
     assert called(capped.trace) == ["govt"] and capped.trace["stop_reason"] == "budget"
 
 
+def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation, keys) -> None:
+    """A round gets `site_timeout_s` counted from when the gateway began working toward it (the
+    query's arrival, then the previous round's end), so a slow route or refiner comes out of the
+    sites' time and a hung site costs the user the deadline plus the final fusion, not more."""
+    import time as _time
+
+    from hansa.gateway.engine.route import SummaryRouter
+
+    apps = {site_id: create_site_app(h.ctx) for site_id, h in federation.sites.items()}
+    timeouts: list[float] = []
+
+    class Timed(InProcessSiteTransport):
+        def call(self, targets: Any, request: Any, timeout_s: float, **kw: Any) -> list[SiteCall]:
+            timeouts.append(timeout_s)
+            return super().call(targets, request, timeout_s, **kw)
+
+    class SlowRouter(SummaryRouter):  # routing that takes 0.4 s
+        def rank(self, *args: Any, **kw: Any) -> Any:
+            _time.sleep(0.4)
+            return super().rank(*args, **kw)
+
+    class SlowRefiner:  # one more round, chosen in 0.3 s
+        name = "slow"
+
+        def next_round(self, state: RefineState) -> RefineStep:
+            _time.sleep(0.3)
+            return RefineStep(()) if len(state.called) > 1 else RefineStep(("clapnq",))
+
+    service = Gateway.open(GatewayConfig(top_k_sites=1, site_timeout_s=5.0), embedder=next(
+        iter(federation.sites.values())).ctx.embedder, vector_store=federation.gateway_vectors,
+        registry=federation.registry, api_keys=keys, transport=lambda identity, cfg: Timed(identity, apps))
+    try:
+        result = service.query(QueryRequest(question=GOVT_Q), client="engine",
+                               policy=QueryPolicy(router=SlowRouter(0.4, 0.3), refiner=SlowRefiner()))
+    finally:
+        service.close()
+    assert [r["kind"] for r in result.trace["rounds"]] == ["routed", "refine"]
+    first, second = timeouts
+    assert 5.0 - 1.5 < first <= 5.0 - 0.4 and 5.0 - 1.5 < second <= 5.0 - 0.3
+
+
 # -- assess, on answers built here ---------------------------------------------------------------------
 
 def _call(site: str, sentences: list[tuple[str, str, float]], status: str = OK) -> SiteCall:
