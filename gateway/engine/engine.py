@@ -122,6 +122,7 @@ class _Calls:
         self.rounds: list[Round] = []
         self.calls: list[SiteCall] = []
         self.out_of_budget = False
+        self.out_of_time = False
         self._skipped: list[str] = []  # chosen, then not called (budget, gate); see `skipped`
         # When the gateway began working toward the next round: the query's arrival, then the end of
         # each round. A round's deadline counts from here, so routing, the gate's assessment and a
@@ -150,8 +151,9 @@ class _Calls:
     def round(self, kind: str, site_ids: Sequence[str],
               requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
         """Call `site_ids` (at most as many new sites as the budget has left) with the time left of
-        the round's deadline (and of the budget) and the bytes left, each with its own request from `requests` (default: the query's); None when
-        nothing is left to call them with (then `out_of_budget`) or nobody to call."""
+        the round's deadline and of the budget, and the bytes left, each with its own request from
+        `requests` (default: the query's); None when nothing is left to call them with (then
+        `out_of_budget`, or `out_of_time` when the deadline alone ran out) or nobody to call."""
         left = self.sites_left()
         wanted = bool(site_ids)
         if left is not None:
@@ -160,7 +162,8 @@ class _Calls:
             self.skip([s for s in site_ids if s not in seen and s not in new])
             site_ids = [s for s in site_ids if s in seen or s in new]
         site_ids = list(site_ids)
-        timeout_s = self.engine.cfg.site_timeout_s - (self.clock.elapsed_ms() - self._since_ms) / 1000
+        deadline_s = self.engine.cfg.site_timeout_s - (self.clock.elapsed_ms() - self._since_ms) / 1000
+        timeout_s = deadline_s
         if self.budget.time_ms is not None:
             timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
         wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
@@ -170,7 +173,10 @@ class _Calls:
             sent = max(len(dumps(r.to_json())) for r in wire) if requests else self.request_bytes
             cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
         if not site_ids or timeout_s <= 0 or cap <= 0:
-            self.out_of_budget = self.out_of_budget or wanted
+            if deadline_s <= 0 and site_ids and cap > 0 and timeout_s == deadline_s:
+                self.out_of_time = True  # the gateway's own work took the whole site_timeout_s
+            else:
+                self.out_of_budget = self.out_of_budget or wanted
             self.skip(site_ids)
             return None
         rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
@@ -293,8 +299,8 @@ class QueryEngine:
         stop_reason: str | None = None
         if decision is not None and decision.answer:
             stop_reason = "answered by the origin"
-        elif calls.out_of_budget:
-            stop_reason = "budget"
+        elif calls.out_of_budget or calls.out_of_time:
+            stop_reason = "budget" if calls.out_of_budget else "deadline"
         else:
             while True:
                 if len(calls.rounds) >= MAX_ROUNDS:
@@ -311,7 +317,7 @@ class QueryEngine:
                     break
                 followups = {s: _followup(request, step.followups[s]) for s in fresh if s in step.followups}
                 if calls.round(step.kind, fresh, followups or None) is None:
-                    stop_reason = "budget"
+                    stop_reason = "deadline" if calls.out_of_time else "budget"
                     break
                 judged.measure(calls)
                 assessment = assessed()
@@ -319,8 +325,9 @@ class QueryEngine:
 
         abstention: AbstainDecision | None = None
         fusion_prior: Mapping[str, float] | None = None
-        if not calls.calls and stop_reason == "budget":
-            note = "the query's budget ran out before any site could be asked"
+        if not calls.calls and stop_reason in ("budget", "deadline"):
+            note = ("the query's budget ran out before any site could be asked" if stop_reason == "budget" else
+                    "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
         elif judged.best is not None:
             fused = judged.best  # the best answer seen, whichever round gave it

@@ -282,6 +282,19 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
     first, second = timeouts
     assert 5.0 - 1.5 < first <= 5.0 - 0.4 and 5.0 - 1.5 < second <= 5.0 - 0.3
 
+    # routing that outlasts the whole deadline: nobody is asked, and the answer says why (no budget
+    # was given, so it is the deadline, not the budget)
+    timeouts.clear()
+    service = Gateway.open(GatewayConfig(top_k_sites=1, site_timeout_s=0.3), embedder=next(
+        iter(federation.sites.values())).ctx.embedder, vector_store=federation.gateway_vectors,
+        registry=federation.registry, api_keys=keys, transport=lambda identity, cfg: Timed(identity, apps))
+    try:
+        late = service.query(QueryRequest(question=GOVT_Q), client="engine", policy=QueryPolicy(router=SlowRouter(0.4, 0.3)))
+    finally:
+        service.close()
+    assert timeouts == [] and late.trace["per_site"] == [] and late.trace["stop_reason"] == "deadline"
+    assert "site deadline" in late.answer and late.sites["skipped"] == 1  # the routed site, not asked
+
 
 # -- assess, on answers built here ---------------------------------------------------------------------
 
