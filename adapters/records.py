@@ -5,7 +5,9 @@ Ids are deterministic (content/name hashes) so that re-ingesting the same input 
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import combinations
 
 
 @dataclass(frozen=True)
@@ -45,21 +47,6 @@ class Mention:
 
 
 @dataclass(frozen=True)
-class Relation:
-    """An undirected co-occurrence (or, with an LLM, typed) link between two entities.
-
-    Stored per source document (`doc_id`) so that deleting or replacing a document removes exactly
-    its contribution; the graph projection sums the weights of parallel relations.
-    """
-
-    source: str  # entity id, source < target
-    target: str
-    doc_id: str
-    weight: float = 1.0
-    description: str = ""
-
-
-@dataclass(frozen=True)
 class DocumentGraph:
     """Everything one document contributes to the site's graph: written (or replaced) atomically."""
 
@@ -67,7 +54,28 @@ class DocumentGraph:
     chunks: tuple[Chunk, ...]
     entities: tuple[Entity, ...]
     mentions: tuple[Mention, ...]
-    relations: tuple[Relation, ...]
+
+    def co_mentions(self) -> dict[tuple[str, str], int]:
+        """The document's entity relations: each pair of entities (ordered ids, a < b) mentioned in
+        one chunk, with the number of its chunks that mention both (GraphRAG's co-occurrence).
+
+        Why derived, not stored with the graph: every pair of a chunk's ~15 entities is ~95
+        relations per chunk, which made them most of what a Neo4j site wrote at ingest. A store
+        derives them from the mentions (Neo4j when it reads or projects; the embedded store keeps
+        this table beside the mentions), so they always agree with what the chunks mention."""
+        by_chunk: dict[str, list[str]] = {}
+        for m in self.mentions:
+            by_chunk.setdefault(m.chunk_id, []).append(m.entity_id)
+        pairs: Counter[tuple[str, str]] = Counter()
+        for ids in by_chunk.values():
+            pairs.update(combinations(sorted(set(ids)), 2))
+        return dict(sorted(pairs.items()))
+
+    def co_mention_count(self) -> int:
+        """The summed weight of `co_mentions` (pairs counted once per chunk that mentions both),
+        without building the pairs: what ingest reports and GraphStore.stats counts as relations."""
+        per_chunk = Counter(m.chunk_id for m in self.mentions)
+        return sum(k * (k - 1) // 2 for k in per_chunk.values())
 
 
 @dataclass(frozen=True)

@@ -4,21 +4,20 @@ Why no model: LLM extraction is what makes Graph-RAG indexing expensive, and a s
 build its graph offline on two cores. Three cheap signals find most of what matters in expository
 text: proper-noun runs ("Federal Reserve", "Bank of America"), acronyms ("IRA", "VPC") and key noun
 phrases (runs of 1-3 content words between stopwords, "interest rate", "load balancer").
-Relations are co-occurrence within a chunk; their weight is the number of the document's chunks in
-which both entities appear. Capping each chunk to its most salient entities keeps the number of
+Relations are co-occurrence within a chunk; their weight is the number of chunks in which both
+entities appear. They follow from the mentions, so the graph stores derive them
+(`DocumentGraph.co_mentions`). Capping each chunk to its most salient entities keeps the number of
 pairs bounded per chunk, so relations grow linearly with the text.
 """
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations
 from typing import NamedTuple, Sequence
 
 from hansa.core.text import STOPWORDS, fold
-from hansa.adapters.records import Chunk, Document, DocumentGraph, Entity, Mention, Relation
+from hansa.adapters.records import Chunk, Document, DocumentGraph, Entity, Mention
 
 MAX_ENTITIES_PER_CHUNK = 15
 MAX_PHRASE_TOKENS = 3
@@ -233,10 +232,10 @@ def chunk_entities(text: str, limit: int = MAX_ENTITIES_PER_CHUNK) -> list[tuple
 
 
 def document_graph(document: Document, chunks: Sequence[Chunk], limit: int = MAX_ENTITIES_PER_CHUNK) -> DocumentGraph:
-    """Everything one document contributes: its chunks, entities, mentions and weighted pairs."""
+    """Everything one document contributes: its chunks, entities and mentions (its relations are
+    the mentions' co-occurrences)."""
     entities: dict[str, Entity] = {}
     mentions: list[Mention] = []
-    pair_chunks: Counter[tuple[str, str]] = Counter()
     for chunk in chunks:
         found = chunk_entities(chunk.text, limit)
         for key, name, kind, count in found:
@@ -244,14 +243,9 @@ def document_graph(document: Document, chunks: Sequence[Chunk], limit: int = MAX
             if known is None or _KIND_RANK[kind] > _KIND_RANK[known.kind]:
                 entities[key] = Entity(id=key, name=name, kind=kind)
             mentions.append(Mention(chunk_id=chunk.id, entity_id=key, count=count))
-        pair_chunks.update(combinations(sorted(key for key, *_ in found), 2))
-    relations = tuple(
-        Relation(source=a, target=b, doc_id=document.id, weight=float(n)) for (a, b), n in sorted(pair_chunks.items())
-    )
     return DocumentGraph(
         document=document,
         chunks=tuple(chunks),
         entities=tuple(entities[k] for k in sorted(entities)),
         mentions=tuple(mentions),
-        relations=relations,
     )

@@ -48,7 +48,7 @@ class IngestReport:
     documents_unchanged: int
     chunks: int  # chunks written (new and changed documents only)
     entities: int  # distinct entities in the written documents
-    relations: int  # per-document relation records written
+    relations: int  # entity pairs mentioned together, once per chunk (DocumentGraph.co_mention_count)
     seconds: float  # reading, extraction, embedding and writes; the model's loading is model_load_seconds
     chunks_per_s: float
     model_load_seconds: float = 0.0
@@ -200,7 +200,7 @@ def ingest_paths(
             _write_batch(ctx, graphs, replaced)
             for graph in graphs:
                 chunks += len(graph.chunks)
-                relations += len(graph.relations)
+                relations += graph.co_mention_count()
                 entities.update(e.id for e in graph.entities)
             bar.update(len(batch))
     if backfill:

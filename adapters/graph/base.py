@@ -44,6 +44,8 @@ class GraphStats:
     documents: int
     chunks: int
     entities: int
+    # Entity pairs mentioned together, counted once per chunk that mentions both (the summed
+    # weight of the co-occurrence relations): both stores count it without enumerating pairs.
     relations: int
     communities: int
 
@@ -109,8 +111,8 @@ class GraphStore(ABC):
     @abstractmethod
     def write_documents(self, graphs: Sequence[DocumentGraph]) -> None:
         """Write a batch of documents atomically (one transaction): each replaces any earlier
-        version of the same document id (its chunks, mentions and relations), entities are merged
-        by id. Values only ever reach queries as parameters."""
+        version of the same document id (its chunks and mentions, so its relations), entities are
+        merged by id. Values only ever reach queries as parameters."""
 
     @abstractmethod
     def delete_documents(self, doc_ids: Sequence[str]) -> None:
@@ -135,7 +137,8 @@ class GraphStore(ABC):
     @abstractmethod
     def expand(self, chunk_ids: Sequence[str], limit: int = 10) -> list[ChunkHit]:
         """Chunks that share entities with the seed chunks (not the seeds themselves), ranked by
-        the summed relation weight of shared entities; `via="graph"`."""
+        the summed relation weight of shared entities; `via="graph"`. A relation's weight is the
+        number of chunks that mention both entities (`DocumentGraph.co_mentions`)."""
 
     @abstractmethod
     def detect_communities(

@@ -1,8 +1,10 @@
 """The embedded graph store: SQLite (stdlib) + igraph/leidenalg, so a site runs with no server.
 
-Same model as the Neo4j store: documents own chunks and relations, chunks mention entities,
-relations are stored once per source document and summed when the graph is projected (so that
-replacing or deleting a document removes exactly its contribution).
+Same model as the Neo4j store: documents own chunks, chunks mention entities, and two entities are
+related by the number of chunks that mention both (`DocumentGraph.co_mentions`). Neo4j derives
+those relations from the mentions when it reads; here a table keeps them, once per source document
+(written with its mentions, so replacing or deleting a document removes exactly its contribution),
+and they are summed when the graph is projected.
 
 Leiden: one level. leidenalg (RBConfigurationVertexPartition, resolution = gamma, seeded) runs the
 full multi-level algorithm and returns only the final partition; re-running it on the aggregate
@@ -86,8 +88,8 @@ CREATE TABLE IF NOT EXISTS hansa_relations (
     source TEXT NOT NULL REFERENCES hansa_entities(id),
     target TEXT NOT NULL REFERENCES hansa_entities(id),
     doc_id TEXT NOT NULL REFERENCES hansa_documents(id) ON DELETE CASCADE,
-    weight REAL NOT NULL,
-    description TEXT NOT NULL,
+    weight REAL NOT NULL,  -- chunks of the document that mention both (DocumentGraph.co_mentions)
+    description TEXT NOT NULL,  -- always '' since relations are derived (kept: no migration needed)
     PRIMARY KEY (source, target, doc_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS hansa_relations_target ON hansa_relations(target);
@@ -437,8 +439,8 @@ class EmbeddedGraphStore(GraphStore):
                 ((m.chunk_id, m.entity_id, m.count) for g in graphs for m in g.mentions),
             )
             db.executemany(
-                "INSERT INTO hansa_relations (source, target, doc_id, weight, description) VALUES (?, ?, ?, ?, ?)",
-                ((r.source, r.target, r.doc_id, float(r.weight), r.description) for g in graphs for r in g.relations),
+                "INSERT INTO hansa_relations (source, target, doc_id, weight, description) VALUES (?, ?, ?, ?, '')",
+                ((a, b, g.document.id, float(n)) for g in graphs for (a, b), n in g.co_mentions().items()),
             )
             if touched:
                 db.execute(_DROP_ORPHANS, (_ids(touched),))
@@ -594,7 +596,7 @@ class EmbeddedGraphStore(GraphStore):
         with self._reading() as db:
             counts = db.execute(
                 "SELECT (SELECT COUNT(*) FROM hansa_documents), (SELECT COUNT(*) FROM hansa_chunks),"
-                " (SELECT COUNT(*) FROM hansa_entities), (SELECT COUNT(*) FROM hansa_relations),"
+                " (SELECT COUNT(*) FROM hansa_entities), (SELECT CAST(COALESCE(SUM(weight), 0) AS INTEGER) FROM hansa_relations),"
                 " (SELECT COUNT(*) FROM hansa_communities)"
             ).fetchone()
         return GraphStats(*counts)

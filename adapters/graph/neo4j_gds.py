@@ -5,14 +5,19 @@ is never read or written):
 
     (:HansaDocument {id, title, source, sha256})-[:HANSA_HAS_CHUNK]->(:HansaChunk {id, ordinal, text, start, end})
     (:HansaChunk)-[:HANSA_MENTIONS {count}]->(:HansaEntity {id, name, kind})
-    (:HansaEntity)-[:HANSA_RELATED {doc_id, weight, description}]->(:HansaEntity)   source < target, one per document
     (:HansaEntity)-[:HANSA_IN_COMMUNITY {position}]->(:HansaCommunity {id, level, summary, chunk_ids, doc_ids, rank})
     (:HansaChunk {..., page})                                   page: the 1-based PDF page the chunk starts on (schema v2)
     (:HansaSchema {id: "hansa", version, applied_at, site_id})  one site per database (schema v2)
 
+Two entities are related by the number of chunks that mention both (`DocumentGraph.co_mentions`).
+No relationship stores that (schema v3): the queries that need relations derive them from
+HANSA_MENTIONS, and Leiden's projection aggregates them (`gds/project`, a GDS Cypher aggregation).
+Why: every pair of a chunk's ~15 entities was ~95 stored relationships per chunk, most of a site's
+ingest writes (benchmarks/README.md, "Site ingest and graph writes"); the mentions already hold them.
+
 Every statement is a file in `hansa.cypher`; values reach Neo4j only as parameters. Leiden runs
-through the `graphdatascience` client over Bolt (OpenGDS has no Arrow server): an UNDIRECTED
-projection of HansaEntity/HANSA_RELATED with parallel weights summed, dropped again in `finally`.
+through the `graphdatascience` client over Bolt (OpenGDS has no Arrow server) on that undirected
+projection, dropped again in `finally`.
 """
 from __future__ import annotations
 
@@ -33,7 +38,9 @@ from hansa.core.checks import Check, Step, run_chain
 from hansa.core.errors import BackendError, InputError
 from hansa.cypher import load, statements
 
-SCHEMA_VERSION = 2  # v2: chunk pages, the owning site id (v1 databases are upgraded by install: data unchanged)
+# v2: chunk pages, the owning site id (v1 databases are upgraded by install: data unchanged).
+# v3: relations derived from the mentions; install removes a v2 database's stored HANSA_RELATED.
+SCHEMA_VERSION = 3
 SCHEMA_ID = "hansa"
 PROJECTION_PREFIX = "hansa-"  # every GDS graph hansa projects is named so (uninstall drops leftovers)
 SEED_PROPERTY = "hansa_seed"  # set only for the length of a seeded Leiden run
@@ -42,14 +49,7 @@ MIN_GDS = (2, 13)  # what graphdatascience>=2.2 requires
 GDS_MAX_CONCURRENCY = 4  # OpenGDS refuses more
 
 _BOLT_SCHEMES = frozenset({"bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"})
-_ENTITY_PROJECTION = "HansaEntity"
-_RELATION_PROJECTION = {
-    "HANSA_RELATED": {
-        "orientation": "UNDIRECTED",
-        "aggregation": "SUM",  # one relationship per document: parallel ones become one, weights summed
-        "properties": {"weight": {"property": "weight", "aggregation": "SUM", "defaultValue": 1.0}},
-    }
-}
+_DROPPED = re.compile(r"^DROP (?:CONSTRAINT|INDEX) (\w+)", re.MULTILINE)  # the name a drop statement names
 
 T = TypeVar("T")
 
@@ -187,6 +187,9 @@ class Neo4jGraphStore(GraphStore):
                 f"{owner!r} first (`hansa site uninstall` with its configuration)"
             )
         with self._backend("applying the schema"), self._driver.session(database=self.database) as session:
+            if stored is not None and stored < 3:
+                for statement in statements("schema/upgrade_v3"):
+                    session.run(statement).consume()  # auto-commit: batched deletes, then a schema command
             for statement in statements("schema/constraints"):
                 session.run(statement).consume()  # schema commands: one auto-commit transaction each
             session.execute_write(
@@ -293,14 +296,14 @@ class Neo4jGraphStore(GraphStore):
             except Neo4jError:
                 names = []  # no GDS: nothing can have been projected
             for name in names:
-                projections.extend(r["name"] for r in session.run(load("gds/drop_projection"), name=name))
+                projections.extend(r["name"] for r in session.run(load("gds/drop_projection"), graph=name))
             nodes = int(session.run(load("uninstall/count_nodes")).single()["nodes"])
             session.run(load("uninstall/delete_nodes")).consume()
             dropped: list[str] = []
             for statement in statements("uninstall/drop_schema"):
                 summary = session.run(statement).consume()
                 if summary.counters.constraints_removed or summary.counters.indexes_removed:
-                    dropped.append(statement.split()[2])
+                    dropped.append(_DROPPED.search(statement).group(1))  # type: ignore[union-attr]
         self._schema_checked = False
         return UninstallReport(
             backend=self.backend, site_id=site_id, nodes=nodes, schema=tuple(dropped), projections=tuple(projections)
@@ -359,7 +362,6 @@ class Neo4jGraphStore(GraphStore):
                 ],
             )
             _run_batched(tx, "documents/write_mentions", _mention_rows(graphs))
-            _run_batched(tx, "documents/write_relations", _relation_rows(graphs))
             _drop_orphans(tx, touched)
 
         try:
@@ -411,23 +413,20 @@ class Neo4jGraphStore(GraphStore):
         self, params: LeidenParams, seeds: Mapping[str, int] | None = None
     ) -> list[CommunityAssignment]:
         check_leiden_params(params)
-        relations = self._query("gds/relation_count", "counting relations")[0]["relations"]
-        if relations == 0:
+        if not self._query("gds/related_exists", "looking for related entities")[0]["related"]:
             return []
         gds = self._gds_client()
         name = f"{PROJECTION_PREFIX}leiden-{uuid.uuid4().hex}"
-        nodes: Any = _ENTITY_PROJECTION
         seeded: dict[str, Any] = {}
         if seeds:
             self._write_seeds(seeds)
-            nodes = {_ENTITY_PROJECTION: {"properties": {SEED_PROPERTY: {"defaultValue": 0}}}}
             seeded = {"seed_property": SEED_PROPERTY}
         try:
             with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._no_move(seeds) as unchanged:
-                graph, _ = gds.graph.project.native(name, nodes, _RELATION_PROJECTION)
+                self._query("gds/project", "projecting the entity graph", graph=name)
                 try:
                     frame = gds.leiden.stream(
-                        graph,
+                        gds.graph.get(name),
                         relationship_weight_property="weight",
                         include_intermediate_communities=True,
                         gamma=float(params.gamma),
@@ -439,7 +438,7 @@ class Neo4jGraphStore(GraphStore):
                         **seeded,
                     )
                 finally:
-                    graph.drop(fail_if_missing=False)
+                    self._query("gds/drop_projection", "dropping the projection", graph=name)
             if unchanged:
                 return unchanged
         finally:
@@ -578,10 +577,9 @@ class Neo4jGraphStore(GraphStore):
 
 
 def _remove_documents(tx: ManagedTransaction, doc_ids: list[str]) -> list[str]:
-    """Delete documents (chunks, mentions, relations); return the entities they touched."""
+    """Delete documents (chunks and mentions, so their relations); return the entities they touched."""
     touched = [r["id"] for r in tx.run(load("documents/touched_entities"), doc_ids=doc_ids)]
     tx.run(load("documents/delete"), doc_ids=doc_ids).consume()
-    tx.run(load("documents/delete_relations"), doc_ids=doc_ids).consume()
     return touched
 
 
@@ -593,23 +591,6 @@ def _mention_rows(graphs: Sequence[DocumentGraph]) -> list[dict[str, Any]]:
         row = grouped.setdefault(m.chunk_id, {"chunk_id": m.chunk_id, "entity_ids": [], "counts": []})
         row["entity_ids"].append(m.entity_id)
         row["counts"].append(m.count)
-    return list(grouped.values())
-
-
-def _relation_rows(graphs: Sequence[DocumentGraph]) -> list[dict[str, Any]]:
-    """Relations grouped by (document, source) (`documents/write_relations`): co-occurrence
-    relations fan out from each entity, so a group holds ~8 targets on MTRAG and the source is
-    looked up once for all of them."""
-    grouped: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in (r for g in graphs for r in g.relations):
-        row = grouped.get((r.doc_id, r.source))
-        if row is None:
-            row = grouped[(r.doc_id, r.source)] = {
-                "doc_id": r.doc_id, "source": r.source, "targets": [], "weights": [], "descriptions": []
-            }
-        row["targets"].append(r.target)
-        row["weights"].append(float(r.weight))
-        row["descriptions"].append(r.description)
     return list(grouped.values())
 
 

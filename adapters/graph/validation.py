@@ -16,8 +16,8 @@ from hansa.core.errors import InputError
 def check_document_graphs(graphs: Sequence[DocumentGraph]) -> None:
     """Raise InputError naming the first inconsistency in a batch of document graphs.
 
-    A graph must be self-contained: its chunks, mentions and relations belong to its document,
-    and every entity it mentions or relates is listed in it (and every listed entity is used)."""
+    A graph must be self-contained: its chunks and mentions belong to its document, and every
+    entity it mentions is listed in it (and every listed entity is mentioned)."""
     seen_docs: set[str] = set()
     seen_chunks: set[str] = set()
     for graph in graphs:
@@ -30,12 +30,11 @@ def check_document_graphs(graphs: Sequence[DocumentGraph]) -> None:
         chunk_ids = _check_chunks(graph, seen_chunks)
         entity_ids = _check_entities(graph)
         used = _check_mentions(graph, chunk_ids, entity_ids)
-        used |= _check_relations(graph, entity_ids)
         unused = sorted(entity_ids - used)
         if unused:
             raise InputError(
-                f"document {doc_id!r} lists entity {unused[0]!r} that none of its mentions or relations "
-                "uses: drop unused entities before writing"
+                f"document {doc_id!r} lists entity {unused[0]!r} that none of its mentions uses: drop unused "
+                "entities before writing"
             )
 
 
@@ -81,28 +80,6 @@ def _check_mentions(graph: DocumentGraph, chunk_ids: set[str], entity_ids: set[s
             raise InputError(f"entity {m.entity_id!r} is mentioned twice in chunk {m.chunk_id!r}: sum the counts into one mention")
         pairs.add((m.chunk_id, m.entity_id))
     return {entity for _, entity in pairs}
-
-
-def _check_relations(graph: DocumentGraph, entity_ids: set[str]) -> set[str]:
-    doc_id = graph.document.id
-    pairs: set[tuple[str, str]] = set()
-    for r in graph.relations:
-        if r.doc_id != doc_id:
-            raise InputError(f"relation {r.source!r}-{r.target!r} says it comes from {r.doc_id!r} but was given with document {doc_id!r}")
-        for end in (r.source, r.target):
-            if end not in entity_ids:
-                raise InputError(f"document {doc_id!r} relates entity {end!r} without listing it in its entities")
-        if not r.source < r.target:
-            raise InputError(
-                f"relation {r.source!r}-{r.target!r} must be ordered source < target (no self-loops): "
-                "relations are undirected, order the two ids"
-            )
-        if not (isinstance(r.weight, (int, float)) and math.isfinite(r.weight) and r.weight > 0):
-            raise InputError(f"relation {r.source!r}-{r.target!r} has weight {r.weight!r}: weights must be finite and > 0")
-        if (r.source, r.target) in pairs:
-            raise InputError(f"document {doc_id!r} gives relation {r.source!r}-{r.target!r} twice: sum the weights into one")
-        pairs.add((r.source, r.target))
-    return {end for pair in pairs for end in pair}
 
 
 def check_communities(communities: Sequence[Community]) -> None:

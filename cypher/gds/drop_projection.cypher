@@ -1,2 +1,2 @@
-CALL gds.graph.drop($name, false) YIELD graphName
+CALL gds.graph.drop($graph, false) YIELD graphName
 RETURN graphName AS name

@@ -1,5 +1,6 @@
-// The seed partition itself (entities with a relation): the result when Leiden, started from it,
-// found no move to make.
+// The seed partition itself (related entities): the result when Leiden, started from it, found
+// no move to make.
 MATCH (e:HansaEntity)
-WHERE e.hansa_seed IS NOT NULL AND EXISTS { (e)-[:HANSA_RELATED]-(:HansaEntity) }
+WHERE e.hansa_seed IS NOT NULL
+  AND EXISTS { (e)<-[:HANSA_MENTIONS]-(:HansaChunk)-[:HANSA_MENTIONS]->(o:HansaEntity) WHERE o <> e }
 RETURN e.id AS entity_id, e.hansa_seed AS seed

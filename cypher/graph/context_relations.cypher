@@ -1,6 +1,7 @@
-// Relations inside the entity set, parallel ones (one per document) summed.
+// Relations inside the entity set: each pair (source < target) weighs the number of chunks that
+// mention both (DocumentGraph.co_mentions).
 UNWIND $entity_ids AS entity_id
-MATCH (a:HansaEntity {id: entity_id})-[r:HANSA_RELATED]->(b:HansaEntity)
-WHERE b.id IN $entity_ids
-RETURN a.id AS source, b.id AS target, sum(r.weight) AS weight
+MATCH (a:HansaEntity {id: entity_id})<-[:HANSA_MENTIONS]-(:HansaChunk)-[:HANSA_MENTIONS]->(b:HansaEntity)
+WHERE a.id < b.id AND b.id IN $entity_ids
+RETURN a.id AS source, b.id AS target, toFloat(count(*)) AS weight
 ORDER BY weight DESC, source, target

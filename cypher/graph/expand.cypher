@@ -1,13 +1,14 @@
 // Chunks sharing entities with the seed chunks. Each shared entity weighs the summed weight of
-// the relations tying it to the seeds' entities (an entity central to the seeds' context counts
-// most); a chunk scores the sum over its shared entities. Ties: more shared entities, then id.
+// the relations tying it to the seeds' entities, a relation weighing the chunks that mention both
+// (DocumentGraph.co_mentions: an entity central to the seeds' context counts most); a chunk scores
+// the sum over its shared entities. Ties: more shared entities, then id.
 UNWIND $chunk_ids AS seed_id
 MATCH (:HansaChunk {id: seed_id})-[:HANSA_MENTIONS]->(e:HansaEntity)
 WITH collect(DISTINCT e) AS seed_entities
 UNWIND seed_entities AS e
-OPTIONAL MATCH (e)-[r:HANSA_RELATED]-(other:HansaEntity)
-WHERE other IN seed_entities
-WITH e, sum(coalesce(r.weight, 0.0)) AS weight
+OPTIONAL MATCH (e)<-[:HANSA_MENTIONS]-(:HansaChunk)-[:HANSA_MENTIONS]->(other:HansaEntity)
+WHERE other IN seed_entities AND other <> e
+WITH e, toFloat(count(other)) AS weight
 MATCH (e)<-[:HANSA_MENTIONS]-(c:HansaChunk)
 WHERE NOT c.id IN $chunk_ids
 WITH c, sum(weight) AS score, count(e) AS shared

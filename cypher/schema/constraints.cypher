@@ -1,4 +1,4 @@
-// hansa schema, version 1. Each statement runs on its own (schema commands cannot share a
+// hansa schema, version 3. Each statement runs on its own (schema commands cannot share a
 // transaction) and is idempotent. Community edition has uniqueness constraints only.
 CREATE CONSTRAINT hansa_document_id IF NOT EXISTS FOR (n:HansaDocument) REQUIRE n.id IS UNIQUE
 ;
@@ -9,7 +9,3 @@ CREATE CONSTRAINT hansa_entity_id IF NOT EXISTS FOR (n:HansaEntity) REQUIRE n.id
 CREATE CONSTRAINT hansa_community_id IF NOT EXISTS FOR (n:HansaCommunity) REQUIRE n.id IS UNIQUE
 ;
 CREATE CONSTRAINT hansa_schema_id IF NOT EXISTS FOR (n:HansaSchema) REQUIRE n.id IS UNIQUE
-;
-// Replacing or deleting a document finds its relations by doc_id without scanning all of them.
-CREATE INDEX hansa_related_doc_id IF NOT EXISTS FOR ()-[r:HANSA_RELATED]-() ON (r.doc_id)
-;

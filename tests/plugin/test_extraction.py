@@ -116,17 +116,17 @@ def test_document_graph_relations_count_chunks_where_both_appear() -> None:
     assert len(chunks) == 3
     graph = document_graph(doc, chunks)
     assert graph.document == doc and graph.chunks == chunks
-    weights = {(r.source, r.target): r.weight for r in graph.relations}
-    assert weights[("acme robotics", "alice smith")] == 2.0
-    assert weights[("alice smith", "bob jones")] == 1.0
+    weights = graph.co_mentions()
+    assert weights[("acme robotics", "alice smith")] == 2
+    assert weights[("alice smith", "bob jones")] == 1
     assert ("acme robotics", "carnegie mellon") not in weights
-    # every relation is ordered, belongs to the document, and is backed by co-mentions
+    # every relation is ordered and counts the chunks that mention both
     mentioned = {c.id: set() for c in chunks}
     for m in graph.mentions:
         mentioned[m.chunk_id].add(m.entity_id)
-    for r in graph.relations:
-        assert r.source < r.target and r.doc_id == "d1"
-        assert r.weight == sum(1 for ids in mentioned.values() if {r.source, r.target} <= ids)
+    for (a, b), n in weights.items():
+        assert a < b and n == sum(1 for ids in mentioned.values() if {a, b} <= ids)
+    assert graph.co_mention_count() == sum(weights.values())
     assert [e.id for e in graph.entities] == sorted({m.entity_id for m in graph.mentions})
     assert len({(m.chunk_id, m.entity_id) for m in graph.mentions}) == len(graph.mentions)
 
@@ -137,7 +137,7 @@ def test_relations_per_chunk_are_bounded_by_the_cap() -> None:
     doc = Document(id="d", title="t", source="s", sha256="0" * 64)
     graph = document_graph(doc, chunk_text("d", text, 5000, 0))
     assert len(graph.entities) == MAX_ENTITIES_PER_CHUNK
-    assert len(graph.relations) == len(list(combinations(range(MAX_ENTITIES_PER_CHUNK), 2)))
+    assert len(graph.co_mentions()) == graph.co_mention_count() == len(list(combinations(range(MAX_ENTITIES_PER_CHUNK), 2)))
 
 
 def test_extraction_is_deterministic() -> None:

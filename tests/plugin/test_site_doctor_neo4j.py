@@ -36,7 +36,7 @@ def test_doctor_on_neo4j_and_gds(neo4j_uri: str, tmp_path: Path) -> None:
         assert [c["status"] for c in found.values()] == ["pass"] * 4, found
         assert found["neo4j version"]["detail"].startswith("Neo4j 5.")
         assert found["gds plugin"]["detail"].startswith("GDS 2.") and "Leiden" in found["gds plugin"]["detail"]
-        assert found["graph schema"]["detail"] == "schema v2 of site doctor-site, 6 constraints/indexes present"
+        assert found["graph schema"]["detail"] == "schema v3 of site doctor-site, 5 constraints/indexes present"
 
         with GraphDatabase.driver(neo4j_uri, auth=None) as driver:
             driver.execute_query("DROP CONSTRAINT hansa_chunk_id", database_="neo4j")

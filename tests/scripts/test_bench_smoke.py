@@ -142,6 +142,19 @@ def test_ingest_graph_only_smoke(tmp_path: Path, neo4j_uri: str) -> None:
 
 
 @pytest.mark.neo4j
+def test_relations_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    doc = run_bench("relations", tmp_path, "--neo4j-uri", neo4j_uri)
+    res = doc["results"]
+    assert set(res["write"]) == set(res["projection"]) == {"v2_stored", "v3_derived"}
+    assert res["expand"]["identical_results"] == res["expand"]["seed_sets"] > 0, "derived relations rank as stored ones"
+    v2, v3 = res["projection"]["v2_stored"], res["projection"]["v3_derived"]
+    assert v2["relationships"] == v3["relationships"] > 0, "both projections hold the same weighted graph"
+    for arm, w in res["write"].items():
+        assert is_rate(w["chunks_per_s"]), arm
+    assert set(doc["targets"]) == {"graph_write_neo4j"} and doc["targets"]["graph_write_neo4j"]["met"] is None
+
+
+@pytest.mark.neo4j
 def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     doc = run_bench("leiden", tmp_path, "--neo4j-uri", neo4j_uri)
     size = doc["results"]["sizes"]["2000"]

@@ -25,7 +25,6 @@ from hansa.adapters.records import (
     DocumentGraph,
     Entity,
     Mention,
-    Relation,
 )
 from hansa.core.errors import BackendError, InputError
 
@@ -34,36 +33,29 @@ from hansa.core.errors import BackendError, InputError
 def doc(
     doc_id: str,
     chunks: Mapping[str, Sequence[str]],
-    relations: Sequence[tuple[str, str, float]] = (),
     *,
     version: str = "v1",
     title: str | None = None,
     names: Mapping[str, str] | None = None,
     texts: Mapping[str, str] | None = None,
-    descriptions: Mapping[tuple[str, str], str] | None = None,
 ) -> DocumentGraph:
-    """A small DocumentGraph: `chunks` maps chunk id -> the entity ids it mentions (in order);
-    relations are (a, b, weight), ordered for you; entities are all ids used, named `names[id]`
-    (default: the id upper-cased)."""
+    """A small DocumentGraph: `chunks` maps chunk id -> the entity ids it mentions (in order), so
+    two entities relate with the number of chunks that mention both; entities are all ids used,
+    named `names[id]` (default: the id upper-cased)."""
     names = names or {}
     texts = texts or {}
-    descriptions = descriptions or {}
     chunk_records, mentions, pos = [], [], 0
     for ordinal, (chunk_id, entity_ids) in enumerate(chunks.items()):
         text = texts.get(chunk_id, f"{version} text of {chunk_id} about " + ", ".join(entity_ids))
         chunk_records.append(Chunk(id=chunk_id, doc_id=doc_id, ordinal=ordinal, text=text, start=pos, end=pos + len(text)))
         pos += len(text)
         mentions.extend(Mention(chunk_id=chunk_id, entity_id=e, count=1 + i) for i, e in enumerate(entity_ids))
-    rels = []
-    for a, b, w in relations:
-        s, t = min(a, b), max(a, b)
-        rels.append(Relation(source=s, target=t, doc_id=doc_id, weight=w, description=descriptions.get((a, b), f"{a}~{b}")))
-    used = [m.entity_id for m in mentions] + [e for r in rels for e in (r.source, r.target)]
+    used = [m.entity_id for m in mentions]
     entities = tuple(Entity(id=e, name=names.get(e, e.upper()), kind="concept") for e in dict.fromkeys(used))
     sha = hashlib.sha256(f"{doc_id}/{version}".encode()).hexdigest()
     title = title if title is not None else f"Title of {doc_id}"
     document = Document(id=doc_id, title=title, source=f"src/{doc_id}", sha256=sha)
-    return DocumentGraph(document, tuple(chunk_records), entities, tuple(mentions), tuple(rels))
+    return DocumentGraph(document, tuple(chunk_records), entities, tuple(mentions))
 
 
 def all_chunk_ids(*graphs: DocumentGraph) -> list[str]:
@@ -96,9 +88,9 @@ def snapshot(store: GraphStore, graphs: Sequence[DocumentGraph]) -> tuple:
     )
 
 
-# Two documents sharing entity "b".
-DOC1 = doc("doc1", {"c1": ["a", "b"], "c2": ["b", "c"]}, [("a", "b", 1.0), ("b", "c", 2.0)])
-DOC2 = doc("doc2", {"c3": ["b", "d"]}, [("b", "d", 1.5)], names={"b": "b as doc2 writes it"})
+# Two documents sharing entity "b" (relations a-b, b-c and b-d, one chunk each).
+DOC1 = doc("doc1", {"c1": ["a", "b"], "c2": ["b", "c"]})
+DOC2 = doc("doc2", {"c3": ["b", "d"]}, names={"b": "b as doc2 writes it"})
 
 
 
@@ -106,18 +98,17 @@ TWO_CLIQUES_A = ["a1", "a2", "a3", "a4", "a5"]
 TWO_CLIQUES_B = ["b1", "b2", "b3", "b4", "b5"]
 
 
-def _clique(ids: list[str], weight: float) -> list[tuple[str, str, float]]:
-    return [(x, y, weight) for i, x in enumerate(ids) for y in ids[i + 1 :]]
-
-
 def two_cliques() -> list[DocumentGraph]:
-    """Two 5-cliques joined by one weak edge; `swing` touches a1 once and b1 in three documents
-    (summed, it belongs with B); `lonely` is mentioned but has no relation."""
+    """Two 5-cliques (three chunks mention each whole clique: weight 3) joined by one weak edge
+    (one chunk mentions a1 and b1); `swing` shares a chunk with a1 once and with b1 in three
+    documents (summed, it belongs with B); `lonely` is mentioned alone, so it has no relation."""
     return [
-        doc("da", {"ca": TWO_CLIQUES_A + ["swing"]}, _clique(TWO_CLIQUES_A, 3.0) + [("a1", "b1", 0.1), ("swing", "a1", 1.0)]),
-        doc("db", {"cb": TWO_CLIQUES_B + ["lonely"]}, _clique(TWO_CLIQUES_B, 3.0) + [("swing", "b1", 1.0)]),
-        doc("dx", {"cx": ["swing", "b1"]}, [("swing", "b1", 1.0)]),
-        doc("dy", {"cy": ["swing", "b1"]}, [("swing", "b1", 1.0)]),
+        doc("da", {"ca1": TWO_CLIQUES_A, "ca2": TWO_CLIQUES_A, "ca3": TWO_CLIQUES_A, "cab": ["a1", "b1"],
+                   "cas": ["swing", "a1"]}),
+        doc("db", {"cb1": TWO_CLIQUES_B, "cb2": TWO_CLIQUES_B, "cb3": TWO_CLIQUES_B, "cbs": ["swing", "b1"],
+                   "cl": ["lonely"]}),
+        doc("dx", {"cx": ["swing", "b1"]}),
+        doc("dy", {"cy": ["swing", "b1"]}),
     ]
 
 
@@ -135,7 +126,7 @@ def test_install_is_idempotent(graph_store: GraphStore) -> None:
 # -- documents ----------------------------------------------------------------------------------
 def test_write_documents_and_stats(graph_store: GraphStore) -> None:
     graph_store.write_documents([DOC1, DOC2])
-    # entities a, b, c, d (b merged across documents); relations stored per document
+    # entities a, b, c, d (b merged across documents); relations a-b, b-c and b-d
     assert graph_store.stats() == GraphStats(documents=2, chunks=3, entities=4, relations=3, communities=0)
     assert graph_store.document_hashes(["doc1", "doc2", "nope"]) == {
         "doc1": DOC1.document.sha256,
@@ -157,10 +148,10 @@ def test_rewriting_the_same_graph_changes_nothing(graph_store: GraphStore) -> No
 
 def test_replacing_a_document_removes_its_old_contribution(graph_store: GraphStore) -> None:
     graph_store.write_documents([DOC1, DOC2])
-    doc1_v2 = doc("doc1", {"c9": ["a", "b"]}, [("a", "b", 4.0)], version="v2", title="New title")
+    doc1_v2 = doc("doc1", {"c9": ["a", "b"]}, version="v2", title="New title")
     graph_store.write_documents([doc1_v2])
 
-    # c is gone (only the old doc1 used it); a, b, d remain; one relation per (pair, document)
+    # c is gone (only the old doc1 used it); a, b, d remain; relations a-b (c9) and b-d (c3)
     assert graph_store.stats() == GraphStats(documents=2, chunks=2, entities=3, relations=2, communities=0)
     assert graph_store.document_hashes(["doc1"]) == {"doc1": doc1_v2.document.sha256}
     assert graph_store.chunks(["c1", "c2"]) == []
@@ -168,7 +159,7 @@ def test_replacing_a_document_removes_its_old_contribution(graph_store: GraphSto
     assert (new.title, new.text) == ("New title", doc1_v2.chunks[0].text)
     context = graph_store.community_context(["a", "b", "c"])
     assert [e[0] for e in context.entities] == ["a", "b"]  # c no longer exists
-    assert context.relations == (("A", "B", 4.0),)  # not 1.0 + 4.0: the old relation was replaced
+    assert context.relations == (("A", "B", 1.0),)  # not 2.0: the old chunk c1 went with its document
     # old mentions are gone: c3 (b, d) now reaches only c9 through b
     assert [h.chunk_id for h in graph_store.expand(["c3"])] == ["c9"]
 
@@ -178,7 +169,7 @@ def test_document_chunk_ids_are_the_stored_versions(graph_store: GraphStore) -> 
     assert graph_store.document_chunk_ids(["doc1", "nope"]) == {c.id for c in DOC1.chunks}
     assert graph_store.document_chunk_ids(["doc1", "doc2"]) == {c.id for c in DOC1.chunks + DOC2.chunks}
     assert graph_store.document_chunk_ids([]) == set()
-    graph_store.write_documents([doc("doc1", {"c9": ["a", "b"]}, [("a", "b", 4.0)], version="v2")])
+    graph_store.write_documents([doc("doc1", {"c9": ["a", "b"]}, version="v2")])
     assert graph_store.document_chunk_ids(["doc1"]) == {"c9"}
 
 
@@ -227,9 +218,9 @@ def test_chunk_texts_pages_every_chunk_in_id_order(graph_store: GraphStore) -> N
 
 
 def test_a_bad_batch_writes_nothing(graph_store: GraphStore) -> None:
-    good = doc("good", {"g1": ["x", "y"]}, [("x", "y", 1.0)])
+    good = doc("good", {"g1": ["x", "y"]})
     bad = doc("bad", {"b1": ["x"]})
-    bad = DocumentGraph(bad.document, bad.chunks, bad.entities, bad.mentions + (Mention("b1", "not-listed"),), bad.relations)
+    bad = DocumentGraph(bad.document, bad.chunks, bad.entities, bad.mentions + (Mention("b1", "not-listed"),))
     with pytest.raises(InputError, match="not-listed"):
         graph_store.write_documents([good, bad])
     assert graph_store.stats() == GraphStats(0, 0, 0, 0, 0)
@@ -238,14 +229,14 @@ def test_a_bad_batch_writes_nothing(graph_store: GraphStore) -> None:
 
 # -- graph --------------------------------------------------------------------------------------
 def test_expand_ranks_by_relation_weight_and_excludes_seeds(graph_store: GraphStore) -> None:
-    seed = doc("s", {"seed": ["a", "b", "c"]}, [("a", "b", 5.0), ("a", "c", 1.0)])
+    seed = doc("s", {"seed": ["a", "b", "c"]})
     other = doc(
         "o",
         {
-            "strong": ["a", "z"],  # shares a: tied to the seed's b and c with 5 + 1
-            "weak": ["c", "y"],  # shares c: tied to the seed's a with 1
-            "unrelated": ["y", "z"],  # shares nothing with the seed
-            "seed2": ["b"],  # a second seed
+            "strong": ["a", "z"],  # shares a: tied to the seeds' b (two chunks) and c (one): 3
+            "weak": ["c", "y"],  # shares c: tied to the seeds' a and b, one chunk each: 2
+            "unrelated": ["y", "z"],  # shares nothing with the seeds
+            "seed2": ["a", "b"],  # a second seed
         },
     )
     graph_store.write_documents([seed, other])
@@ -254,7 +245,7 @@ def test_expand_ranks_by_relation_weight_and_excludes_seeds(graph_store: GraphSt
     assert all(h.via == "graph" for h in hits)
     assert hits[0].score > hits[1].score
     assert (hits[0].doc_id, hits[0].title, hits[0].text) == ("o", "Title of o", other.chunks[0].text)
-    assert [h.chunk_id for h in graph_store.expand(["seed"], limit=1)] == ["strong"]
+    assert [h.chunk_id for h in graph_store.expand(["seed"], limit=1)] == ["seed2"]  # shares a and b: 3 + 3
     assert graph_store.expand(["missing"]) == []
 
 
@@ -320,26 +311,25 @@ def test_community_context_picks_the_high_degree_entity_first(graph_store: Graph
     names = {"hub": "Hub", "x": "Ex", "y": "Why", "z": "Zed", "out": "Outside"}
     d1 = doc(
         "ctx1",
-        {"k1": ["hub", "x", "y"], "k2": ["z", "hub"], "k3": ["z"], "k4": ["out"]},
-        [("hub", "x", 2.0), ("hub", "y", 1.0), ("hub", "z", 1.0), ("x", "y", 1.0), ("x", "out", 9.0)],
+        {"k1": ["hub", "x", "y"], "k2": ["z", "hub"], "k3": ["z"], "k4": ["out"], "k6": ["x", "out"], "k7": ["x", "out"]},
         names=names,
     )
-    d2 = doc("ctx2", {"k5": ["hub", "x"]}, [("hub", "x", 3.0)], names=names, title="Second")
+    d2 = doc("ctx2", {"k5": ["hub", "x"]}, names=names, title="Second")
     graph_store.write_documents([d1, d2])
 
     context = graph_store.community_context(["x", "hub", "y", "z", "ghost"])
-    # weighted degree inside the set: hub 5+1+1, x 5+1, y 1+1, z 1 ("out" is outside the set)
-    assert context.entities == (("hub", "Hub", 7.0), ("x", "Ex", 6.0), ("y", "Why", 2.0), ("z", "Zed", 1.0))
-    assert context.relations[0] == ("Hub", "Ex", 5.0)  # summed over both documents
+    # weighted degree inside the set: hub 2+1+1, x 2+1, y 1+1, z 1 (x-out, 2, is outside the set)
+    assert context.entities == (("hub", "Hub", 4.0), ("x", "Ex", 3.0), ("y", "Why", 2.0), ("z", "Zed", 1.0))
+    assert context.relations[0] == ("Hub", "Ex", 2.0)  # k1 and k5: summed over both documents
     assert sorted(context.relations[1:]) == [("Ex", "Why", 1.0), ("Hub", "Why", 1.0), ("Hub", "Zed", 1.0)]
-    # k1 mentions three of the set, k2 and k5 two each, k3 one; k4 none (only "out")
+    # k1 mentions three of the set, k2 and k5 two each, k3, k6 and k7 one; k4 none (only "out")
     ranked = [c.chunk_id for c in context.chunks]
-    assert ranked[0] == "k1" and set(ranked[1:3]) == {"k2", "k5"} and ranked[3:] == ["k3"]
+    assert ranked[0] == "k1" and set(ranked[1:3]) == {"k2", "k5"} and set(ranked[3:]) == {"k3", "k6", "k7"}
     assert {c.chunk_id: c.title for c in context.chunks}["k5"] == "Second"
 
     small = graph_store.community_context(["x", "hub", "y", "z"], max_entities=1, max_relations=1, max_chunks=1)
-    assert small.entities == (("hub", "Hub", 7.0),)
-    assert small.relations == (("Hub", "Ex", 5.0),)
+    assert small.entities == (("hub", "Hub", 4.0),)
+    assert small.relations == (("Hub", "Ex", 2.0),)
     assert [c.chunk_id for c in small.chunks] == ["k1"]
 
 
@@ -360,7 +350,7 @@ def test_hostile_strings_round_trip_verbatim(graph_store: GraphStore) -> None:
         e1, e2 = f"{s} #1", f"{s} #2"
         chunk_id = f"{s} chunk{i}"
         graphs.append(
-            doc(f"{s} doc{i}", {chunk_id: [e1, e2]}, [(e1, e2, 1.0)], title=s, names={e1: s, e2: s + "!"}, texts={chunk_id: s})
+            doc(f"{s} doc{i}", {chunk_id: [e1, e2]}, title=s, names={e1: s, e2: s + "!"}, texts={chunk_id: s})
         )
     graph_store.write_documents(graphs)
     assert graph_store.stats() == GraphStats(len(HOSTILE), len(HOSTILE), 2 * len(HOSTILE), len(HOSTILE), 0)
@@ -486,7 +476,7 @@ def test_documents_by_source_prefix(graph_store: GraphStore) -> None:
     ]
     sources = {"kb/a.md": "kb:a.md", "kb/sub/b.md": "kb:sub/b.md", "rec-1": "kb:sub/r.jsonl", "kbx/c.md": "kbx:c.md"}
     graph_store.write_documents(
-        [DocumentGraph(replace(g.document, source=sources[g.document.id]), g.chunks, g.entities, g.mentions, g.relations) for g in graphs]
+        [DocumentGraph(replace(g.document, source=sources[g.document.id]), g.chunks, g.entities, g.mentions) for g in graphs]
     )
     assert graph_store.documents_by_source("kb:") == {k: v for k, v in sources.items() if v.startswith("kb:")}
     assert graph_store.documents_by_source("kb:sub/") == {"kb/sub/b.md": "kb:sub/b.md", "rec-1": "kb:sub/r.jsonl"}
@@ -495,9 +485,9 @@ def test_documents_by_source_prefix(graph_store: GraphStore) -> None:
 
 
 def test_chunk_pages_and_document_source_come_back_with_hits(graph_store: GraphStore) -> None:
-    paged = doc("rep.pdf", {"p1": ["a", "b"], "p2": ["b", "c"]}, [("a", "b", 1.0), ("b", "c", 1.0)])
+    paged = doc("rep.pdf", {"p1": ["a", "b"], "p2": ["b", "c"]})
     chunks = (replace(paged.chunks[0], page=1), replace(paged.chunks[1], page=7))
-    paged = DocumentGraph(replace(paged.document, source="reports:rep.pdf"), chunks, paged.entities, paged.mentions, paged.relations)
+    paged = DocumentGraph(replace(paged.document, source="reports:rep.pdf"), chunks, paged.entities, paged.mentions)
     graph_store.write_documents([paged, DOC2])
     hits = {h.chunk_id: h for h in graph_store.chunks(["p1", "p2", "c3"])}
     assert (hits["p1"].page, hits["p2"].page, hits["c3"].page) == (1, 7, None)

@@ -17,7 +17,7 @@ from neo4j import Driver, GraphDatabase
 from hansa.adapters.graph.base import GraphStats, LeidenParams
 from hansa.adapters.graph.embedded import EmbeddedGraphStore
 from hansa.adapters.graph.neo4j_gds import SCHEMA_VERSION, Neo4jGraphStore
-from hansa.adapters.records import Chunk, Community, Document, DocumentGraph, Entity, Mention, Relation
+from hansa.adapters.records import Chunk, Community, Document, DocumentGraph, Entity, Mention
 from hansa.core.config import SiteConfig
 from hansa.core.errors import BackendError, InputError
 from hansa.plugin.communities import final_partition
@@ -47,20 +47,19 @@ CREATE (e)-[:HAS_CHUNK]->(c)
 """
 
 
-def graph(doc_id: str, chunks: dict[str, list[str]], relations: list[tuple[str, str, float]], title: str = "", text: str = "") -> DocumentGraph:
-    """A self-contained DocumentGraph (chunk -> entity ids it mentions; relations (a, b, weight))."""
+def graph(doc_id: str, chunks: dict[str, list[str]], title: str = "", text: str = "") -> DocumentGraph:
+    """A self-contained DocumentGraph (chunk -> entity ids it mentions: two entities relate with the
+    number of chunks that mention both)."""
     chunk_records = tuple(
         Chunk(id=cid, doc_id=doc_id, ordinal=i, text=text or f"text of {cid}", start=0, end=len(text or cid)) for i, cid in enumerate(chunks)
     )
     mentions = tuple(Mention(chunk_id=cid, entity_id=e) for cid, ids in chunks.items() for e in ids)
-    rels = tuple(Relation(source=min(a, b), target=max(a, b), doc_id=doc_id, weight=w) for a, b, w in relations)
-    used = dict.fromkeys([m.entity_id for m in mentions] + [e for r in rels for e in (r.source, r.target)])
+    used = dict.fromkeys(m.entity_id for m in mentions)
     return DocumentGraph(
         document=Document(id=doc_id, title=title or f"title of {doc_id}", source=f"src/{doc_id}", sha256=hashlib.sha256(doc_id.encode()).hexdigest()),
         chunks=chunk_records,
         entities=tuple(Entity(id=e, name=e.upper()) for e in used),
         mentions=mentions,
-        relations=rels,
     )
 
 
@@ -70,26 +69,26 @@ def ring_of_cliques(cliques: int = 6, size: int = 4) -> list[DocumentGraph]:
     docs = []
     for k in range(cliques):
         members = [f"k{k}m{i}" for i in range(size)]
-        rels = [(a, b, 2.0) for i, a in enumerate(members) for b in members[i + 1 :]]
-        rels.append((members[0], f"k{(k + 1) % cliques}m{size - 1}", 0.5))
-        docs.append(graph(f"ring{k}", {f"ring{k}c": members + [f"k{(k + 1) % cliques}m{size - 1}"]}, rels))
+        link = [members[0], f"k{(k + 1) % cliques}m{size - 1}"]  # one chunk: weight 1 against the cliques' 2
+        docs.append(graph(f"ring{k}", {f"ring{k}a": members, f"ring{k}b": members, f"ring{k}link": link}))
     return docs
 
 
 def planted_groups(groups: int = 30, size: int = 10, seed: int = 3) -> list[DocumentGraph]:
-    """`groups` dense random groups (one document each, edge probability 0.5, weights 1-3) and one
-    document of 40 weak links between random groups: a graph whose right answer is the groups."""
+    """`groups` dense random groups (one document each, edge probability 0.5, weights 1-3: as many
+    chunks mention the pair) and one document of 40 weak links between random groups (one chunk
+    each): a graph whose right answer is the groups."""
     rng = np.random.default_rng(seed)
     docs = []
     for g in range(groups):
         ids = [f"g{g}e{i}" for i in range(size)]
-        rels = [(a, b, float(rng.integers(1, 4))) for i, a in enumerate(ids) for b in ids[i + 1 :] if rng.random() < 0.5]
-        docs.append(graph(f"group{g}", {f"group{g}c": ids}, rels))
-    links = []
-    for _ in range(40):
+        pairs = [(a, b, int(rng.integers(1, 4))) for i, a in enumerate(ids) for b in ids[i + 1 :] if rng.random() < 0.5]
+        docs.append(graph(f"group{g}", {f"group{g}c{n}-{k}": [a, b] for n, (a, b, w) in enumerate(pairs) for k in range(w)}))
+    links = {}
+    for n in range(40):
         g1, g2 = rng.choice(groups, 2, replace=False)
-        links.append((f"g{g1}e{rng.integers(size)}", f"g{g2}e{rng.integers(size)}", 1.0))
-    docs.append(graph("links", {"linksc": sorted({e for a, b, _ in links for e in (a, b)})}, links))
+        links[f"link{n}"] = [f"g{g1}e{rng.integers(size)}", f"g{g2}e{rng.integers(size)}"]
+    docs.append(graph("links", links))
     return docs
 
 
@@ -134,7 +133,7 @@ def test_install_is_idempotent_and_reports_gds_2_13(store: Neo4jGraphStore, driv
     constraints = {r["name"] for r in driver.execute_query("SHOW CONSTRAINTS YIELD name", database_=DB).records}
     assert {"hansa_document_id", "hansa_chunk_id", "hansa_entity_id", "hansa_community_id", "hansa_schema_id"} <= constraints
     indexes = {r["name"] for r in driver.execute_query("SHOW INDEXES YIELD name", database_=DB).records}
-    assert "hansa_related_doc_id" in indexes
+    assert "hansa_related_doc_id" not in indexes  # schema v3 stores no relations (they are derived)
     versions = driver.execute_query("MATCH (s:HansaSchema) RETURN s.version AS v", database_=DB).records
     assert [r["v"] for r in versions] == [SCHEMA_VERSION]
 
@@ -148,6 +147,40 @@ def test_a_newer_schema_or_a_missing_install_is_refused(store: Neo4jGraphStore, 
         store.install()
     with Neo4jGraphStore(neo4j_uri, "neo4j", "", DB) as other, pytest.raises(BackendError, match="schema version"):
         other.stats()
+
+
+def test_a_v2_database_is_upgraded_by_install_its_stored_relations_removed(
+        store: Neo4jGraphStore, neo4j_uri: str, driver: Driver) -> None:
+    """Schema v2 stored one HANSA_RELATED relationship per entity pair and document (with an index
+    on doc_id); v3 derives relations from the mentions. Install removes the stored ones, their
+    index and nothing else, and the site's communities come out of the mentions alone."""
+    driver.execute_query(ORG_GRAPH, database_=DB)
+    before = foreign_snapshot(driver)
+    store.install("site-a")
+    docs = ring_of_cliques(cliques=3)
+    store.write_documents(docs)
+    fresh = store.detect_communities(LeidenParams(seed=5, concurrency=1))
+    # make it a v2 database: its version, its relation index, a stored relation per pair and document
+    driver.execute_query("MATCH (s:HansaSchema) SET s.version = 2", database_=DB)
+    driver.execute_query("CREATE INDEX hansa_related_doc_id IF NOT EXISTS FOR ()-[r:HANSA_RELATED]-() ON (r.doc_id)",
+                         database_=DB)
+    for g in docs:
+        rows = [{"a": a, "b": b, "w": float(n)} for (a, b), n in g.co_mentions().items()]
+        driver.execute_query("UNWIND $rows AS row MATCH (a:HansaEntity {id: row.a}), (b:HansaEntity {id: row.b}) "
+                             "CREATE (a)-[:HANSA_RELATED {doc_id: $doc, weight: row.w, description: ''}]->(b)",
+                             rows=rows, doc=g.document.id, database_=DB)
+    with Neo4jGraphStore(neo4j_uri, "neo4j", "", DB) as other, pytest.raises(BackendError, match="schema version 2"):
+        other.stats()
+
+    report = store.install("site-a")
+    assert report.created is True and report.schema_version == SCHEMA_VERSION == 3
+    related = driver.execute_query("MATCH ()-[r:HANSA_RELATED]->() RETURN count(r) AS n", database_=DB).records
+    assert related[0]["n"] == 0
+    indexes = {r["name"] for r in driver.execute_query("SHOW INDEXES YIELD name", database_=DB).records}
+    assert "hansa_related_doc_id" not in indexes
+    assert store.stats() == GraphStats(documents=3, chunks=9, entities=12, relations=39, communities=0)
+    assert store.detect_communities(LeidenParams(seed=5, concurrency=1)) == fresh  # numbers included
+    assert foreign_snapshot(driver) == before
 
 
 def test_unreachable_server_and_wrong_uri_are_backend_errors() -> None:
@@ -172,7 +205,7 @@ def test_cypher_injection_is_stored_verbatim_and_changes_nothing_else(store: Neo
     store.install()
     before = foreign_snapshot(driver)
     graphs = [
-        graph(f"{s} doc", {f"{s} chunk": [f"{s} e1", f"{s} e2"]}, [(f"{s} e1", f"{s} e2", 1.0)], title=s, text=s)
+        graph(f"{s} doc", {f"{s} chunk": [f"{s} e1", f"{s} e2"]}, title=s, text=s)
         for s in INJECTIONS
     ]
     store.write_documents(graphs)
@@ -193,13 +226,13 @@ def test_the_organizations_own_graph_is_untouched(store: Neo4jGraphStore, driver
     before = foreign_snapshot(driver)
 
     store.install()
-    docs = [graph("doc1", {"c1": ["alpha", "beta"]}, [("alpha", "beta", 1.0)]), graph("doc2", {"c2": ["beta", "gamma"]}, [("beta", "gamma", 2.0)])]
+    docs = [graph("doc1", {"c1": ["alpha", "beta"]}), graph("doc2", {"c2": ["beta", "gamma"]})]
     store.write_documents(docs)
     assignments = store.detect_communities(LeidenParams())
     # the projection saw only hansa entities: the org's Entity 'alpha' and its RELATED edge are not in it
     assert {a.entity_id for a in assignments} == {"alpha", "beta", "gamma"}
     store.replace_communities([Community(id="k", level=0, entity_ids=("alpha", "beta", "gamma"))])
-    store.write_documents([graph("doc1", {"c1": ["alpha", "delta"]}, [("alpha", "delta", 1.0)])])  # replace
+    store.write_documents([graph("doc1", {"c1": ["alpha", "delta"]})])  # replace
     store.delete_documents(["doc1", "doc2"])
 
     assert store.stats() == GraphStats(0, 0, 0, 0, 1)
@@ -208,9 +241,9 @@ def test_the_organizations_own_graph_is_untouched(store: Neo4jGraphStore, driver
 
 def test_a_chunk_id_owned_by_another_document_fails_the_whole_batch(store: Neo4jGraphStore) -> None:
     store.install()
-    store.write_documents([graph("first", {"shared": ["a", "b"]}, [("a", "b", 1.0)])])
+    store.write_documents([graph("first", {"shared": ["a", "b"]})])
     with pytest.raises(InputError, match="unique"):
-        store.write_documents([graph("second", {"own": ["c"]}, []), graph("third", {"shared": ["d"]}, [])])
+        store.write_documents([graph("second", {"own": ["c"]}), graph("third", {"shared": ["d"]})])
     assert store.stats() == GraphStats(documents=1, chunks=1, entities=2, relations=1, communities=0)
     assert [h.doc_id for h in store.chunks(["shared"])] == ["first"]
 
@@ -222,7 +255,8 @@ def test_batches_larger_than_one_unwind_are_written_whole(store: Neo4jGraphStore
     store.install()
     docs = ring_of_cliques(cliques=3)
     store.write_documents(docs)
-    assert store.stats() == GraphStats(documents=3, chunks=3, entities=12, relations=21, communities=0)
+    # relations: per clique two chunks of 4 entities (6 pairs each) and one link chunk (1 pair)
+    assert store.stats() == GraphStats(documents=3, chunks=9, entities=12, relations=39, communities=0)
     communities = [Community(id=f"k{i}", level=0, entity_ids=tuple(e.id for e in g.entities)) for i, g in enumerate(docs)]
     store.replace_communities(communities)
     assert store.communities() == communities

@@ -1,1 +1,0 @@
-RETURN COUNT { (:HansaEntity)-[:HANSA_RELATED]->(:HansaEntity) } AS relations
