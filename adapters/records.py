@@ -69,7 +69,7 @@ class DocumentGraph:
         pairs: Counter[tuple[str, str]] = Counter()
         for ids in by_chunk.values():
             pairs.update(combinations(sorted(set(ids)), 2))
-        return dict(sorted(pairs.items()))
+        return dict(pairs)
 
     def co_mention_count(self) -> int:
         """The summed weight of `co_mentions` (pairs counted once per chunk that mentions both),
