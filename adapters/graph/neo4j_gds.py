@@ -341,27 +341,7 @@ class Neo4jGraphStore(GraphStore):
             stored = [r["id"] for r in tx.run(load("documents/hashes"), doc_ids=doc_ids)]
             touched = _remove_documents(tx, stored) if stored else []
             _run_batched(tx, "documents/write_entities", [{"id": e.id, "name": e.name, "kind": e.kind} for e in entities.values()])
-            _run_batched(
-                tx,
-                "documents/write_documents",
-                [
-                    {"id": d.id, "title": d.title, "source": d.source, "sha256": d.sha256}
-                    for d in (g.document for g in graphs)
-                ],
-            )
-            _run_batched(
-                tx,
-                "documents/write_chunks",
-                [
-                    {
-                        "id": c.id, "doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
-                        "start": c.start, "end": c.end, "page": c.page,
-                    }
-                    for g in graphs
-                    for c in g.chunks
-                ],
-            )
-            _run_batched(tx, "documents/write_mentions", _mention_rows(graphs))
+            _run_batched(tx, "documents/write", _document_rows(graphs))
             _drop_orphans(tx, touched)
 
         try:
@@ -583,15 +563,29 @@ def _remove_documents(tx: ManagedTransaction, doc_ids: list[str]) -> list[str]:
     return touched
 
 
-def _mention_rows(graphs: Sequence[DocumentGraph]) -> list[dict[str, Any]]:
-    """Mentions grouped by chunk (`documents/write_mentions`): one chunk lookup per row, and far
-    fewer parameter maps to encode than one row per mention."""
-    grouped: dict[str, dict[str, Any]] = {}
+def _document_rows(graphs: Sequence[DocumentGraph]) -> list[dict[str, Any]]:
+    """Documents with their chunks, and each chunk with the entities it mentions
+    (`documents/write`): the nesting lets one statement create them all, looking up only the
+    entities (written just before)."""
+    mentions: dict[str, tuple[list[str], list[int]]] = {}
     for m in (m for g in graphs for m in g.mentions):
-        row = grouped.setdefault(m.chunk_id, {"chunk_id": m.chunk_id, "entity_ids": [], "counts": []})
-        row["entity_ids"].append(m.entity_id)
-        row["counts"].append(m.count)
-    return list(grouped.values())
+        ids, counts = mentions.setdefault(m.chunk_id, ([], []))
+        ids.append(m.entity_id)
+        counts.append(m.count)
+    none: tuple[list[str], list[int]] = ([], [])
+    return [
+        {
+            "id": g.document.id, "title": g.document.title, "source": g.document.source, "sha256": g.document.sha256,
+            "chunks": [
+                {
+                    "id": c.id, "ordinal": c.ordinal, "text": c.text, "start": c.start, "end": c.end, "page": c.page,
+                    "entity_ids": mentions.get(c.id, none)[0], "counts": mentions.get(c.id, none)[1],
+                }
+                for c in g.chunks
+            ],
+        }
+        for g in graphs
+    ]
 
 
 def _drop_orphans(tx: ManagedTransaction, entity_ids: Iterable[str]) -> None:
