@@ -208,10 +208,10 @@ def run_backend(backend: str, corpus: Path, neo4j_uri: str | None, workdir: Path
 
 
 def graph_only(backend: str, corpus: Path, neo4j_uri: str | None, workdir: Path, repeats: int,
-               server_pid: int | None) -> dict[str, Any]:
-    """The graph write alone, `repeats` times on a cleared store (median reported), after one
-    warm-up run (reported apart: a fresh JVM compiles and plans for the first tens of seconds,
-    which a long-running site server pays once)."""
+               server_pid: int | None, warmups: int = 1) -> dict[str, Any]:
+    """The graph write alone, `repeats` times on a cleared store (median reported), after
+    `warmups` warm-up runs (reported apart: a fresh JVM compiles and plans for the first tens of
+    seconds, which a long-running site server pays once)."""
     from hansa.plugin.site import SiteContext
 
     ctx = SiteContext.open(site_config(workdir / f"{backend}-graph", backend, neo4j_uri))
@@ -221,14 +221,15 @@ def graph_only(backend: str, corpus: Path, neo4j_uri: str | None, workdir: Path,
         batches = [graphs[i:i + BATCH_DOCS] for i in range(0, len(graphs), BATCH_DOCS)]
         doc_ids = [d.id for d in docs]
         runs = []
-        for i in range(repeats + 1):  # the first run warms the JVM's JIT and the query plan cache
+        for i in range(warmups + repeats):  # the first runs warm the JVM's JIT and the query plan cache
             wall, cpu = graph_write(ctx, batches, server_pid)
             runs.append((wall, cpu))
-            progress(f"{backend} graph write {i}/{repeats}: {wall:.2f} s wall, server CPU {cpu} s")
+            label = f"warm-up {i + 1}/{warmups}" if i < warmups else f"{i - warmups + 1}/{repeats}"
+            progress(f"{backend} graph write {label}: {wall:.2f} s wall, server CPU {cpu} s")
             ctx.graph.delete_documents(doc_ids)  # cleared for the next repeat, and a shared Neo4j left as found
     finally:
         ctx.close()
-    warmup, runs = runs[0], runs[1:]
+    warm, runs = runs[:warmups], runs[warmups:]
     n_chunks = sum(len(g.chunks) for g in graphs)
     wall = statistics.median(w for w, _ in runs)
     cpus = [c for _, c in runs if c is not None]
@@ -244,7 +245,7 @@ def graph_only(backend: str, corpus: Path, neo4j_uri: str | None, workdir: Path,
         "server_cpu_seconds": None if cpu is None else round(cpu, 3),
         "server_cpu_seconds_all": cpus,
         "chunks_per_server_cpu_s": None if cpu is None else rate(n_chunks, cpu),
-        "warmup_run": {"seconds": round(warmup[0], 4), "server_cpu_seconds": warmup[1]},
+        "warmup_runs": [{"seconds": round(w, 4), "server_cpu_seconds": c} for w, c in warm],
     }
 
 
@@ -322,6 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--graph-only", action="store_true",
                    help="time only the graph write (no embedding, vectors or PDF), per backend side by side")
     p.add_argument("--repeats", type=int, default=None, help="graph writes per backend with --graph-only (default 3; smoke 1)")
+    p.add_argument("--warmups", type=int, default=1,
+                   help="untimed graph writes before those with --graph-only (default 1; each reported apart): "
+                        "a fresh Neo4j JVM keeps compiling for ~10 writes of 300 passages")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
     backends = [b for b in args.backends.split(",") if b]
     if any(b not in ("embedded", "neo4j") for b in backends):
@@ -388,7 +392,9 @@ def graph_write_target(report: benchlib.Report, observed: float, smoke: bool) ->
 
 def graph_only_main(args: Any, report: benchlib.Report, backends: list[str], n_passages: int) -> int:
     repeats = args.repeats or (1 if args.smoke else 3)
-    report.params.update({"graph_only": True, "repeats": repeats})
+    if args.warmups < 1:
+        raise SystemExit("--warmups must be at least 1 (the first write compiles the statements)")
+    report.params.update({"graph_only": True, "repeats": repeats, "warmups": args.warmups})
     del report.params["pdf_pages"]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
@@ -396,11 +402,11 @@ def graph_only_main(args: Any, report: benchlib.Report, backends: list[str], n_p
         corpus = workdir / "corpus.jsonl"
         report.params["passages"] = write_corpus(corpus, n_passages)
         if "embedded" in backends:
-            results["embedded"] = graph_only("embedded", corpus, None, workdir, repeats, None)
+            results["embedded"] = graph_only("embedded", corpus, None, workdir, repeats, None, args.warmups)
         if "neo4j" in backends:
             server: dict[str, Any] = {}
             with benchlib.neo4j(args.neo4j_uri, server) as uri:
-                results["neo4j"] = graph_only("neo4j", corpus, uri, workdir, repeats, server.pop("pid", None))
+                results["neo4j"] = graph_only("neo4j", corpus, uri, workdir, repeats, server.pop("pid", None), args.warmups)
             report.results["server"] = server
     report.results["graph_write"] = results
     if "embedded" in results and "neo4j" in results:

@@ -1,14 +1,24 @@
 // The undirected entity graph Leiden runs on, projected from the mentions (GDS Cypher
 // aggregation): two entities are related by the number of chunks that mention both
 // (DocumentGraph.co_mentions; no relationship is stored for it). Only related entities are
-// projected. `hansa_seed` is the seed community of a seeded run (0 when unset). The rows are
-// ordered by entity id: GDS numbers the nodes in the order it meets them, and a seeded Leiden is
-// reproducible only on the same numbering (the aggregation's own row order varies between runs).
-MATCH (c:HansaChunk)-[:HANSA_MENTIONS]->(a:HansaEntity)
-MATCH (c)-[:HANSA_MENTIONS]->(b:HansaEntity)
-WHERE a.id < b.id
-WITH a, b, count(c) AS chunks
-ORDER BY a.id, b.id
+// projected: those mentioned by a chunk that mentions another. `hansa_seed` is the seed community
+// of a seeded run (0 when unset).
+// The related entities come first, alone and ordered by id, read on one thread: GDS numbers the
+// nodes in the order it meets them, and a seeded Leiden is reproducible only on the same numbering.
+// The pairs then follow in whatever order the aggregation yields them (their order changes nothing:
+// the same Leiden result for pairs shuffled at random), which spares sorting ~20 pairs per entity.
+CALL () {
+  MATCH (c:HansaChunk) WHERE COUNT { (c)-[:HANSA_MENTIONS]->() } > 1
+  MATCH (c)-[:HANSA_MENTIONS]->(a:HansaEntity)
+  WITH DISTINCT a
+  ORDER BY a.id
+  RETURN a, null AS b, 0 AS chunks
+  UNION ALL
+  MATCH (c:HansaChunk)-[:HANSA_MENTIONS]->(a:HansaEntity)
+  MATCH (c)-[:HANSA_MENTIONS]->(b:HansaEntity)
+  WHERE a.id < b.id
+  RETURN a, b, count(c) AS chunks
+}
 WITH gds.graph.project(
   $graph, a, b,
   {
