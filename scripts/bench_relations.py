@@ -21,7 +21,6 @@ import random
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 

@@ -19,7 +19,7 @@ from hansa.adapters.graph.embedded import EmbeddedGraphStore
 from hansa.adapters.graph.neo4j_gds import SCHEMA_VERSION, Neo4jGraphStore
 from hansa.adapters.records import Chunk, Community, Document, DocumentGraph, Entity, Mention
 from hansa.core.config import SiteConfig
-from hansa.core.errors import BackendError, InputError
+from hansa.core.errors import BackendError
 from hansa.plugin.communities import final_partition
 
 pytestmark = pytest.mark.neo4j
@@ -280,8 +280,8 @@ def test_a_seeded_leiden_does_not_depend_on_the_order_the_pairs_arrive_in(
 ) -> None:
     """`gds/project` sorts the entities, not the ~20x more pairs: GDS numbers the nodes as it meets
     them, and the entities come first. Shuffling the pairs must change nothing, community numbers
-    included (the aggregation's own order varies between runs; sorting the pairs cost a third of
-    the projection)."""
+    included (the aggregation's own order varies between runs, and sorting every pair is the cost
+    this spares)."""
     import hansa.adapters.graph.neo4j_gds as module
 
     store.install()
