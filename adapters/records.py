@@ -60,9 +60,9 @@ class DocumentGraph:
         one chunk, with the number of its chunks that mention both (GraphRAG's co-occurrence).
 
         Why derived, not stored with the graph: every pair of a chunk's ~15 entities is ~95
-        relations per chunk, which made them most of what a Neo4j site wrote at ingest. A store
-        derives them from the mentions (Neo4j when it reads or projects; the embedded store keeps
-        this table beside the mentions), so they always agree with what the chunks mention."""
+        relations per chunk, which made them most of what a site wrote at ingest. Both stores
+        derive them from the stored mentions where they read or project them, so they always agree
+        with what the chunks mention; this is the reference their tests and benchmarks hold them to."""
         by_chunk: dict[str, list[str]] = {}
         for m in self.mentions:
             by_chunk.setdefault(m.chunk_id, []).append(m.entity_id)

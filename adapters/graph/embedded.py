@@ -1,10 +1,11 @@
 """The embedded graph store: SQLite (stdlib) + igraph/leidenalg, so a site runs with no server.
 
 Same model as the Neo4j store: documents own chunks, chunks mention entities, and two entities are
-related by the number of chunks that mention both (`DocumentGraph.co_mentions`). Neo4j derives
-those relations from the mentions when it reads; here a table keeps them, once per source document
-(written with its mentions, so replacing or deleting a document removes exactly its contribution),
-and they are summed when the graph is projected.
+related by the number of chunks that mention both (`DocumentGraph.co_mentions`). No table stores
+those relations (schema v3): the queries that need them count the chunks two entities share in
+`hansa_mentions` (its primary key and entity index serve both directions). Why: one stored row per
+entity pair and document, with its indexes and foreign keys, was most of a graph write's time, and
+deriving them answers retrieval's expansion faster, not slower (benchmarks/README.md, "Session 16").
 
 Leiden: one level. leidenalg (RBConfigurationVertexPartition, resolution = gamma, seeded) runs the
 full multi-level algorithm and returns only the final partition; re-running it on the aggregate
@@ -41,19 +42,23 @@ from hansa.adapters.records import (
 from hansa.core.checks import Check, Step, run_chain
 from hansa.core.errors import BackendError, InputError
 
-SCHEMA_VERSION = 2  # v2: chunk pages, the owning site id (v1 stores are upgraded by install)
+# v2: chunk pages, the owning site id; v3: relations derived from the mentions, no table (older
+# stores are upgraded by install).
+SCHEMA_VERSION = 3
 
 # Every table install creates, children first (uninstall drops them in this order; indexes go along).
 TABLES = (
     "hansa_community_members",
     "hansa_communities",
-    "hansa_relations",
     "hansa_mentions",
     "hansa_entities",
     "hansa_chunks",
     "hansa_documents",
     "hansa_schema_version",
 )
+# Tables an older schema created and install's upgrade removes; uninstall drops them too, first
+# (nothing references them), should it meet a store that was never upgraded.
+RETIRED_TABLES = ("hansa_relations",)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS hansa_documents (
@@ -84,16 +89,6 @@ CREATE TABLE IF NOT EXISTS hansa_mentions (
     PRIMARY KEY (chunk_id, entity_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS hansa_mentions_entity ON hansa_mentions(entity_id);
-CREATE TABLE IF NOT EXISTS hansa_relations (
-    source TEXT NOT NULL REFERENCES hansa_entities(id),
-    target TEXT NOT NULL REFERENCES hansa_entities(id),
-    doc_id TEXT NOT NULL REFERENCES hansa_documents(id) ON DELETE CASCADE,
-    weight REAL NOT NULL,  -- chunks of the document that mention both (DocumentGraph.co_mentions)
-    description TEXT NOT NULL,  -- always '' since relations are derived (kept: no migration needed)
-    PRIMARY KEY (source, target, doc_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS hansa_relations_target ON hansa_relations(target);
-CREATE INDEX IF NOT EXISTS hansa_relations_doc ON hansa_relations(doc_id);
 CREATE TABLE IF NOT EXISTS hansa_communities (
     id TEXT PRIMARY KEY,
     level INTEGER NOT NULL,
@@ -111,46 +106,64 @@ CREATE TABLE IF NOT EXISTS hansa_community_members (
 CREATE INDEX IF NOT EXISTS hansa_community_members_entity ON hansa_community_members(entity_id);
 """
 
-# Entities whose last mention or relation belonged to the given documents (JSON list ?1).
+# Entities the given documents' chunks mention (JSON list ?1): the ones a delete may orphan.
 _TOUCHED_ENTITIES = """
-SELECT m.entity_id FROM hansa_mentions m JOIN hansa_chunks c ON c.id = m.chunk_id
+SELECT DISTINCT m.entity_id FROM hansa_mentions m JOIN hansa_chunks c ON c.id = m.chunk_id
  WHERE c.doc_id IN (SELECT value FROM json_each(?1))
-UNION SELECT source FROM hansa_relations WHERE doc_id IN (SELECT value FROM json_each(?1))
-UNION SELECT target FROM hansa_relations WHERE doc_id IN (SELECT value FROM json_each(?1))
 """
 
 _DROP_ORPHANS = """
 DELETE FROM hansa_entities
  WHERE id IN (SELECT value FROM json_each(?1))
    AND NOT EXISTS (SELECT 1 FROM hansa_mentions m WHERE m.entity_id = hansa_entities.id)
-   AND NOT EXISTS (SELECT 1 FROM hansa_relations r WHERE r.source = hansa_entities.id)
-   AND NOT EXISTS (SELECT 1 FROM hansa_relations r WHERE r.target = hansa_entities.id)
+"""
+
+# Every relation: entity pairs (a < b) and the number of chunks that mention both.
+_RELATIONS = """
+SELECT a.entity_id, b.entity_id, COUNT(*) FROM hansa_mentions a
+  JOIN hansa_mentions b ON b.chunk_id = a.chunk_id AND b.entity_id > a.entity_id
+ GROUP BY a.entity_id, b.entity_id ORDER BY a.entity_id, b.entity_id
+"""
+
+# The relations among a set of entities (JSON list ?1), heaviest first: the set's mentions are read
+# once (entity index) and paired by chunk.
+_RELATIONS_WITHIN = """
+WITH m AS MATERIALIZED (
+    SELECT chunk_id, entity_id FROM hansa_mentions WHERE entity_id IN (SELECT value FROM json_each(?1))
+)
+SELECT a.entity_id, b.entity_id, CAST(COUNT(*) AS REAL) AS w
+  FROM m a JOIN m b ON b.chunk_id = a.chunk_id AND b.entity_id > a.entity_id
+ GROUP BY a.entity_id, b.entity_id ORDER BY w DESC, a.entity_id, b.entity_id
 """
 
 # Chunks sharing entities with the seeds, scored by the summed weight of the relations that tie
 # each shared entity to the seeds' entities (a chunk whose shared entities are central to the
 # seeds' context ranks first); ties by the number of shared entities, then chunk id.
-# MATERIALIZED: each seed entity's weight is summed once, not again for every chunk mentioning it
-# (a common entity is mentioned by thousands): 0.1-0.6 s -> 0.01-0.03 s per call on a SQuAD site
-# of 2,000 chunks, the same rows.
+# A seed entity's weight is the number of (chunk, other seed entity) pairs it shares a chunk with:
+# over every chunk mentioning it, the seed entities that chunk mentions, less itself. The mentions
+# of the seed entities (`touched`) are read once and serve both the weights and the scores;
+# MATERIALIZED keeps SQLite from reading them again per chunk (a common entity is mentioned by
+# thousands).
 _EXPAND = """
 WITH seeds(id) AS (SELECT DISTINCT value FROM json_each(?1)),
 seed_entities(id) AS (
     SELECT DISTINCT entity_id FROM hansa_mentions WHERE chunk_id IN (SELECT id FROM seeds)
 ),
+touched(chunk_id, entity_id) AS MATERIALIZED (
+    SELECT chunk_id, entity_id FROM hansa_mentions WHERE entity_id IN (SELECT id FROM seed_entities)
+),
+chunk_seed_entities(chunk_id, k) AS MATERIALIZED (
+    SELECT chunk_id, COUNT(*) FROM touched GROUP BY chunk_id
+),
 entity_weight(id, w) AS MATERIALIZED (
-    SELECT e.id,
-           COALESCE((SELECT SUM(r.weight) FROM hansa_relations r
-                      WHERE r.source = e.id AND r.target IN (SELECT id FROM seed_entities)), 0)
-         + COALESCE((SELECT SUM(r.weight) FROM hansa_relations r
-                      WHERE r.target = e.id AND r.source IN (SELECT id FROM seed_entities)), 0)
-      FROM seed_entities e
+    SELECT t.entity_id, SUM(c.k - 1) FROM touched t JOIN chunk_seed_entities c ON c.chunk_id = t.chunk_id
+     GROUP BY t.entity_id
 )
-SELECT m.chunk_id, SUM(ew.w) AS score, COUNT(*) AS shared
-  FROM hansa_mentions m JOIN entity_weight ew ON ew.id = m.entity_id
- WHERE m.chunk_id NOT IN (SELECT id FROM seeds)
- GROUP BY m.chunk_id
- ORDER BY score DESC, shared DESC, m.chunk_id
+SELECT t.chunk_id, SUM(ew.w) AS score, COUNT(*) AS shared
+  FROM touched t JOIN entity_weight ew ON ew.id = t.entity_id
+ WHERE t.chunk_id NOT IN (SELECT id FROM seeds)
+ GROUP BY t.chunk_id
+ ORDER BY score DESC, shared DESC, t.chunk_id
  LIMIT ?2
 """
 
@@ -293,6 +306,12 @@ class EmbeddedGraphStore(GraphStore):
         self._db.execute("ALTER TABLE hansa_schema_version ADD COLUMN site_id TEXT")
         self._db.execute("UPDATE hansa_schema_version SET version = 2 WHERE id = 1")
 
+    def _upgrade_v2(self) -> None:
+        """v2 -> v3: the stored relations go (their indexes with them); the mentions hold them."""
+        for table in RETIRED_TABLES:  # fixed names, never data
+            self._db.execute(f"DROP TABLE IF EXISTS {table}")
+        self._db.execute("UPDATE hansa_schema_version SET version = 3 WHERE id = 1")
+
     # -- lifecycle -----------------------------------------------------------------------------
     def install(self, site_id: str | None = None) -> InstallReport:
         with self._lock:
@@ -323,8 +342,11 @@ class EmbeddedGraphStore(GraphStore):
                     self._db.execute(
                         "INSERT INTO hansa_schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,)
                     )
-                elif version == 1:
-                    self._upgrade_v1()
+                else:
+                    if version == 1:
+                        self._upgrade_v1()
+                    if version <= 2:
+                        self._upgrade_v2()
                 if site_id is not None and owner is None:
                     self._db.execute("UPDATE hansa_schema_version SET site_id = ? WHERE id = 1", (site_id,))
             except BaseException:
@@ -380,11 +402,11 @@ class EmbeddedGraphStore(GraphStore):
         with self._lock:
             site_id = self.installed_site()
             present = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            dropped = [t for t in TABLES if t in present]
+            dropped = [t for t in RETIRED_TABLES + TABLES if t in present]
             rows = 0
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in dropped:  # names come from the fixed TABLES list, never from data
+                for table in dropped:  # names come from the fixed table lists, never from data
                     rows += int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
                     self._db.execute(f"DROP TABLE {table}")
             except BaseException:
@@ -437,10 +459,6 @@ class EmbeddedGraphStore(GraphStore):
             db.executemany(
                 "INSERT INTO hansa_mentions (chunk_id, entity_id, count) VALUES (?, ?, ?)",
                 ((m.chunk_id, m.entity_id, m.count) for g in graphs for m in g.mentions),
-            )
-            db.executemany(
-                "INSERT INTO hansa_relations (source, target, doc_id, weight, description) VALUES (?, ?, ?, ?, '')",
-                ((a, b, g.document.id, float(n)) for g in graphs for (a, b), n in g.co_mentions().items()),
             )
             if touched:
                 db.execute(_DROP_ORPHANS, (_ids(touched),))
@@ -495,16 +513,13 @@ class EmbeddedGraphStore(GraphStore):
     ) -> list[CommunityAssignment]:
         check_leiden_params(params)
         with self._reading() as db:
-            # Parallel relations (one per document) are summed: the undirected projection.
-            edges = db.execute(
-                "SELECT source, target, SUM(weight) FROM hansa_relations GROUP BY source, target ORDER BY source, target"
-            ).fetchall()
+            edges = db.execute(_RELATIONS).fetchall()
         if not edges:
             return []
         names = sorted({e for s, t, _ in edges for e in (s, t)})
         index = {name: i for i, name in enumerate(names)}
         graph = igraph.Graph(n=len(names), edges=[(index[s], index[t]) for s, t, _ in edges], directed=False)
-        weights = [w for _, _, w in edges]
+        weights = [float(w) for _, _, w in edges]
         graph.es["weight"] = weights
         membership = _leiden(graph, 2.0 * sum(weights), params, _initial_membership(names, seeds))
         return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, membership)]
@@ -568,15 +583,7 @@ class EmbeddedGraphStore(GraphStore):
         ids = _ids(dict.fromkeys(entity_ids))
         with self._reading() as db:
             names = dict(db.execute("SELECT id, name FROM hansa_entities WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
-            # `+target` keeps SQLite from probing the primary key once per (source, target) pair of
-            # the set, which is quadratic: 46 s for a 10k-entity site's links against 0.6 s this way
-            # (one range scan per source, the target checked against the set).
-            inside = db.execute(
-                "SELECT source, target, SUM(weight) AS w FROM hansa_relations"
-                " WHERE source IN (SELECT value FROM json_each(?1)) AND +target IN (SELECT value FROM json_each(?1))"
-                " GROUP BY source, target ORDER BY w DESC, source, target",
-                (ids,),
-            ).fetchall()
+            inside = db.execute(_RELATIONS_WITHIN, (ids,)).fetchall()
             ranked_chunks = db.execute(
                 "SELECT chunk_id, COUNT(*) AS n, SUM(count) AS c FROM hansa_mentions"
                 " WHERE entity_id IN (SELECT value FROM json_each(?1))"
@@ -596,7 +603,8 @@ class EmbeddedGraphStore(GraphStore):
         with self._reading() as db:
             counts = db.execute(
                 "SELECT (SELECT COUNT(*) FROM hansa_documents), (SELECT COUNT(*) FROM hansa_chunks),"
-                " (SELECT COUNT(*) FROM hansa_entities), (SELECT CAST(COALESCE(SUM(weight), 0) AS INTEGER) FROM hansa_relations),"
+                " (SELECT COUNT(*) FROM hansa_entities),"
+                " (SELECT COALESCE(SUM(k * (k - 1) / 2), 0) FROM (SELECT COUNT(*) AS k FROM hansa_mentions GROUP BY chunk_id)),"
                 " (SELECT COUNT(*) FROM hansa_communities)"
             ).fetchone()
         return GraphStats(*counts)

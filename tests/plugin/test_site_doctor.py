@@ -67,7 +67,7 @@ def test_a_built_site_passes_every_check(site_home: Path) -> None:
     assert json.loads(res.stdout)["ok"] is True
     assert {c["status"] for c in found.values()} == {"pass", "skip"} and found["gateway"]["status"] == "skip"
     assert "hansa_chunks (384-d" in found["vector collections"]["detail"]
-    assert "schema v2 of site acme" in found["graph schema"]["detail"]
+    assert "schema v3 of site acme" in found["graph schema"]["detail"]
     assert "written to a file" in found["publication"]["detail"]
 
 

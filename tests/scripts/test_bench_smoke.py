@@ -156,6 +156,18 @@ def test_relations_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     assert set(doc["targets"]) == {"graph_write_neo4j"} and doc["targets"]["graph_write_neo4j"]["met"] is None
 
 
+def test_embedded_relations_smoke(tmp_path: Path) -> None:
+    doc = run_bench("embedded_relations", tmp_path)
+    res = doc["results"]
+    assert set(res["write"]) == {"v2_stored", "v3_derived"}
+    for arm, w in res["write"].items():
+        assert is_rate(w["chunks_per_s"]), arm
+    for key in ("expand", "relations_within", "leiden_input"):
+        assert res[key]["identical_results"] == res[key]["calls"] > 0, f"derived relations read as stored ones: {key}"
+    assert res["leiden_input"]["edges"] > 0
+    assert set(doc["targets"]) == {"graph_write_embedded"} and doc["targets"]["graph_write_embedded"]["met"] is None
+
+
 @pytest.mark.neo4j
 def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     doc = run_bench("leiden", tmp_path, "--neo4j-uri", neo4j_uri)

@@ -578,3 +578,62 @@ def test_embedded_v1_store_is_upgraded_by_install(tmp_path: Path) -> None:
         assert store.installed_site() == "site-a"
         assert [h.page for h in store.chunks(["c1"])] == [None]
         assert store.stats().documents == 1
+
+
+# Schema v2's relation table, as v2 created it (v3 derives relations from the mentions instead).
+V2_RELATIONS = """
+CREATE TABLE hansa_relations (
+    source TEXT NOT NULL REFERENCES hansa_entities(id),
+    target TEXT NOT NULL REFERENCES hansa_entities(id),
+    doc_id TEXT NOT NULL REFERENCES hansa_documents(id) ON DELETE CASCADE,
+    weight REAL NOT NULL,
+    description TEXT NOT NULL,
+    PRIMARY KEY (source, target, doc_id)
+) WITHOUT ROWID;
+CREATE INDEX hansa_relations_target ON hansa_relations(target);
+CREATE INDEX hansa_relations_doc ON hansa_relations(doc_id);
+"""
+
+
+def make_embedded_v2(path: Path, graphs: Sequence[DocumentGraph]) -> None:
+    """A store as schema v2 left it: the same rows, plus one stored relation per pair and document."""
+    with sqlite3.connect(path) as db:
+        db.executescript(V2_RELATIONS)
+        db.executemany(
+            "INSERT INTO hansa_relations VALUES (?, ?, ?, ?, '')",
+            [(a, b, g.document.id, float(n)) for g in graphs for (a, b), n in g.co_mentions().items()],
+        )
+        db.execute("UPDATE hansa_schema_version SET version = 2")
+
+
+def test_embedded_v2_store_is_upgraded_by_install_its_stored_relations_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with EmbeddedGraphStore(path) as store:
+        store.install("site-a")
+        store.write_documents([DOC1, DOC2])
+        before = snapshot(store, [DOC1, DOC2])
+    make_embedded_v2(path, [DOC1, DOC2])
+    with EmbeddedGraphStore(path) as store:
+        with pytest.raises(BackendError, match="schema version 2"):
+            store.stats()
+        assert store.install("site-a").created is True
+        assert snapshot(store, [DOC1, DOC2]) == before
+        store.delete_documents(["doc1"])  # the relations' rows would have kept doc1's entities
+        assert store.stats() == GraphStats(documents=1, chunks=1, entities=2, relations=1, communities=0)
+    with sqlite3.connect(path) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+        assert not {"hansa_relations", "hansa_relations_target", "hansa_relations_doc"} & tables
+        assert db.execute("SELECT version FROM hansa_schema_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_embedded_uninstall_of_a_v2_store_drops_its_relation_table_too(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with EmbeddedGraphStore(path) as store:
+        store.install()
+        store.write_documents([DOC1])
+    make_embedded_v2(path, [DOC1])
+    with EmbeddedGraphStore(path) as store:
+        report = store.uninstall()
+    assert "hansa_relations" in report.schema and set(report.schema) == set(EMBEDDED_TABLES) | {"hansa_relations"}
+    with sqlite3.connect(path) as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'hansa%'")] == []
