@@ -65,6 +65,6 @@ def test_the_readme_admin_path_runs_as_written(tmp_path: Path, monkeypatch: pyte
     home = tmp_path / "acme-home"
     assert (home / "site.json").is_file() and (tmp_path / "acme-publication.json").is_file()
     assert "Margaret Ellison" in outputs["site query"] and "docs/lighthouse.md" in outputs["site query"]
-    assert "FAIL" not in outputs["site doctor"] and "PASS  graph schema: schema v2 of site acme" in outputs["site doctor"]
+    assert "FAIL" not in outputs["site doctor"] and "PASS  graph schema: schema v3 of site acme" in outputs["site doctor"]
     status = json.loads(outputs["site status"])
     assert status["site_id"] == "acme" and status["graph"]["documents"] == 2 and status["last_publication"]["sequence"] == 1

@@ -5,7 +5,8 @@ related by the number of chunks that mention both (`DocumentGraph.co_mentions`).
 those relations (schema v3): the queries that need them count the chunks two entities share in
 `hansa_mentions` (its primary key and entity index serve both directions). Why: one stored row per
 entity pair and document, with its indexes and foreign keys, was most of a graph write's time, and
-deriving them answers retrieval's expansion faster, not slower (benchmarks/README.md, "Session 16").
+deriving them answers retrieval's expansion faster, not slower (benchmarks/README.md, "The embedded
+store derives its relations too").
 
 Leiden: one level. leidenalg (RBConfigurationVertexPartition, resolution = gamma, seeded) runs the
 full multi-level algorithm and returns only the final partition; re-running it on the aggregate
