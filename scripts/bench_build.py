@@ -34,13 +34,11 @@ STAGE_TIMEOUT_S = 4 * 3600
 
 
 def write_corpus(path: Path, n: int) -> int:
-    from hansa.evaluation.squad import load_passages
-
-    passages = load_passages(benchlib.dataset_dir("squad"))[:n]
+    documents = benchlib.squad_documents(n)
     with path.open("w", encoding="utf-8") as fh:
-        for p in passages:
-            fh.write(json.dumps(p.as_document(), ensure_ascii=False) + "\n")
-    return len(passages)
+        for d in documents:
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+    return len(documents)
 
 
 def hansa_command() -> list[str]:

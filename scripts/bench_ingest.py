@@ -18,8 +18,12 @@ recorded too (`graph_write_server_cpu_seconds`): on a shared machine wall time m
 neighbours, the server's CPU is what the write costs.
 
 `--graph-only` runs just the graph write (read, chunk and extract untimed beforehand; no
-embedding, no vectors, no PDF), one warm-up and then `--repeats` times per backend on a cleared
+embedding, no vectors, no PDF), `--warmups` and then `--repeats` times per backend on a cleared
 store, embedded and Neo4j side by side: the quick loop for work on the graph stores' write paths.
+Where the bench started Neo4j, its first write is a fresh server's (a JVM that has compiled
+nothing yet) and is reported as its own target: an organization's Neo4j runs for months and pays
+that warm-up once, but the first site ingest into it pays it. `--corpus squad --passages 10000`
+writes a realistic 10,000-passage site.
 
 PDF: a generated PDF (fpdf2, MTRAG text, `--pdf-pages` pages), read by hansa's reader
 (`hansa.plugin.readers.read_path`, pypdfium2), by pypdfium2 directly, and by pypdf.
@@ -49,13 +53,18 @@ PDF_CHARS_PER_PAGE = 2600
 
 # -- corpus ---------------------------------------------------------------------------------------
 
-def write_corpus(path: Path, n: int) -> int:
-    """MTRAG passages as one JSONL file (id, title, text), the format `hansa site ingest` reads."""
-    passages = benchlib.mtrag_passages(n)
+def write_corpus(path: Path, n: int, corpus: str = "mtrag") -> int:
+    """Passages as one JSONL file (id, title, text), the format `hansa site ingest` reads: MTRAG's
+    four domains interleaved, or SQuAD's paragraphs in file order (a realistic single site, up to
+    ~20k paragraphs; MTRAG holds ~3,000 passages)."""
+    if corpus == "squad":
+        documents = benchlib.squad_documents(n)
+    else:
+        documents = [p.as_document() for p in benchlib.mtrag_passages(n)]
     with path.open("w", encoding="utf-8") as fh:
-        for p in passages:
-            fh.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
-    return len(passages)
+        for d in documents:
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+    return len(documents)
 
 
 def site_config(home: Path, backend: str, neo4j_uri: str | None) -> Any:
@@ -245,7 +254,8 @@ def graph_only(backend: str, corpus: Path, neo4j_uri: str | None, workdir: Path,
         "server_cpu_seconds": None if cpu is None else round(cpu, 3),
         "server_cpu_seconds_all": cpus,
         "chunks_per_server_cpu_s": None if cpu is None else rate(n_chunks, cpu),
-        "warmup_runs": [{"seconds": round(w, 4), "server_cpu_seconds": c} for w, c in warm],
+        "warmup_runs": [{"seconds": round(w, 4), "chunks_per_s": rate(n_chunks, w), "server_cpu_seconds": c}
+                        for w, c in warm],
     }
 
 
@@ -324,8 +334,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="time only the graph write (no embedding, vectors or PDF), per backend side by side")
     p.add_argument("--repeats", type=int, default=None, help="graph writes per backend with --graph-only (default 3; smoke 1)")
     p.add_argument("--warmups", type=int, default=1,
-                   help="untimed graph writes before those with --graph-only (default 1; each reported apart): "
-                        "a fresh Neo4j JVM keeps compiling for ~10 writes of 300 passages")
+                   help="untimed graph writes before those with --graph-only (default 1; each reported apart, "
+                        "the first as a fresh server's figure): a fresh Neo4j JVM keeps compiling for ~20 "
+                        "writes of 300 MTRAG passages (~13,000 chunks)")
+    p.add_argument("--corpus", choices=("mtrag", "squad"), default="mtrag",
+                   help="mtrag: its four domains interleaved (~3,000 passages at most); squad: SQuAD's "
+                        "paragraphs in file order, e.g. a 10,000-passage site with --graph-only")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
     backends = [b for b in args.backends.split(",") if b]
     if any(b not in ("embedded", "neo4j") for b in backends):
@@ -335,15 +349,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = benchlib.Report("ingest", args.smoke, libraries=(
         "pymilvus", "milvus-lite", "neo4j", "graphdatascience", "igraph", "leidenalg", "sentence-transformers",
         "torch", "pypdfium2", "pypdf", "fpdf2"))
-    report.params = {"passages": n_passages, "batch_docs": BATCH_DOCS, "backends": backends, "pdf_pages": pdf_pages,
-                     "llm": None}
+    report.params = {"corpus": args.corpus, "passages": n_passages, "batch_docs": BATCH_DOCS, "backends": backends,
+                     "pdf_pages": pdf_pages, "llm": None}
     if args.graph_only:
         return graph_only_main(args, report, backends, n_passages)
 
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         workdir = Path(tmp)
         corpus = workdir / "corpus.jsonl"
-        report.params["passages"] = write_corpus(corpus, n_passages)
+        report.params["passages"] = write_corpus(corpus, n_passages, args.corpus)
         report.params["corpus_bytes"] = corpus.stat().st_size
         cfg = site_config(workdir, "embedded", None)
         report.params["chunking"] = {"chunk_size": cfg.site.chunk_size, "chunk_overlap": cfg.site.chunk_overlap}
@@ -400,7 +414,7 @@ def graph_only_main(args: Any, report: benchlib.Report, backends: list[str], n_p
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         workdir = Path(tmp)
         corpus = workdir / "corpus.jsonl"
-        report.params["passages"] = write_corpus(corpus, n_passages)
+        report.params["passages"] = write_corpus(corpus, n_passages, args.corpus)
         if "embedded" in backends:
             results["embedded"] = graph_only("embedded", corpus, None, workdir, repeats, None, args.warmups)
         if "neo4j" in backends:
@@ -414,6 +428,11 @@ def graph_only_main(args: Any, report: benchlib.Report, backends: list[str], n_p
             results["neo4j"]["chunks_per_s"], results["embedded"]["chunks_per_s"])
     if "neo4j" in results:
         graph_write_target(report, results["neo4j"]["chunks_per_s"], args.smoke)
+    if "neo4j" in results and not args.neo4j_uri:  # a given server may have compiled everything already
+        first = results["neo4j"]["warmup_runs"][0]["chunks_per_s"]
+        report.target("graph_write_neo4j_first_write", f">= {TARGET_NEO4J_GRAPH_WRITE_CHUNKS_PER_S:.0f} chunks/s "
+                      "on the server's first write (its JVM still compiling)", first,
+                      None if args.smoke else first >= TARGET_NEO4J_GRAPH_WRITE_CHUNKS_PER_S)
     if args.smoke:
         report.note("smoke run: sizes too small to judge the targets (met = null)")
     if args.neo4j_uri:

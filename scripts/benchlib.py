@@ -397,6 +397,14 @@ def mtrag_passages(limit: int | None = None) -> list[Any]:
     return out
 
 
+def squad_documents(limit: int | None = None) -> list[dict[str, Any]]:
+    """SQuAD paragraphs in file order as ingest's JSONL records {id, title, text} (CC BY-SA 4.0).
+    File order keeps an article's paragraphs together, as one organization's documents would be."""
+    from hansa.evaluation.squad import load_passages
+
+    return [p.as_document() for p in load_passages(dataset_dir("squad"))[:limit]]
+
+
 def mtrag_questions(limit: int | None = None) -> list[str]:
     """Texts of real MTRAG questions (last user turn), stable order."""
     from hansa.evaluation.mtrag import load_questions

@@ -557,8 +557,9 @@ class Neo4jGraphStore(GraphStore):
 
 
 def _remove_documents(tx: ManagedTransaction, doc_ids: list[str]) -> list[str]:
-    """Delete documents (chunks and mentions, so their relations); return the entities they touched."""
-    touched = [r["id"] for r in tx.run(load("documents/touched_entities"), doc_ids=doc_ids)]
+    """Delete documents (chunks and mentions, so their relations); return the element ids of the
+    entities they touched, for `_drop_orphans` in the same transaction."""
+    touched = [r["element_id"] for r in tx.run(load("documents/touched_entities"), doc_ids=doc_ids)]
     tx.run(load("documents/delete"), doc_ids=doc_ids).consume()
     return touched
 
@@ -588,10 +589,10 @@ def _document_rows(graphs: Sequence[DocumentGraph]) -> list[dict[str, Any]]:
     ]
 
 
-def _drop_orphans(tx: ManagedTransaction, entity_ids: Iterable[str]) -> None:
-    ids = list(entity_ids)
+def _drop_orphans(tx: ManagedTransaction, element_ids: Iterable[str]) -> None:
+    ids = list(element_ids)
     for start in range(0, len(ids), BATCH_ROWS):
-        tx.run(load("documents/drop_orphans"), entity_ids=ids[start : start + BATCH_ROWS]).consume()
+        tx.run(load("documents/drop_orphans"), element_ids=ids[start : start + BATCH_ROWS]).consume()
 
 
 def _hit(record: neo4j.Record, score: float, via: str) -> ChunkHit:

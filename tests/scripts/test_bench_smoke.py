@@ -169,6 +169,19 @@ def test_embedded_relations_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.neo4j
+def test_delete_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    doc = run_bench("delete", tmp_path, "--neo4j-uri", neo4j_uri)
+    res = doc["results"]["delete"]
+    assert set(res) == {"embedded", "neo4j_by_id", "neo4j"}
+    for arm, r in res.items():
+        assert r["documents"] == doc["params"]["passages"] == 200, arm
+        assert r["chunks"] == res["embedded"]["chunks"] > 0 and r["entities"] == res["embedded"]["entities"] > 0, arm
+        assert r["left"] == {"documents": 0, "chunks": 0, "entities": 0}, arm
+        assert is_rate(r["documents_deleted_per_s"]), arm
+    assert doc["ratios"]["neo4j_vs_neo4j_by_id:delete_seconds"] > 0
+
+
+@pytest.mark.neo4j
 def test_leiden_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     doc = run_bench("leiden", tmp_path, "--neo4j-uri", neo4j_uri)
     size = doc["results"]["sizes"]["2000"]
