@@ -152,8 +152,12 @@ class GatewayConfig:
     fusion_answer_coverage: float = 0.5
     # How long a round of site calls may take, counted from when the gateway began working toward
     # it (the query's arrival, or the previous round's end): the gateway's own routing and
-    # assessment come out of it, so a hung site costs the user this plus the final fusion.
+    # assessment come out of it.
     site_timeout_s: float = 10.0
+    # ... and a round stops waiting this much earlier at most, keeping back the time this process's
+    # recent questions needed after their rounds (its 95th percentile: gateway/engine/finish.py), so
+    # a hung site costs the user the deadline and not the deadline plus the final fusion. 0: off.
+    finish_reserve_max_ms: float = 200.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary
     # matching until a usable model exists). gateway/learned/ says how it learns.

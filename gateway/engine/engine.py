@@ -40,12 +40,13 @@ from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
-from hansa.gateway.client import MAX_RESPONSE_BYTES, SiteCall
+from hansa.gateway.client import MAX_RESPONSE_BYTES, TIMEOUT, SiteCall
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
 from hansa.gateway.engine.assess import Assessment, passages
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
+from hansa.gateway.engine.finish import FinishReserve
 from hansa.gateway.engine.fuse import fuse_answer, measure_early
 from hansa.gateway.engine.gate import Gate, GateDecision
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
@@ -128,6 +129,12 @@ class _Calls:
         # each round. A round's deadline counts from here, so routing, the gate's assessment and a
         # refiner's choice come out of the sites' time instead of being added to the user's wait.
         self._since_ms = 0.0
+        # What the last round kept back for the gateway's work after it (engine.finish), whether a
+        # call was cut at its deadline, and where the finishing work began (the round's end, or its
+        # deadline when the round ended late).
+        self.reserve_ms = 0.0
+        self.cut_at_deadline = False
+        self.finish_from_ms = 0.0
 
     def skip(self, site_ids: Sequence[str]) -> None:
         self._skipped.extend(site_ids)
@@ -162,7 +169,9 @@ class _Calls:
             self.skip([s for s in site_ids if s not in seen and s not in new])
             site_ids = [s for s in site_ids if s in seen or s in new]
         site_ids = list(site_ids)
-        deadline_s = self.engine.cfg.site_timeout_s - (self.clock.elapsed_ms() - self._since_ms) / 1000
+        self.reserve_ms = self.engine.finish.reserve_ms()
+        started_ms = self.clock.elapsed_ms()
+        deadline_s = self.engine.cfg.site_timeout_s - (started_ms - self._since_ms + self.reserve_ms) / 1000
         timeout_s = deadline_s
         if self.budget.time_ms is not None:
             timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
@@ -183,6 +192,8 @@ class _Calls:
                          timeout_s, cap, self.engine.early_measure)
         self.clock.waiting_ms += rnd.wait_ms
         self._since_ms = self.clock.elapsed_ms()
+        self.cut_at_deadline = any(c.status == TIMEOUT for c in rnd.calls)
+        self.finish_from_ms = min(self._since_ms, started_ms + timeout_s * 1000)
         self.rounds.append(rnd)
         self.calls.extend(rnd.calls)
         return rnd
@@ -195,6 +206,8 @@ class QueryEngine:
                  llm: Any = None) -> None:
         if not 0.0 <= cfg.fusion_site_prior <= 1.0:
             raise ConfigError(f"[gateway] fusion_site_prior must lie in 0..1 (0: no routing prior), not {cfg.fusion_site_prior}")
+        if cfg.finish_reserve_max_ms < 0:
+            raise ConfigError(f"[gateway] finish_reserve_max_ms must be 0 (off) or more, not {cfg.finish_reserve_max_ms}")
         if not 0.0 <= cfg.fusion_answer_coverage <= 1.0:
             raise ConfigError("[gateway] fusion_answer_coverage must lie in 0..1 (0: answers' words not weighed), "
                               f"not {cfg.fusion_answer_coverage}")
@@ -208,6 +221,7 @@ class QueryEngine:
         self.reliability = reliability  # learned site weights for fusion (None: every site weighs the same)
         self.history = history  # which sites final answers cite (a tier signal); None: not kept
         self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
+        self.finish = FinishReserve(cfg.finish_reserve_max_ms)  # what rounds keep back for the work after them
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
         """The policy's stages, the gateway's where it names none. A calibration with an `escalate`
@@ -342,6 +356,8 @@ class QueryEngine:
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
                                     site_prior=fusion_prior, coverage=coverage)
         t = clock.add("fuse", t)
+        if calls.cut_at_deadline:  # what this question's finishing added to its deadline
+            self.finish.record(clock.elapsed_ms() - calls.finish_from_ms)
         synthesis = None
         if self.llm is not None:
             synthesis = synthesize_answer(self.llm, asked, fused)  # the user's own words, not the routing text
@@ -353,7 +369,8 @@ class QueryEngine:
             self.history.record(calls.called, {s.site_id for s in fused.sentences})
         total_ms = clock.elapsed_ms()
         trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
-                            calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused)
+                            calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused,
+                            calls.reserve_ms)
         if standalone != asked.question:
             trace["standalone_question"] = standalone
         if fusion_prior is not None:  # the factors fusion weighed each site's citations by
@@ -379,7 +396,7 @@ class QueryEngine:
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,
                rounds: list[Round], calls: list[SiteCall], clock: _Clock, total_ms: float,
                decision: GateDecision | None, assessment: Assessment, stop_reason: str | None,
-               fused: FusedAnswer) -> dict[str, Any]:
+               fused: FusedAnswer, reserve_ms: float) -> dict[str, Any]:
         bytes_out = sum(c.bytes_out for c in calls)
         bytes_in = sum(c.bytes_in for c in calls)
         trace: dict[str, Any] = {
@@ -398,6 +415,7 @@ class QueryEngine:
             "rounds": [r.trace_json(i) for i, r in enumerate(rounds)],
             "waiting_ms": round(clock.waiting_ms, 1),
             "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
+            "finish_reserve_ms": round(reserve_ms, 1),
             "assessment": assessment.to_json(),
             "stop_reason": stop_reason,
             "budget": {"given": request.budget.to_json(),

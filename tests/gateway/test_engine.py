@@ -16,7 +16,7 @@ from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError, InputError, NotFoundError, VerificationError
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
-from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.lexical import QuestionWords
 from hansa.gateway.engine import (
     Assessment,
@@ -245,7 +245,8 @@ def test_a_refiner_adds_rounds_never_recalls_a_site_and_the_engine_stops_it(gw: 
 def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation, keys) -> None:
     """A round gets `site_timeout_s` counted from when the gateway began working toward it (the
     query's arrival, then the previous round's end), so a slow route or refiner comes out of the
-    sites' time and a hung site costs the user the deadline plus the final fusion, not more."""
+    sites' time; and, once questions were seen, less what the gateway's work after a round took
+    (engine.finish), so a hung site costs the user the deadline, not more."""
     import time as _time
 
     from hansa.gateway.engine.route import SummaryRouter
@@ -281,6 +282,42 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
     assert [r["kind"] for r in result.trace["rounds"]] == ["routed", "refine"]
     first, second = timeouts
     assert 5.0 - 1.5 < first <= 5.0 - 0.4 and 5.0 - 1.5 < second <= 5.0 - 0.3
+    assert result.trace["finish_reserve_ms"] == 0.0  # the service's first question: nothing seen yet
+    assert list(service.engine.finish._samples) == []  # every site answered in time: nothing to learn
+
+    # a round that cut a call at its deadline records what the gateway's work after it took
+    class Hung(Timed):
+        def call(self, targets: Any, request: Any, timeout_s: float, **kw: Any) -> list[SiteCall]:
+            timeouts.append(timeout_s)
+            _time.sleep(timeout_s)
+            return [SiteCall(t.site_id, TIMEOUT, timeout_s * 1000, 0, 0, error="no answer by the deadline")
+                    for t in targets]
+
+    service = Gateway.open(GatewayConfig(top_k_sites=1, site_timeout_s=0.3), embedder=next(
+        iter(federation.sites.values())).ctx.embedder, vector_store=federation.gateway_vectors,
+        registry=federation.registry, api_keys=keys, transport=lambda identity, cfg: Hung(identity, apps))
+    try:
+        cut = service.query(QueryRequest(question=GOVT_Q), client="engine")
+        recorded = list(service.engine.finish._samples)
+    finally:
+        service.close()
+    assert [c["status"] for c in cut.trace["per_site"]] == [TIMEOUT]
+    assert len(recorded) == 1 and 0 <= recorded[0] < 1_000
+
+    # a gateway whose recent questions needed 150 ms after their rounds stops waiting 150 ms earlier
+    timeouts.clear()
+    service = Gateway.open(GatewayConfig(top_k_sites=1, site_timeout_s=5.0), embedder=next(
+        iter(federation.sites.values())).ctx.embedder, vector_store=federation.gateway_vectors,
+        registry=federation.registry, api_keys=keys, transport=lambda identity, cfg: Timed(identity, apps))
+    try:
+        for _ in range(20):
+            service.engine.finish.record(150.0)
+        kept = service.query(QueryRequest(question=GOVT_Q), client="engine", policy=QueryPolicy(router=SlowRouter(0.4, 0.3)))
+    finally:
+        service.close()
+    assert kept.trace["finish_reserve_ms"] == 150.0
+    (reserved,) = timeouts
+    assert 5.0 - 1.5 < reserved <= 5.0 - 0.4 - 0.15
 
     # routing that outlasts the whole deadline: nobody is asked, and the answer says why (no budget
     # was given, so it is the deadline, not the budget)

@@ -266,6 +266,7 @@ def test_load_smoke(tmp_path: Path) -> None:
     deadline = record["site_deadline_ms"]
     assert record["p99_ms"] <= deadline + LOAD_SMOKE_MARGIN_MS, record["latency"]
     assert record["call_p99_ms"] <= deadline + 1000.0, "a hung site must not hold the gateway past its deadline"
+    assert 0.0 <= record["gateway_stages"]["finish_reserve"]["max_ms"] <= 200.0, "kept back: at most the default cap"
     calls = record["site_calls_by_kind"]
     assert set(calls) == {"real", "down", "hung", "garbage"}, "every kind of site must really be called"
     assert set(calls["down"]) == {"error"} and set(calls["hung"]) == {"timeout"}
