@@ -154,9 +154,10 @@ class GatewayConfig:
     # it (the query's arrival, or the previous round's end): the gateway's own routing and
     # assessment come out of it.
     site_timeout_s: float = 10.0
-    # ... and a round stops waiting this much earlier at most, keeping back the time this process's
-    # recent questions needed after their rounds (its 95th percentile: gateway/engine/finish.py), so
-    # a hung site costs the user the deadline and not the deadline plus the final fusion. 0: off.
+    # ... and a round stops waiting up to this much earlier, keeping back what the gateway's work
+    # after a round took for this process's recent questions cut at a deadline (their 95th
+    # percentile: gateway/engine/finish.py), so a hung site costs the user the deadline, not the
+    # deadline plus the final fusion. 0: off.
     finish_reserve_max_ms: float = 200.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary

@@ -3,11 +3,11 @@
 Why: `site_timeout_s` is the user's wait for a round, counted from when the gateway began working
 toward it; routing already comes out of it (engine.py). What follows the round did not: waking the
 waiting thread, assessing, fusing. On an idle gateway that is a few milliseconds, but on busy cores
-(the load drill's 4 workers on 2 cores) it reached 100-200 ms at the 99th percentile, added to
-every question that waited for a hung site. So each process records how long that work took for
-its recent questions, and a round stops waiting that much earlier: the 95th percentile of the last
-`WINDOW` questions, never more than `[gateway] finish_reserve_max_ms` (0 turns it off). A site
-that answers within that last stretch of the deadline is not waited for.
+(the load drill's 4 workers on 2 cores) it took up to ~150 ms, added to every question that waited
+for a hung site. So each process records how long that work took for its recent questions, and a
+round stops waiting that much earlier: the 95th percentile of the last `WINDOW` samples, once it
+has `MIN_SAMPLES`, never more than `[gateway] finish_reserve_max_ms` (0 turns it off). A site that
+answers within that last stretch of the deadline is not waited for.
 
 Samples come only from questions whose last round cut a call at its deadline: theirs is the
 finishing that adds to the deadline, while a question whose sites all answered early ends before
@@ -23,6 +23,7 @@ from collections import deque
 
 WINDOW = 256  # recent questions cut at a deadline; one slow burst fades after this many
 QUANTILE = 0.95
+MIN_SAMPLES = 8  # fewer say too little about this machine's load; nothing is kept back until then
 
 
 class FinishReserve:
@@ -41,9 +42,9 @@ class FinishReserve:
                 self._samples.append(max(float(ms), 0.0))
 
     def reserve_ms(self) -> float:
-        """What a round keeps back now: 0 until a few questions have been seen."""
+        """What a round keeps back now (0 before `MIN_SAMPLES` questions cut at a deadline)."""
         with self._lock:
             samples = sorted(self._samples)
-        if self.max_ms <= 0 or len(samples) < 8:
+        if self.max_ms <= 0 or len(samples) < MIN_SAMPLES:
             return 0.0
         return min(samples[min(int(QUANTILE * len(samples)), len(samples) - 1)], self.max_ms)
