@@ -129,11 +129,9 @@ class _Calls:
         # each round. A round's deadline counts from here, so routing, the gate's assessment and a
         # refiner's choice come out of the sites' time instead of being added to the user's wait.
         self._since_ms = 0.0
-        # What the last round kept back for the gateway's work after it (engine.finish), whether a
-        # call was cut at its deadline, and where the finishing work began (the round's end, or its
-        # deadline when the round ended late).
+        # What the last round kept back for the gateway's work after it (engine.finish), and where
+        # that work began (the round's end, or its deadline when the round ended late).
         self.reserve_ms = 0.0
-        self.cut_at_deadline = False
         self.finish_from_ms = 0.0
 
     def skip(self, site_ids: Sequence[str]) -> None:
@@ -143,6 +141,11 @@ class _Calls:
     def skipped(self) -> list[str]:
         called = set(self.called)
         return [s for s in dict.fromkeys(self._skipped) if s not in called]
+
+    @property
+    def cut_at_deadline(self) -> bool:
+        """Whether the last round cut a call at its deadline (its finishing added to the deadline)."""
+        return bool(self.rounds) and any(c.status == TIMEOUT for c in self.rounds[-1].calls)
 
     @property
     def called(self) -> list[str]:
@@ -192,7 +195,6 @@ class _Calls:
                          timeout_s, cap, self.engine.early_measure)
         self.clock.waiting_ms += rnd.wait_ms
         self._since_ms = self.clock.elapsed_ms()
-        self.cut_at_deadline = any(c.status == TIMEOUT for c in rnd.calls)
         self.finish_from_ms = min(self._since_ms, started_ms + timeout_s * 1000)
         self.rounds.append(rnd)
         self.calls.extend(rnd.calls)

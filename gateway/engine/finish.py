@@ -43,8 +43,10 @@ class FinishReserve:
 
     def reserve_ms(self) -> float:
         """What a round keeps back now (0 before `MIN_SAMPLES` questions cut at a deadline)."""
-        with self._lock:
-            samples = sorted(self._samples)
-        if self.max_ms <= 0 or len(samples) < MIN_SAMPLES:
+        if self.max_ms <= 0:
             return 0.0
+        with self._lock:
+            if len(self._samples) < MIN_SAMPLES:
+                return 0.0
+            samples = sorted(self._samples)
         return min(samples[min(int(QUANTILE * len(samples)), len(samples) - 1)], self.max_ms)
