@@ -5,9 +5,9 @@ Fusion ranks citations across sites by the sites' own scores, which compare poor
 `--param site_prior` (`[gateway] fusion_site_prior`) weighs each site's documents by its routing
 match (CORI's result merging), `--param answer_coverage` (`[gateway] fusion_answer_coverage`) by how
 much of the question its answer sentences use (gateway/lexical.py AnswerCoverage); the other keeps
-the gateway's default. This asks the split's answerable questions once per weight, in one federation (the cached SQuAD
-sites `hansa eval` builds), as `exhaustive` (every site) and `hansa` (the gateway's own routing and
-escalation), and once as `oracle` (the gold sites alone: the reference issue 9 measures against), with the sites' answers replayed after the first ask (evaluation.shared_calls), so the
+the gateway's default. This asks the split's answerable questions once per weight, in one federation (the cached
+sites `hansa eval` builds, `--dataset squad` or `mtrag`), as `exhaustive` (every site) and `hansa` (the gateway's own routing and
+escalation), and as `oracle` (the gold sites alone: the reference issue 9 measures against), with the sites' answers replayed after the first ask (evaluation.shared_calls), so the
 weights differ only in fusion. Weights are interleaved per question: the gateway's site
 reliability, learned along the run, is the same for every weight. Fit on the fit split, then report
 the chosen weight beside 0 on the report split, side by side in one run:
@@ -42,11 +42,18 @@ def main() -> None:
     p.add_argument("--split", default="fit", choices=("fit", "report"))
     p.add_argument("--limit", type=int, default=300, help="answerable questions of the split")
     p.add_argument("--weights", default="0,0.2,0.4,0.6,0.8")
-    p.add_argument("--site-setting", action="append", default=["chunks_per_summary=64"],
-                   help="[site] KEY=VALUE the sites are built with (default: the SQuAD runs' budget)")
-    p.add_argument("--calibration", type=Path, default=benchlib.REPO_DIR / "benchmarks" / "calibration-squad16-escalation-noabstain.json")
+    p.add_argument("--site-setting", action="append", default=None,
+                   help="[site] KEY=VALUE the sites are built with (default: as hansa eval's runs of the dataset: "
+                        "chunks_per_summary=64 for SQuAD, none for MTRAG)")
+    p.add_argument("--calibration", type=Path, default=None,
+                   help="the gateway's calibration (default: the dataset's no-abstention escalation calibration)")
     p.add_argument("--workers", type=int, default=4)
     args = benchlib.parse(p)
+    if args.site_setting is None:
+        args.site_setting = ["chunks_per_summary=64"] if args.dataset == "squad" else []
+    if args.calibration is None:
+        name = {"squad": "squad16", "mtrag": "mtrag16"}[args.dataset]
+        args.calibration = benchlib.REPO_DIR / "benchmarks" / f"calibration-{name}-escalation-noabstain.json"
     report = benchlib.Report(args.param, args.smoke, libraries=("pymilvus", "milvus-lite"))
     weights = [float(w) for w in args.weights.split(",")]
     if args.smoke:
@@ -80,8 +87,7 @@ def main() -> None:
         return shared[-1]
 
     cache = None if args.smoke else SiteCache(default_cache_dir(os.environ))
-    results: dict[str, dict[float, list[float]]] = {"exhaustive": {w: [] for w in weights}, "hansa": {w: [] for w in weights},
-                                                    "oracle": {0.0: []}}
+    results: dict[str, dict[float, list[float]]] = {name: {w: [] for w in weights} for name in ("exhaustive", "hansa", "oracle")}
     ranks: dict[str, dict[float, list[float]]] = {name: {w: [] for w in per} for name, per in results.items()}
     with tempfile.TemporaryDirectory(prefix="hansa-prior-") as root, \
             LocalFederation(Path(root) / f"fed{args.sites}", docs, progress=progress, gateway_env=env,
@@ -90,11 +96,12 @@ def main() -> None:
         def one(i: int) -> list[tuple[str, float, float, float]]:
             q, out = questions[i], []
             body = {"question": q.text}
-            asks = [(w, name, request) for w in weights  # the gateway's own policy, with this weight
-                    for name, request in (("exhaustive", {**body, "sites": sorted(fed.sites)}), ("hansa", body))]
-            # the reference: the gold sites alone (one site: a prior changes nothing)
+            # the gateway's own policy with this weight; the reference: the gold sites alone (MTRAG's
+            # evidence spans sites: fusion's weights matter there too)
+            plans = [("exhaustive", {**body, "sites": sorted(fed.sites)}), ("hansa", body)]
             if gold_sites[i]:
-                asks.append((0.0, "oracle", {**body, "sites": gold_sites[i]}))
+                plans.append(("oracle", {**body, "sites": gold_sites[i]}))
+            asks = [(w, name, request) for w in weights for name, request in plans]
             for w, name, request in asks:
                 response, ms = ask(fed, request, QueryPolicy(**{args.param: w}))
                 o = outcome_of(name, q, gold_sites[i], response, ms)
