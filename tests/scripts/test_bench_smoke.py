@@ -298,3 +298,26 @@ def test_fusion_sweep_smoke(tmp_path: Path, param: str) -> None:
         assert all(0.0 <= v <= 1.0 for v in res["mrr"][strategy].values())
     assert res["best_weight"] in doc["params"]["weights"]
     assert res["site_calls"]["replayed"] > 0  # the weights after the first reuse the sites' answers
+
+
+def test_abstention_smoke(tmp_path: Path) -> None:
+    doc = run_bench("abstention", tmp_path)
+    [(name, res)] = doc["results"].items()  # smoke: MTRAG 16's committed fit rows only
+    assert name == "mtrag16_fit_v3" and res["answerable"] > 0 and res["unanswerable"] > 0
+    assert set(res["arms"]) == {"hansa", "boosted_trees", "random_forest"}
+    for arm in res["arms"].values():
+        for view in ("in_sample", "out_of_fold"):
+            assert 0.0 <= arm[view]["abstain_unanswerable"] <= 1.0 and 0.0 <= arm[view]["answered_answerable"] <= 1.0
+        assert 0.0 <= arm["auroc_out_of_fold"] <= 1.0
+    # the trees' thresholds keep the answered floor on the very scores they are judged on
+    assert res["arms"]["random_forest"]["out_of_fold"]["answered_answerable"] >= doc["params"]["answered"]
+    assert set(doc["targets"]) == {"abstain_unanswerable_mtrag16_fit_v3"}
+
+
+def test_abstention_refuses_rows_without_both_labels(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"model": "abstain", "question_id": "q1", "label": true, "features": {"passages": 2.0}}\n',
+                    encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_abstention.py"), "--rows", str(rows)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "abstain rows of each label" in proc.stderr and not proc.stdout
