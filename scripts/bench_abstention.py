@@ -23,7 +23,6 @@ or asked; the run takes seconds.
 """
 from __future__ import annotations
 
-import math
 import sys
 import warnings
 from pathlib import Path
@@ -34,30 +33,24 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
+from hansa.evaluation.metrics import auroc  # noqa: E402
+from hansa.gateway.engine.calibration import threshold_keeping  # noqa: E402
+
 ROWS_DIR = benchlib.REPO_DIR / "benchmarks" / "calibration-rows"
 DEFAULT_ROWS = (ROWS_DIR / "mtrag16_fit_v3.jsonl", ROWS_DIR / "squad16_fit.jsonl")
 TARGET_ABSTAIN = 0.70
 TARGET_ANSWERED = 0.90
 
 
-def shares(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, float]:
-    """Answer when the score (P(answerable)) reaches the threshold."""
-    answer = scores >= threshold
+def shares(answer: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """What answering where `answer` is true does to each kind of question."""
     return {"answered_answerable": round(float(answer[labels].mean()), 4),
             "abstain_unanswerable": round(float((~answer[~labels]).mean()), 4)}
 
 
-def threshold_keeping(scores: np.ndarray, labels: np.ndarray, answered: float) -> float:
-    """The highest threshold that still answers `answered` of the answerable (as fit_model picks)."""
-    pos = np.sort(scores[labels])
-    keep = max(1, math.ceil(answered * len(pos) - 1e-9))
-    return float(pos[len(pos) - keep])
-
-
-def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    return round(float(roc_auc_score(labels, scores)), 4)
+def answer_keeping(scores: np.ndarray, labels: np.ndarray, answered: float) -> np.ndarray:
+    """Answer where the score (P(answerable)) reaches the threshold fit_model would pick on these scores."""
+    return scores >= threshold_keeping(scores[labels], answered)
 
 
 def hansa_arm(examples: Sequence[Any], labels: np.ndarray, folds: list[np.ndarray], answered: float) -> dict[str, Any]:
@@ -68,7 +61,7 @@ def hansa_arm(examples: Sequence[Any], labels: np.ndarray, folds: list[np.ndarra
         return np.array([model.probability(assessment_of(examples[i])) for i in idx])
 
     whole = fit_model(examples, min_positive_rate=answered, features=EVIDENCE_FEATURES)
-    in_sample = shares(score(whole, np.arange(len(examples))), labels, whole.threshold)
+    in_sample = shares(score(whole, np.arange(len(examples))) >= whole.threshold, labels)
     held_scores = np.zeros(len(examples))
     answer = np.zeros(len(examples), dtype=bool)
     for held in folds:
@@ -76,9 +69,7 @@ def hansa_arm(examples: Sequence[Any], labels: np.ndarray, folds: list[np.ndarra
         model = fit_model([examples[i] for i in train], min_positive_rate=answered, features=EVIDENCE_FEATURES)
         held_scores[held] = score(model, held)
         answer[held] = held_scores[held] >= model.threshold
-    out_of_fold = {"answered_answerable": round(float(answer[labels].mean()), 4),
-                   "abstain_unanswerable": round(float((~answer[~labels]).mean()), 4)}
-    return {"features": list(whole.features), "in_sample": in_sample, "out_of_fold": out_of_fold,
+    return {"features": list(whole.features), "in_sample": in_sample, "out_of_fold": shares(answer, labels),
             "auroc_out_of_fold": auroc(held_scores, labels)}
 
 
@@ -96,8 +87,8 @@ def tree_arms(x: np.ndarray, labels: np.ndarray, folds: list[np.ndarray], answer
             train = np.setdiff1d(np.arange(len(labels)), held)
             held_scores[held] = make().fit(x[train], labels[train]).predict_proba(x[held])[:, 1]
         in_sample = make().fit(x, labels).predict_proba(x)[:, 1]
-        out[name] = {"in_sample": shares(in_sample, labels, threshold_keeping(in_sample, labels, answered)),
-                     "out_of_fold": shares(held_scores, labels, threshold_keeping(held_scores, labels, answered)),
+        out[name] = {"in_sample": shares(answer_keeping(in_sample, labels, answered), labels),
+                     "out_of_fold": shares(answer_keeping(held_scores, labels, answered), labels),
                      "auroc_out_of_fold": auroc(held_scores, labels)}
     return out
 

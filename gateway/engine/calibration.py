@@ -237,6 +237,14 @@ def examples_digest(examples: Sequence[Example], names: Sequence[str]) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def threshold_keeping(positive_scores: np.ndarray, rate: float) -> float:
+    """The highest threshold that keeps at least `rate` of the positives at or above it: keep
+    ceil(rate * n) of them, and the threshold is the smallest of the kept (highest) scores."""
+    pos = np.sort(np.asarray(positive_scores, dtype=np.float64))
+    keep = max(1, math.ceil(rate * len(pos) - 1e-9))
+    return float(pos[len(pos) - keep])
+
+
 def fit_model(examples: Sequence[Example], *, min_positive_rate: float, features: Sequence[str] = FEATURES,
               split: str = "fit", note: str = "") -> LogisticModel:
     """Fit P(label) on `examples` and pick the *highest* threshold that still keeps at least
@@ -271,14 +279,11 @@ def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[floa
                           float(clf.intercept_[0]), 0.5)
     probs = np.array([model.probability(Assessment(**{n: e.features.get(n, 0.0) for n in names}))  # type: ignore[arg-type]
                       for e in examples])
-    pos = np.sort(probs[labels])
     neg = probs[~labels]
     digest = examples_digest(examples, names)
     out = []
     for rate in min_positive_rates:
-        # keep ceil(rate * n_pos) positives: the threshold is the smallest of the kept (highest) scores
-        keep = max(1, math.ceil(rate * len(pos) - 1e-9))
-        threshold = float(pos[len(pos) - keep])
+        threshold = threshold_keeping(probs[labels], rate)
         fit = {"digest": digest, "size": len(examples), "positives": int(labels.sum()),
                "split": split, "min_positive_rate": rate,
                "positive_rate": round(float((probs[labels] >= threshold).mean()), 4),
