@@ -47,6 +47,9 @@ SEED_PROPERTY = "hansa_seed"  # set only for the length of a seeded Leiden run
 BATCH_ROWS = 5000  # rows per UNWIND: large enough to amortize round trips, small enough for the heap
 MIN_GDS = (2, 13)  # what graphdatascience>=2.2 requires
 GDS_MAX_CONCURRENCY = 4  # OpenGDS refuses more
+# A refused or unroutable server must fail in seconds, not after the driver's 30 s of retried
+# transactions (`max_transaction_retry_time`) on top of its 30 s connection timeout (issue 34: 71 s).
+CONNECT_TIMEOUT_S = 5.0
 
 _BOLT_SCHEMES = frozenset({"bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"})
 _DROPPED = re.compile(r"^DROP (?:CONSTRAINT|INDEX) (\w+)", re.MULTILINE)  # the name a drop statement names
@@ -102,11 +105,14 @@ class Neo4jGraphStore(GraphStore):
                 # "label does not exist" warnings are expected on an empty database: not news.
                 notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
                 user_agent="hansa",
+                connection_timeout=CONNECT_TIMEOUT_S,
+                connection_acquisition_timeout=2 * CONNECT_TIMEOUT_S,
             )
         except (ValueError, DriverError) as exc:
             raise BackendError(f"invalid Neo4j URI {uri!r} ({exc}): use bolt://host:7687 or neo4j://host:7687") from exc
         self._gds: Any = None
         self._schema_checked = False
+        self._reachable = False
 
     # -- plumbing ------------------------------------------------------------------------------
     @contextmanager
@@ -119,20 +125,44 @@ class Neo4jGraphStore(GraphStore):
                 f"Neo4j at {self.uri} refused the credentials while {action}: check [neo4j] user and password"
             ) from exc
         except (ServiceUnavailable, SessionExpired) as exc:
+            reason = " ".join(str(exc).split())  # the driver's message spans lines: keep the error on one
             raise BackendError(
-                f"cannot reach Neo4j at {self.uri} while {action} ({exc}): start Neo4j "
-                "(for development: scripts/neo4j-dev) or fix [neo4j] uri"
+                f"cannot reach Neo4j at {self.uri} while {action} ({reason}): start Neo4j "
+                "(for development: scripts/neo4j-dev) or fix [neo4j] uri (HANSA_NEO4J_URI)"
             ) from exc
+
+    def _session(self) -> neo4j.Session:
+        """A session on the site's database, after one unretried check that the server and the
+        database answer. Why: the driver retries a transaction that cannot connect for 30 s,
+        logging each try; an admin with a wrong URI or database should get one clear line at once."""
+        if not self._reachable:
+            self._verify()
+        return self._driver.session(database=self.database)
+
+    def _verify(self) -> None:
+        """An auto-commit statement (never retried) on the site's database, inside `_backend`'s errors."""
+        with self._backend("connecting"), self._driver.session(database=self.database) as session:
+            try:
+                session.run(load("server/ping")).consume()
+            except Neo4jError as exc:
+                if "database" not in (exc.code or "").lower():
+                    raise
+                raise BackendError(
+                    f"Neo4j at {self.uri} has no usable database {self.database!r} ({exc.message}): fix [neo4j] "
+                    "database (HANSA_NEO4J_DATABASE), or create it (CREATE DATABASE needs Neo4j Enterprise; on "
+                    "Community the one database is 'neo4j', so each site needs its own Neo4j server)"
+                ) from exc
+        self._reachable = True
 
     def _read(self, work: Callable[[ManagedTransaction], T], action: str) -> T:
         self._require_schema()
-        with self._backend(action), self._driver.session(database=self.database) as session:
+        with self._backend(action), self._session() as session:
             return session.execute_read(work)
 
     def _write(self, work: Callable[[ManagedTransaction], T], action: str) -> T:
         """One managed write transaction: all or nothing (retried as a whole on transient errors)."""
         self._require_schema()
-        with self._backend(action), self._driver.session(database=self.database) as session:
+        with self._backend(action), self._session() as session:
             return session.execute_write(work)
 
     def _query(self, name: str, action: str, **params: Any) -> list[neo4j.Record]:
@@ -141,7 +171,7 @@ class Neo4jGraphStore(GraphStore):
 
     def _stored_schema(self) -> tuple[int | None, str | None]:
         """(schema version, owning site id) as recorded by install; (None, None) before it."""
-        with self._backend("reading the schema version"), self._driver.session(database=self.database) as session:
+        with self._backend("reading the schema version"), self._session() as session:
             record = session.execute_read(lambda tx: tx.run(load("schema/version_read"), schema_id=SCHEMA_ID).single())
         if record is None or record["version"] is None:
             return None, None
@@ -170,8 +200,7 @@ class Neo4jGraphStore(GraphStore):
 
     # -- lifecycle -----------------------------------------------------------------------------
     def install(self, site_id: str | None = None) -> InstallReport:
-        with self._backend("checking the server"):
-            self._driver.verify_connectivity()
+        self._verify()
         server_version = self._check_server()
         gds_version = self._check_gds()
         stored, owner = self._stored_schema()
@@ -186,7 +215,7 @@ class Neo4jGraphStore(GraphStore):
                 f"holds one site: give site {site_id!r} its own database ([neo4j] database), or uninstall "
                 f"{owner!r} first (`hansa site uninstall` with its configuration)"
             )
-        with self._backend("applying the schema"), self._driver.session(database=self.database) as session:
+        with self._backend("applying the schema"), self._session() as session:
             if stored is not None and stored < 3:
                 for statement in statements("schema/upgrade_v3"):
                     session.run(statement).consume()  # auto-commit: batched deletes, then a schema command
@@ -208,16 +237,8 @@ class Neo4jGraphStore(GraphStore):
         )
 
     def _check_server(self) -> str:
-        with self._backend("checking the server"), self._driver.session(database=self.database) as session:
-            try:
-                record = session.run(load("server/components")).single()
-            except Neo4jError as exc:
-                if "database" in (exc.code or "").lower():
-                    raise BackendError(
-                        f"Neo4j at {self.uri} has no usable database {self.database!r} ({exc.message}): "
-                        "create it or fix [neo4j] database"
-                    ) from exc
-                raise
+        with self._backend("checking the server"), self._session() as session:
+            record = session.run(load("server/components")).single()
         version = "" if record is None else str(record["version"])
         if _version_tuple(version)[:1] != (5,):
             raise BackendError(
@@ -227,7 +248,7 @@ class Neo4jGraphStore(GraphStore):
         return version
 
     def _check_gds(self) -> str:
-        with self._backend("checking GDS"), self._driver.session(database=self.database) as session:
+        with self._backend("checking GDS"), self._session() as session:
             try:
                 version = str(session.run(load("server/gds_version")).single()["version"])
                 leiden = int(session.run(load("server/gds_leiden")).single()["procedures"])
@@ -264,8 +285,7 @@ class Neo4jGraphStore(GraphStore):
         ])
 
     def _connectivity(self) -> str:
-        with self._backend("connecting"):
-            self._driver.verify_connectivity()
+        self._verify()
         return f"{self.uri}, database {self.database!r}"
 
     def _check_schema(self, site_id: str | None) -> str:
@@ -277,7 +297,7 @@ class Neo4jGraphStore(GraphStore):
             raise BackendError(f"hansa schema version {version} in database {self.database!r}, this hansa expects {SCHEMA_VERSION}")
         if site_id is not None and owner not in (None, site_id):
             raise BackendError(f"database {self.database!r} holds site {owner!r}, not {site_id!r}: one database holds one site")
-        with self._backend("listing constraints and indexes"), self._driver.session(database=self.database) as session:
+        with self._backend("listing constraints and indexes"), self._session() as session:
             present = {"CONSTRAINT": {r["name"] for r in session.run(load("server/constraint_names"))},
                        "INDEX": {r["name"] for r in session.run(load("server/index_names"))}}
         missing = [f"{kind.lower()} {name}" for kind, name in expected_schema() if name not in present[kind]]
@@ -290,7 +310,7 @@ class Neo4jGraphStore(GraphStore):
         constraints and indexes, named one by one in `uninstall/drop_schema`."""
         site_id = self.installed_site()
         projections: list[str] = []
-        with self._backend("uninstalling"), self._driver.session(database=self.database) as session:
+        with self._backend("uninstalling"), self._session() as session:
             try:
                 names = [r["name"] for r in session.run(load("gds/projections"), prefix=PROJECTION_PREFIX, database=self.database)]
             except Neo4jError:

@@ -7,6 +7,7 @@ a document says may ever be executed as Cypher. These tests read the database di
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -187,6 +188,34 @@ def test_unreachable_server_and_wrong_uri_are_backend_errors() -> None:
     with Neo4jGraphStore("bolt://127.0.0.1:1", "neo4j", "x", DB) as unreachable:
         with pytest.raises(BackendError, match="cannot reach Neo4j"):
             unreachable.install()
+
+
+@pytest.mark.parametrize("first_use", ["install", "installed_site", "stats", "diagnose"])
+def test_a_refused_port_fails_at_once_with_one_line_whatever_runs_first(first_use: str) -> None:
+    """Issue 34: a refused Bolt port used to be retried as a transaction for 30 s (each try logged
+    by the driver) before the error; every first use now checks the server once, unretried."""
+    with Neo4jGraphStore("bolt://127.0.0.1:1", "neo4j", "x", DB) as unreachable:
+        started = time.monotonic()
+        if first_use == "diagnose":
+            checks = unreachable.diagnose("site-a")
+            message = checks[0].detail
+            assert checks[0].failed
+        else:
+            with pytest.raises(BackendError) as raised:
+                getattr(unreachable, first_use)()
+            message = str(raised.value)
+        elapsed = time.monotonic() - started
+    assert "cannot reach Neo4j at bolt://127.0.0.1:1" in message and "\n" not in message, message
+    assert elapsed < 10, f"{first_use} took {elapsed:.1f} s to report a refused port"
+
+
+def test_a_missing_database_is_named_with_what_to_do(neo4j_uri: str) -> None:
+    with Neo4jGraphStore(neo4j_uri, "neo4j", "", "nosuchdb") as store:
+        for attempt in (store.install, store.installed_site):
+            with pytest.raises(BackendError, match="no usable database 'nosuchdb'.*HANSA_NEO4J_DATABASE.*Enterprise"):
+                attempt()
+        first = store.diagnose("site-a")[0]
+        assert first.failed and "no usable database" in first.detail, first
     with pytest.raises(BackendError, match="Bolt URI"):
         Neo4jGraphStore("http://127.0.0.1:7474", "neo4j", "x", DB)
 
