@@ -12,8 +12,8 @@ Importable (tests/conftest.py):
 
 Command line (or scripts/neo4j-dev):
     python scripts/neo4j_dev.py [--workdir DIR] [--port N] [--heap 2g]
-prints the launcher's ready line `HANSA-NEO4J-READY bolt://127.0.0.1:PORT gds=2.13.x` on stdout and
-runs until SIGTERM/SIGINT or EOF on stdin (stdin from /dev/null is not watched, so `&` works).
+prints the launcher's ready line `HANSA-NEO4J-READY bolt://127.0.0.1:PORT gds=2.13.x` on stdout, the
+`export HANSA_GRAPH_BACKEND=neo4j HANSA_NEO4J_URI=...` lines a site needs on stderr, and runs until SIGTERM/SIGINT or EOF on stdin (stdin from /dev/null is not watched, so `&` works).
 """
 from __future__ import annotations
 
@@ -265,11 +265,23 @@ def _stdin_is_watchable() -> bool:
     return (st.st_dev, st.st_ino) != (null.st_dev, null.st_ino)
 
 
+def admin_exports(uri: str) -> str:
+    """The shell lines that point a site at this server (core/config.py's HANSA_<SECTION>_<KEY>).
+
+    Why printed: the port is random unless --port is given, and a site left at its defaults would
+    use the embedded store, not this server."""
+    return "\n".join([
+        f"export HANSA_GRAPH_BACKEND=neo4j HANSA_NEO4J_URI={uri}",
+        "export HANSA_NEO4J_USER=neo4j HANSA_NEO4J_PASSWORD=unused HANSA_NEO4J_DATABASE=neo4j",
+    ])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run Neo4j 5.26 + GDS 2.13 on loopback for development.")
     parser.add_argument("--workdir", type=Path, default=REPO_DIR / ".hansa" / "neo4j-dev",
                         help="store and log directory (reused between runs)")
-    parser.add_argument("--port", type=int, default=None, help="Bolt port (default: a free one)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="Bolt port, e.g. 7687 (default: a free one; the export lines printed on stderr name it)")
     parser.add_argument("--heap", default="2g", help="JVM heap, e.g. 2g (GDS projections live on the heap)")
     parser.add_argument("--build-only", action="store_true",
                         help="resolve the jars from Maven Central and compile the launcher, then exit "
@@ -294,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         print(dev.ready_line, flush=True)
-        print(f"neo4j-dev: log {dev.log_path}; started in {dev.startup_seconds:.1f}s; "
-              f"export HANSA_TEST_NEO4J_URI={dev.uri} to reuse it in tests", file=sys.stderr, flush=True)
+        print(f"neo4j-dev: log {dev.log_path}; started in {dev.startup_seconds:.1f}s; for a site (auth is off, "
+              f"so any password works), then for the tests:\n{admin_exports(dev.uri)}\n"
+              f"export HANSA_TEST_NEO4J_URI={dev.uri}", file=sys.stderr, flush=True)
         if _stdin_is_watchable():
             def watch_stdin() -> None:
                 # os.read, not sys.stdin: a daemon thread blocked inside the buffered reader
