@@ -21,9 +21,18 @@ from hansa.plugin.sources import Origin, resolve_origins
 
 log = get_logger(__name__)
 
-TEXT_EXTENSIONS = (".txt", ".md")
+TEXT_EXTENSIONS = (".txt", ".md", ".rst")
 HTML_EXTENSIONS = (".html", ".htm")
-SUPPORTED_EXTENSIONS = (".htm", ".html", ".jsonl", ".md", ".pdf", ".txt")
+SUPPORTED_EXTENSIONS = (".htm", ".html", ".jsonl", ".md", ".pdf", ".rst", ".txt")
+# Byte-order marks, longest first (UTF-32 LE starts with UTF-16 LE's mark): a file that carries
+# one says its encoding, so reading it is not guessing. Python's utf-16/utf-32 codecs drop the mark.
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "utf-32", "UTF-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig", "UTF-8"),
+    (b"\xff\xfe", "utf-16", "UTF-16"),
+    (b"\xfe\xff", "utf-16", "UTF-16"),
+)
 MAX_TITLE_CHARS = 200
 MAX_DOC_ID_BYTES = 512  # ids travel as vector-store fields and citations: keep them bounded
 MAX_PROBLEMS_SHOWN = 50  # a folder of 10,000 bad files should not produce a 10,000-line message
@@ -89,16 +98,24 @@ def _normalize_newlines(text: str) -> str:
 
 
 def _decode_text(raw: bytes, where: str) -> str:
-    """UTF-8 only, refusing binary data: guessing an encoding would corrupt text silently."""
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise InputError(f"{where}: binary data (NUL byte at offset {nul}), not a text file; give text, Markdown, JSONL or PDF")
+    """UTF-8, or the encoding a byte-order mark names (UTF-16/32 as Windows tools save text);
+    anything else is refused: guessing an encoding would corrupt text silently."""
+    codec, name = next(((c, n) for bom, c, n in _BOMS if raw.startswith(bom)), ("utf-8", "UTF-8"))
+    if codec == "utf-8":
+        nul = raw.find(b"\x00")
+        if nul >= 0:
+            raise InputError(
+                f"{where}: binary data (NUL byte at offset {nul}), not a text file; give text, Markdown, JSONL or "
+                "PDF (UTF-16 text needs its byte-order mark)"
+            )
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode(codec)
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-save the file as UTF-8"
+            f"{where}: not valid {name} (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-save the file as UTF-8"
         ) from exc
+    if "\x00" in text:
+        raise InputError(f"{where}: binary data (a NUL character in {name} text), not a text file")
     text = _normalize_newlines(text)
     if not text.strip():
         raise InputError(f"{where}: empty file (no text); remove it or add content")
@@ -120,9 +137,28 @@ def _markdown_title(text: str) -> str | None:
     return None
 
 
+_RST_ADORNMENT = re.compile(r"""([!-/:-@\[-`{-~])\1+""")  # one punctuation character repeated: = - ~ ^ * # ...
+
+
+def _rst_title(text: str) -> str | None:
+    """The first reStructuredText section title: a line underlined (and maybe overlined) by one
+    repeated punctuation character at least as long as the title. Why not docutils: the text is
+    indexed as written (markup included, like Markdown's); only the title needs the structure."""
+    lines = text.split("\n")
+    for index in range(len(lines) - 1):
+        title, under = lines[index].strip(), lines[index + 1].rstrip()
+        if title and not _RST_ADORNMENT.fullmatch(title) and _RST_ADORNMENT.fullmatch(under) and len(under) >= len(title):
+            return title[:MAX_TITLE_CHARS]
+    return None
+
+
+_TITLE_RULES: dict[str, Callable[[str], str | None]] = {".md": _markdown_title, ".rst": _rst_title}
+
+
 def _read_text(path: Path, doc_id: str, source: str) -> list[SourceDocument]:
     text = _decode_text(_read_bytes(path), str(path))
-    title = (_markdown_title(text) if path.suffix.lower() == ".md" else None) or path.stem
+    rule = _TITLE_RULES.get(path.suffix.lower())
+    title = (rule(text) if rule else None) or path.stem
     return [SourceDocument(id=doc_id, title=title, text=text, source=source)]
 
 

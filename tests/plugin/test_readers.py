@@ -45,6 +45,37 @@ def test_utf8_bom_is_not_part_of_the_text(tmp_path: Path) -> None:
     assert read_path(tmp_path / "bom.txt")[0].text == "Hello"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_text_with_a_byte_order_mark_is_read_in_that_encoding(tmp_path: Path, encoding: str) -> None:
+    """Issue 34: Windows tools save UTF-16 with a BOM; it was refused as binary (its NUL bytes)."""
+    text = "# Safe rooms\r\nKeep water — and a torch — in the safe room.\r\n"
+    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}.get(encoding, b"")
+    (tmp_path / "notes.md").write_bytes(bom + text.encode(encoding))
+    [doc] = read_path(tmp_path / "notes.md")
+    assert doc.text == "# Safe rooms\nKeep water — and a torch — in the safe room.\n" and doc.title == "Safe rooms"
+
+
+def test_utf16_without_its_mark_or_cut_short_is_refused_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "nomark.txt").write_bytes("Hello".encode("utf-16-le"))
+    (tmp_path / "cut.txt").write_bytes(b"\xff\xfe" + "Hello".encode("utf-16-le")[:-1])
+    with pytest.raises(InputError) as err:
+        read_path(tmp_path)
+    assert f"{tmp_path / 'nomark.txt'}: binary data" in str(err.value) and "byte-order mark" in str(err.value)
+    assert f"{tmp_path / 'cut.txt'}: not valid UTF-16" in str(err.value)
+
+
+def test_restructuredtext_is_read_as_text_titled_by_its_first_section(tmp_path: Path) -> None:
+    (tmp_path / "guide.rst").write_text(
+        ".. comment: not a title\n\n==========\nSafe Rooms\n==========\n\nKeep water in the safe room.\n\n"
+        "Supplies\n--------\n\nA torch.\n", encoding="utf-8")
+    (tmp_path / "plain.rst").write_text("Just a paragraph\nwith two lines.\n\n----\n", encoding="utf-8")
+    (tmp_path / "short.rst").write_text("A long heading here\n===\n\nbody\n", encoding="utf-8")
+    docs = {d.id.rsplit("/", 1)[1]: d for d in read_path(tmp_path)}
+    assert docs["guide.rst"].title == "Safe Rooms" and "Keep water in the safe room." in docs["guide.rst"].text
+    assert docs["plain.rst"].title == "plain"  # a transition (a lone line of punctuation) is no title
+    assert docs["short.rst"].title == "short"  # an underline shorter than the text is not a title
+
+
 def test_jsonl_records(tmp_path: Path) -> None:
     lines = [
         {"id": "p-1", "title": "First", "text": "Alpha text."},
@@ -182,7 +213,7 @@ def test_empty_directory_and_directory_without_supported_files(tmp_path: Path) -
         with pytest.raises(InputError) as err:
             read_path(tmp_path / folder)
         assert "no supported files" in str(err.value)
-        assert ".jsonl, .md, .pdf, .txt" in str(err.value)
+        assert ".jsonl, .md, .pdf, .rst, .txt" in str(err.value)
 
 
 def test_missing_and_unreadable_paths(tmp_path: Path) -> None:
