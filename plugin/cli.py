@@ -430,7 +430,7 @@ def status(as_json: bool) -> None:
 
 
 @site.command()
-@_GATEWAY_OPTION
+@gateway_option("Gateway base URL whose routing of this site to check (default: [site] gateway_url).")
 @json_option()
 def doctor(gateway_url: str | None, as_json: bool) -> None:
     """Check what a site needs and say how to fix what is wrong: configuration, graph store (Neo4j
