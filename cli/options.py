@@ -12,6 +12,8 @@ from typing import Any, Callable, TypeVar
 
 import click
 
+from hansa.core import logs
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 ALIAS_PREFIX = "_deprecated_"
@@ -45,7 +47,7 @@ def deprecated_alias(old: str, dest: str, new: str, *, flag: bool = False, type:
             if value not in (None, False):
                 if kwargs.get(dest) not in (None, False, value):
                     raise click.UsageError(f"{old} is the old spelling of {new}: give only {new}")
-                click.echo(f"note: {old} is deprecated; use {new}", err=True)
+                logs.notice(f"note: {old} is deprecated; use {new}", "option.deprecated", "warning")
                 kwargs[dest] = value
             return fn(*args, **kwargs)
 

@@ -50,8 +50,21 @@ def formatter() -> logging.Formatter:
     return _Formatter(_FORMAT["as_json"])
 
 
+def json_mode() -> bool:
+    """Whether `configure` chose JSON: then nothing but JSON lines may reach stderr (no progress bars)."""
+    return _FORMAT["as_json"]
+
+
+class _ThirdParty(logging.StreamHandler):
+    """The handler `configure` puts on the root logger (recognised so a second call replaces it)."""
+
+
 def configure(level: str = "info", as_json: bool = False) -> None:
-    """Called once by the CLI; libraries only ever call `get_logger`."""
+    """Called once by the CLI; libraries only ever call `get_logger`.
+
+    Other libraries' warnings (the Neo4j driver retrying, pymilvus, Python `warnings`) go through
+    the same format at WARNING and above: with --log-json a raw line between JSON ones is what a
+    log shipper drops or mangles (issue 34)."""
     _FORMAT["as_json"] = as_json
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(as_json))
@@ -59,6 +72,21 @@ def configure(level: str = "info", as_json: bool = False) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    others = _ThirdParty(sys.stderr)
+    others.setFormatter(_Formatter(as_json))
+    others.setLevel(max(logging.WARNING, root.level))
+    everything = logging.getLogger()
+    everything.handlers[:] = [h for h in everything.handlers if not isinstance(h, _ThirdParty)] + [others]
+    logging.captureWarnings(True)
+
+
+def notice(text: str, event: str = "notice", level: str = "info", **fields: Any) -> None:
+    """A line for the person at the terminal (a skipped file, what to run next): the text on stderr,
+    or with --log-json the same as a JSON event (`text` holds it)."""
+    if json_mode():
+        get_logger("hansa.cli").log(logging.getLevelName(level.upper()), event, text=text, **fields)
+    else:
+        print(text, file=sys.stderr, flush=True)
 
 
 # Fields every event carries while a unit of work runs (a request's query id), whichever module logs.

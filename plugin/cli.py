@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import click
 
 from hansa.cli.options import deprecated_alias, gateway_option, json_option, print_json as _print_json
+from hansa.core import logs
 from hansa.core.config import CONFIG_FILENAME, Config
 from hansa.core.errors import ConfigError, HansaError
 
@@ -125,6 +126,12 @@ def install(as_json: bool) -> None:
         click.echo(f"already installed: {', '.join(result.already_installed)}")
 
 
+def _bars(progress: bool) -> bool:
+    """Whether a tqdm bar may draw: not with --log-json, where every stderr line is JSON (ingest
+    reports its progress as log events instead: hansa.core.progress)."""
+    return progress and not logs.json_mode()
+
+
 def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | None, progress: bool) -> Any:
     """Refresh the communities a deletion touched and, with --publish, withdraw them at the gateway
     (the PublishResult, or None when nothing was published)."""
@@ -132,13 +139,13 @@ def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | No
 
     if not deleted:
         return None
-    refreshed = refresh_communities(ctx, progress=progress)
-    click.echo(f"communities refreshed (seeded Leiden): {refreshed.communities if refreshed else 0}", err=True)
+    refreshed = refresh_communities(ctx, progress=_bars(progress))
+    logs.notice(f"communities refreshed (seeded Leiden): {refreshed.communities if refreshed else 0}", "communities.refreshed")
     if publish:
         from hansa.plugin.publish import publish_summaries
 
         return publish_summaries(ctx, gateway_url=gateway_url)
-    click.echo("run `hansa site publish` so the gateway withdraws what left", err=True)
+    logs.notice("run `hansa site publish` so the gateway withdraws what left", "publish.needed")
     return None
 
 
@@ -182,9 +189,9 @@ def ingest(paths: tuple[Path, ...], source: str | None, sync: bool, skip_bad: bo
     with _site() as ctx:
         report = ingest_paths(ctx, list(paths), progress=progress, source=source, sync=sync, skip_bad=skip_bad)
         for file in report.skipped:
-            click.echo(f"skipped (unsupported type): {file}", err=True)
+            logs.notice(f"skipped (unsupported type): {file}", "ingest.skipped_unsupported", "warning", file=file)
         for problem in report.bad:
-            click.echo(f"skipped (unreadable): {problem}", err=True)
+            logs.notice(f"skipped (unreadable): {problem}", "ingest.skipped_bad", "warning")
         published = _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
     _report_with_published("ingest done", report, published, as_json)
 
@@ -204,7 +211,7 @@ def delete(doc_ids: tuple[str, ...], publish: bool, gateway_url: str | None, as_
     with _site() as ctx:
         report = delete_documents(ctx, list(doc_ids))
         if report.unknown:
-            click.echo(f"not found (nothing done): {', '.join(report.unknown)}", err=True)
+            logs.notice(f"not found (nothing done): {', '.join(report.unknown)}", "delete.unknown", "warning")
         published = _after_deletion(ctx, len(report.deleted), publish, gateway_url, progress)
     _report_with_published("delete done", report, published, as_json)
 
@@ -223,7 +230,7 @@ def migrate_ids_command(paths: tuple[Path, ...], source: str | None, as_json: bo
     from hansa.plugin.migrate import migrate_ids
 
     with _site() as ctx:
-        report = migrate_ids(ctx, list(paths), source=source, progress=progress)
+        report = migrate_ids(ctx, list(paths), source=source, progress=_bars(progress))
     if as_json:
         _print_json(dataclasses.asdict(report))
         return
@@ -295,7 +302,7 @@ def communities(incremental: bool, as_json: bool, progress: bool) -> None:
     from hansa.plugin.communities import build_communities
 
     with _site() as ctx:
-        report = build_communities(ctx, progress=progress, incremental=incremental)
+        report = build_communities(ctx, progress=_bars(progress), incremental=incremental)
     _report("communities done", report, as_json)
 
 
@@ -357,7 +364,7 @@ def serve(host: str | None, port: int | None, workers: int | None, republish: bo
     options = server_options(cfg, host, port, workers)
 
     if republish and not cfg.site.gateway_url:
-        click.echo("not re-publishing: no [site] gateway_url (HANSA_SITE_GATEWAY_URL) is set", err=True)
+        logs.notice("not re-publishing: no [site] gateway_url (HANSA_SITE_GATEWAY_URL) is set", "republish.off", "warning")
         republish = False
 
     def ready() -> None:
