@@ -19,15 +19,15 @@ import hashlib
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
-from hansa.adapters.records import Document, DocumentGraph
+from hansa.adapters.records import Chunk, Document, DocumentGraph
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
+from hansa.core.progress import Progress
 from hansa.plugin import sentence_vectors, vector_intent
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
@@ -38,6 +38,10 @@ from hansa.plugin.sources import Origin, bind, read_roots, resolve_origins
 log = get_logger(__name__)
 
 HASH_LOOKUP_BATCH = 1000  # ids per document_hashes call: bounded query parameters on any backend
+# Chunks per embedding call at least (with their answer sentences, ~8 texts each): a long document
+# is its own call, so progress moves per document; short ones share one, so the model still sees
+# full batches.
+EMBED_GROUP_CHUNKS = 16
 
 
 @dataclass(frozen=True)
@@ -101,21 +105,35 @@ def _build(doc: SourceDocument, sha256: str, ctx: SiteContext) -> DocumentGraph:
     return document_graph(document, chunks)
 
 
-def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str]) -> None:
-    """New vectors (chunks and their answer sentences, one embedding call) beside the old, the graph
-    (the commit point), then the replaced versions' vectors: whenever a crash strikes, each document
-    is stored whole in one version, and the rows no chunk names are listed in the intent file for
-    the next run to delete (plugin.vector_intent). Chunk ids, and so sentence ids, are content
-    addressed (plugin.chunking): a new version never overwrites an old version's rows."""
+def _embedding_groups(graphs: Sequence[DocumentGraph]) -> Iterator[list[DocumentGraph]]:
+    """Consecutive documents, cut once a group holds EMBED_GROUP_CHUNKS chunks or more."""
+    group: list[DocumentGraph] = []
+    chunks = 0
+    for graph in graphs:
+        group.append(graph)
+        chunks += len(graph.chunks)
+        if chunks >= EMBED_GROUP_CHUNKS:
+            yield group
+            group, chunks = [], 0
+    if group:
+        yield group
+
+
+def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str],
+                 embedded: Callable[[Sequence[DocumentGraph]], None] = lambda group: None) -> None:
+    """New vectors (chunks and their answer sentences) beside the old, the graph (the commit
+    point), then the replaced versions' vectors: whenever a crash strikes, each document is stored
+    whole in one version, and the rows no chunk names are listed in the intent file for the next
+    run to delete (plugin.vector_intent). Chunk ids, and so sentence ids, are content addressed
+    (plugin.chunking): a new version never overwrites an old version's rows. `embedded` hears of
+    each group of documents whose vectors are stored (the progress an admin sees)."""
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     new = {chunk.id for chunk in chunks}
     old = ctx.graph.document_chunk_ids([g.document.id for g in graphs if g.document.id in replaced]) - new
     vector_intent.record(ctx, chunk_ids=new | old)
-    if chunks:
-        ids, texts, fields = sentence_vectors.rows(chunks)
-        vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
-        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
-        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
+    for group in _embedding_groups(graphs):
+        _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks])
+        embedded(group)
     crash_point("ingest.after_vectors")
     ctx.graph.write_documents(graphs)
     crash_point("ingest.after_graph")
@@ -123,6 +141,16 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
         ctx.vectors.delete(CHUNKS, ids=sorted(old))
         sentence_vectors.delete_chunks(ctx, old)
     vector_intent.done(ctx)
+
+
+def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk]) -> None:
+    """The chunks' vectors and their answer sentences', from one embedding call."""
+    if not chunks:
+        return
+    ids, texts, fields = sentence_vectors.rows(chunks)
+    vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
+    ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
+    sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
 
 
 def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:
@@ -194,15 +222,15 @@ def ingest_paths(
         load_started = time.perf_counter()
         ctx.embedder.warm()  # the model loads here, once: not part of the ingest rate
         startup = time.perf_counter() - load_started
-    with tqdm(total=len(pending), unit="doc", desc="ingest", disable=not progress) as bar:
+    with Progress("ingest", len(pending), "doc", progress) as shown:
         for batch in _batches(pending, batch_docs):
             graphs = [_build(doc, sha[doc.id], ctx) for doc in batch]
-            _write_batch(ctx, graphs, replaced)
+            _write_batch(ctx, graphs, replaced,
+                         lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)))
             for graph in graphs:
                 chunks += len(graph.chunks)
                 relations += graph.co_mention_count()
                 entities.update(e.id for e in graph.entities)
-            bar.update(len(batch))
     if backfill:
         sentence_vectors.backfill(ctx, [chunk for doc in unchanged for chunk in _build(doc, sha[doc.id], ctx).chunks])
     if gone:

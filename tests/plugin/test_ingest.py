@@ -204,3 +204,33 @@ def test_bad_arguments(site: SiteContext, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="chunk_overlap"):
         ingest_paths(site, [tmp_path / "a.txt"])
     assert site.graph.stats().documents == 0
+
+
+def test_progress_moves_per_long_document_with_the_chunk_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34: progress moved once per batch of 64 documents (0/36 for eleven minutes). A document
+    of EMBED_GROUP_CHUNKS chunks or more is embedded on its own and counted as soon as it is stored."""
+    from hansa.core import logs, progress
+    from hansa.plugin import ingest
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)  # every step an event, to count them
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(4):
+        sentences = [f"Harbour {n} keeps lantern number {i} lit through the winter night." for i in range(40)]
+        (docs / f"harbour{n}.txt").write_text(" ".join(sentences), encoding="utf-8")
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path / "home"), "HANSA_SITE_CHUNK_SIZE": "140",
+                           "HANSA_SITE_CHUNK_OVERLAP": "0"})
+    logs.configure("info", as_json=True)
+    try:
+        with SiteContext.open(cfg) as ctx:
+            ctx.graph.install()
+            report = ingest_paths(ctx, [docs], progress=True)
+    finally:
+        logs.configure("info", as_json=False)
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]  # all JSON under --log-json
+    steps = [e for e in events if e["event"] == "ingest.progress"]
+    assert [e["done"] for e in steps] == [1, 2, 3, 4] and all(e["total"] == 4 for e in steps)
+    assert report.chunks >= 4 * ingest.EMBED_GROUP_CHUNKS and steps[-1]["chunks"] == report.chunks
+    assert all(e["chunks_per_s"] > 0 for e in steps)
