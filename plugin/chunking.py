@@ -17,9 +17,10 @@ MIN_CHUNK_SIZE = 16
 CHUNK_ID_HEX = 32  # 128 bits of sha256: collision-free in practice, short enough for logs and URLs
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace,
-# or at a blank line (paragraph, heading or list break). Abbreviations over-split a little, which
-# only makes the packing a bit finer; it never loses text.
-_BOUNDARY = re.compile(r"""[.!?]+["'’”)\]]*(?=\s)|\n[ \t]*\n""")
+# or at a blank line (paragraph, heading or list break; a PDF's page break is a blank line holding
+# a form feed). Abbreviations over-split a little, which only makes the packing a bit finer; it
+# never loses text.
+_BOUNDARY = re.compile(r"""[.!?]+["'’”)\]]*(?=\s)|\n[ \t\f]*\n""")
 _NON_SPACE = re.compile(r"\S")
 _SPACE_RUN = re.compile(r"\s+")
 

@@ -34,6 +34,11 @@ _BOMS = (
     (b"\xfe\xff", "utf-16", "UTF-16"),
 )
 MAX_TITLE_CHARS = 200
+# Between a PDF's pages: a paragraph break holding a form feed, the page-break character (pdftotext
+# writes it too). Why in the text: a chunk then knows where its pages turn, so a sentence is cited
+# with its own page, not the page its chunk starts on (issue 34), without storing page maps.
+PAGE_BREAK_CHAR = "\f"
+PAGE_BREAK = f"\n{PAGE_BREAK_CHAR}\n"
 MAX_DOC_ID_BYTES = 512  # ids travel as vector-store fields and citations: keep them bounded
 MAX_PROBLEMS_SHOWN = 50  # a folder of 10,000 bad files should not produce a 10,000-line message
 
@@ -46,7 +51,8 @@ class SourceDocument:
     title: str
     text: str
     source: str  # "<source>:<path inside the source>": where a citation leads back to
-    # (offset in `text`, 1-based page number) where each non-empty page starts (PDFs only)
+    # (offset in `text`, 1-based page number) where each non-empty page starts (PDFs only; pages
+    # are joined by PAGE_BREAK)
     pages: tuple[tuple[int, int], ...] = ()
 
     def page_at(self, offset: int) -> int | None:
@@ -57,6 +63,12 @@ class SourceDocument:
                 break
             page = number
         return page
+
+
+def page_within(first_page: int | None, text: str, offset: int) -> int | None:
+    """The page of `text[offset]` in a passage (a chunk) whose text starts on `first_page`: one
+    more for every page break before it. None for unpaged documents."""
+    return None if first_page is None else first_page + text.count(PAGE_BREAK_CHAR, 0, offset)
 
 
 @dataclass(frozen=True)
@@ -303,15 +315,15 @@ def _read_pdf(path: Path, doc_id: str, source: str) -> list[SourceDocument]:
     starts: list[tuple[int, int]] = []
     offset = 0
     for number, page_text in enumerate(pages, start=1):
-        page_text = _normalize_newlines(page_text).strip()
+        page_text = _normalize_newlines(page_text).replace(PAGE_BREAK_CHAR, " ").strip()
         if not page_text:
             continue
         if parts:
-            offset += 2  # the "\n\n" joining pages
+            offset += len(PAGE_BREAK)
         starts.append((offset, number))
         parts.append(page_text)
         offset += len(page_text)
-    text = "\n\n".join(parts)
+    text = PAGE_BREAK.join(parts)
     if not text.strip():
         raise InputError(f"{path}: PDF has no extractable text (scanned images?); run OCR first")
     title = _usable_title(title, path) or _first_heading(parts[0], path) or path.stem

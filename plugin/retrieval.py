@@ -27,6 +27,7 @@ from hansa.core.logs import get_logger
 from hansa.plugin import sentence_vectors
 from hansa.plugin.answer_candidates import MAX_SENTENCE_CHARS, answer_sentences, chunk_sentences  # noqa: F401  (re-exported)
 from hansa.core.text import STOPWORDS, fold
+from hansa.plugin.readers import page_within
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
 
@@ -60,6 +61,7 @@ class _Sentence:
     position: int  # character offset in its chunk
     context: "_Sentence | None" = None  # the sentence before it, when this one depends on it
     relevance: float = 0.0  # cosine with the question of the pick it belongs to (sent to the gateway)
+    page: int | None = None  # the 1-based PDF page the sentence starts on; None for unpaged text
 
     @property
     def scored_text(self) -> str:
@@ -142,12 +144,20 @@ def _global_chunks(ctx: SiteContext, query: np.ndarray) -> list[ChunkHit] | None
     return _rescore(ctx, ctx.graph.chunks(list(chunk_ids)[:GLOBAL_MAX_CHUNKS]), query)
 
 
-def _citations(site_id: str, ranked: Sequence[ChunkHit], top_k: int) -> tuple[Citation, ...]:
+def _citations(site_id: str, ranked: Sequence[ChunkHit], top_k: int, picked: Sequence[_Sentence]) -> tuple[Citation, ...]:
+    """One citation per document, best first. Its page is that of the first answer sentence taken
+    from it (picked in reading order), else the page its best chunk starts on: the best chunk of
+    a long PDF need not be the one the answer quotes (issue 34: p.14 cited for a sentence on p.4)."""
     best: dict[str, ChunkHit] = {}
     for chunk in ranked:  # ranked best first: the first chunk of a document is its best
         best.setdefault(chunk.doc_id, chunk)
+    quoted: dict[str, int] = {}
+    for sentence in picked:
+        if sentence.page is not None:
+            quoted.setdefault(sentence.doc_id, sentence.page)
     return tuple(
-        Citation(site_id=site_id, doc_id=c.doc_id, title=c.title, score=round(c.score, 4), page=c.page, source=c.source or None)
+        Citation(site_id=site_id, doc_id=c.doc_id, title=c.title, score=round(c.score, 4),
+                 page=quoted.get(c.doc_id, c.page), source=c.source or None)
         for c in list(best.values())[:top_k]
     )
 
@@ -160,7 +170,8 @@ def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
         for candidate in chunk_sentences(chunk.text):
             text = candidate.text
             context = previous if candidate.context is not None else None
-            sentence = _Sentence(text, chunk.doc_id, chunk.chunk_id, rank, candidate.position, context)
+            page = page_within(chunk.page, chunk.text, candidate.position)
+            sentence = _Sentence(text, chunk.doc_id, chunk.chunk_id, rank, candidate.position, context, page=page)
             previous = sentence
             if text in seen:  # chunk overlap repeats sentences
                 continue
@@ -235,7 +246,7 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
     answer = PartialAnswer(
         site_id=site_id,
         answer=" ".join(s.text for s in picked),
-        citations=_citations(site_id, ranked, req.top_k),
+        citations=_citations(site_id, ranked, req.top_k, picked),
         confidence=confidence,
         sentences=tuple((s.text, s.doc_id, s.relevance) for s in picked),
     )

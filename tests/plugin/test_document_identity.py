@@ -127,7 +127,7 @@ def test_skip_bad_goes_on_and_unsupported_files_are_reported(site: SiteContext, 
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "good.txt").write_text(FACTS["lighthouse"], encoding="utf-8")
-    (docs / "broken.md").write_bytes(b"\xff\xfe not utf-8")
+    (docs / "broken.md").write_bytes(b"\xe9t\xe9 not utf-8")  # Latin-1 (FF FE would be a UTF-16 mark)
     (docs / "table.csv").write_text("a,b\n1,2\n", encoding="utf-8")
     (docs / "page.html").write_text(
         "<html><head><title>Safe Rooms</title><script>var x = 1;</script></head><body><h1>Safe rooms</h1>"
@@ -224,3 +224,33 @@ def test_a_pdf_citation_carries_its_page_and_source(site: SiteContext, tmp_path:
     assert (top.doc_id, top.title) == ("filings/0000764478-19-000009.pdf", "Harbour Annual Report")
     assert (top.page, top.source) == (3, "filings:0000764478-19-000009.pdf")
     assert answer.to_json()["citations"][0]["page"] == 3
+
+
+def test_a_pdf_sentence_is_cited_with_its_own_page_when_its_chunk_spans_pages(site: SiteContext, tmp_path: Path) -> None:
+    """Issue 34: a sentence was cited with the page its chunk starts on (p.14 for a sentence on p.4).
+    Here one chunk holds pages 1 to 3 (short pages, a large chunk); the answer is on page 3."""
+    from fpdf import FPDF
+
+    from hansa.plugin.chunking import chunk_text
+    from hansa.plugin.readers import read_path
+    from hansa.plugin.retrieval import retrieve
+    from hansa.sync.wire import RetrieveRequest
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    pdf.set_title("Harbour Annual Report")
+    for text in (FACTS["roastery"], FACTS["lighthouse"], FACTS["volcano"]):
+        pdf.add_page()
+        pdf.multi_cell(0, 6, text)
+    (tmp_path / "filings").mkdir()
+    pdf.output(str(tmp_path / "filings" / "report.pdf"))
+    site.cfg.site.chunk_size = 4000
+    [doc] = read_path(tmp_path / "filings" / "report.pdf")
+    [chunk] = chunk_text(doc.id, doc.text, 4000, 0)  # the premise: one chunk, starting on page 1
+    assert doc.page_at(chunk.start) == 1 and len(doc.pages) == 3
+
+    ingest_paths(site, [tmp_path / "filings"])
+    answer = retrieve(site, RetrieveRequest(question="Who leads the Hallgrim Volcano Observatory?", top_k=3))
+    assert answer.answer.startswith("Ingrid Saeter leads the Hallgrim Volcano Observatory"), answer.answer  # page 3's
+    [citation] = answer.citations
+    assert (citation.doc_id, citation.page) == ("filings/report.pdf", 3)
