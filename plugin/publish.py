@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -59,6 +60,10 @@ from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord, parse_utc
 log = get_logger(__name__)
 
 STATE_FILENAME = "publish_state.json"
+# summary_set: reads of the graph before missing summary vectors are an error, and the pause between
+# them (a rebuild in another process commits its graph and then deletes stale vectors in moments).
+SET_READS = 3
+SET_REREAD_PAUSE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -127,14 +132,32 @@ def _content_sha(record: SummaryRecord) -> str:
     return summary_sha256(dataclasses.replace(record, version=0))
 
 
-def _records(ctx: SiteContext, communities: list[Community], state: _State) -> tuple[list[SummaryRecord], dict[str, dict[str, Any]], int]:
-    vectors = ctx.vectors.get(SUMMARIES, [c.id for c in communities])
-    missing = [c.id for c in communities if c.id not in vectors]
-    if missing:
-        raise ConflictError(
-            f"{len(missing)} communities have no summary vector (first: {missing[0]!r}): "
-            "run `hansa site communities` again, then publish"
-        )
+def summary_set(ctx: SiteContext) -> tuple[list[Community], dict[str, np.ndarray]]:
+    """The stored communities and their summary vectors, read as one consistent set.
+
+    Why re-read: `hansa site communities` in another process (a served site on a Milvus server)
+    replaces the set in steps: the new vectors, then the graph (the commit point), then the stale
+    vectors go. A reader that read the graph just before the commit and the vectors just after the
+    deletion sees communities "without a vector" that the graph no longer holds (issue 34: the
+    background re-publisher logged this while every current community had its vector). The graph
+    is read again until it is stable; only a stable graph with vectors missing is an error."""
+    communities = ctx.graph.communities()
+    for attempt in range(SET_READS):
+        vectors = ctx.vectors.get(SUMMARIES, [c.id for c in communities])
+        missing = [c.id for c in communities if c.id not in vectors]
+        if not missing:
+            return communities, vectors
+        if attempt + 1 < SET_READS:
+            time.sleep(SET_REREAD_PAUSE_S)
+            communities = ctx.graph.communities()
+    raise ConflictError(
+        f"{len(missing)} communities have no summary vector (first: {missing[0]!r}): "
+        "run `hansa site communities` again, then publish"
+    )
+
+
+def _records(ctx: SiteContext, communities: list[Community], vectors: dict[str, np.ndarray],
+             state: _State) -> tuple[list[SummaryRecord], dict[str, dict[str, Any]], int]:
     publish_text = ctx.cfg.site.publish_text
     records: list[SummaryRecord] = []
     versions = {k: dict(v) for k, v in state.versions.items()}
@@ -279,13 +302,13 @@ def publish_summaries(
     moment = now or datetime.now(timezone.utc)
     policy = retry or RetryPolicy()
 
-    communities = ctx.graph.communities()
-    if not communities:
+    if not ctx.graph.communities():
         raise NotFoundError("this site has no communities to publish: run `hansa site communities` first")
     outbox = Outbox(ctx.cfg.home)
     drained = _drain(ctx, outbox, url, policy, moment) if url is not None else _Drain()
     state = read_state(ctx)
-    records, versions, changed = _records(ctx, communities, state)
+    communities, vectors = summary_set(ctx)  # read after the drain's round trips, as one set
+    records, versions, changed = _records(ctx, communities, vectors, state)
     space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
     ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
     ids = sorted(c.id for c in communities)
@@ -378,6 +401,6 @@ def summaries_changed(ctx: SiteContext) -> bool:
     state = read_state(ctx)
     if state.accepted is None:
         return True
-    records, _, _ = _records(ctx, ctx.graph.communities(), state)
+    records, _, _ = _records(ctx, *summary_set(ctx), state)
     current = {r.summary_id: [r.version, summary_sha256(r)] for r in records}
     return current != {k: list(v) for k, v in state.accepted["manifest"].items()}

@@ -254,3 +254,72 @@ def test_term_statistics_are_published_without_words_of_a_single_document(built_
     finally:
         site.publish_terms, site.terms_min_documents = before
         build_terms(built_site)
+
+
+class _RebuildBeforeVectorRead:
+    """The site's vector store, seen by a reader while `hansa site communities` runs elsewhere: the
+    reader has read the graph's communities; before its read of their summary vectors, the rebuild
+    commits (new vectors, the graph, stale vectors deleted). A stand-in for hansa's own VectorStore
+    port around the real store; the rebuild is the real one."""
+
+    def __init__(self, ctx: SiteContext, rebuild: Callable[[], object]) -> None:
+        self._real, self._rebuild, self.rebuilt = ctx.vectors, rebuild, False
+
+    def get(self, collection: str, ids: Any) -> Any:
+        if collection == SUMMARIES and not self.rebuilt:
+            self.rebuilt = True
+            self._rebuild()
+        return self._real.get(collection, ids)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real, name)
+
+
+def test_publishing_while_communities_are_rebuilt_elsewhere_reads_one_consistent_set(
+    tmp_path: Path, make_config: Callable[..., Any]
+) -> None:
+    """Issue 34: the background re-publisher logged "N communities have no summary vector" while
+    every current community had its vector: it had read the graph before a rebuild committed and
+    the vectors after the rebuild deleted the stale ones."""
+    import dataclasses
+
+    from hansa.plugin.communities import build_communities
+    from hansa.plugin.deletion import delete_documents
+    from hansa.plugin.ingest import ingest_paths
+    from hansa.plugin.install import install_site
+
+    from tests.plugin.conftest import write_corpus
+
+    docs = write_corpus(tmp_path / "docs")
+    with SiteContext.open(make_config(tmp_path / "home")) as real:
+        install_site(real)
+        ingest_paths(real, [docs])
+        build_communities(real)
+        before = {c.id for c in real.graph.communities()}
+        delete_documents(real, ["docs/volcano.md"])  # the rebuild below drops the volcano's communities
+        reader = dataclasses.replace(real, vectors=_RebuildBeforeVectorRead(real, lambda: build_communities(real)))
+        result, publication = _publish_to_file(reader, tmp_path, "during-rebuild.json")
+        after = {c.id for c in real.graph.communities()}
+        assert reader.vectors.rebuilt and before - after, "the premise: the rebuild removed communities"
+        assert {s.summary_id for s in publication.summaries} == after
+
+
+def test_a_community_whose_vector_is_gone_is_still_refused(tmp_path: Path, make_config: Callable[..., Any],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from hansa.plugin import publish
+    from hansa.plugin.communities import build_communities
+    from hansa.plugin.ingest import ingest_paths
+    from hansa.plugin.install import install_site
+
+    from tests.plugin.conftest import write_corpus
+
+    monkeypatch.setattr(publish, "SET_REREAD_PAUSE_S", 0.0)
+    docs = write_corpus(tmp_path / "docs")
+    with SiteContext.open(make_config(tmp_path / "home")) as ctx:
+        install_site(ctx)
+        ingest_paths(ctx, [docs])
+        build_communities(ctx)
+        lost = ctx.graph.communities()[0].id
+        ctx.vectors.delete(SUMMARIES, ids=[lost])
+        with pytest.raises(ConflictError, match=f"1 communities have no summary vector \\(first: '{lost}'\\)"):
+            publish.publish_summaries(ctx, out=tmp_path / "p.json")
