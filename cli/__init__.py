@@ -38,6 +38,16 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as exc:  # pragma: no cover - packaging error, not user error
             raise click.ClickException(f"hansa {name} is not available in this install: {exc}") from exc
 
+    def invoke(self, ctx: click.Context) -> object:
+        """With --log-json, a command's refusal is a JSON event too (click would print "Error: ...")."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            if not logs.json_mode():
+                raise
+            logs.get_logger("hansa.cli").error("command.failed", error=exc.format_message(), exit_code=exc.exit_code)
+            ctx.exit(exc.exit_code)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, SUBCOMMANDS[name][1]) for name in self.list_commands(ctx)])

@@ -368,9 +368,9 @@ def serve(host: str | None, port: int | None, workers: int | None, republish: bo
         republish = False
 
     def ready() -> None:
-        click.echo(f"site {cfg.site.site_id} serving on {options.scheme}://{options.bind} "
-                   f"with {options.workers} worker(s) (Ctrl-C stops)"
-                   + (f"; re-publishing to {cfg.site.gateway_url}" if republish else ""), err=True)
+        logs.notice(f"site {cfg.site.site_id} serving on {options.scheme}://{options.bind} "
+                    f"with {options.workers} worker(s) (Ctrl-C stops)"
+                    + (f"; re-publishing to {cfg.site.gateway_url}" if republish else ""), "serve.ready")
 
     try:
         serve_site(cfg, options, on_ready=ready, republish=republish)

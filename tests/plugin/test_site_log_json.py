@@ -45,3 +45,18 @@ def test_every_stderr_line_of_the_site_commands_is_json(tmp_path: Path) -> None:
     for expected in ("ingest.skipped_unsupported", "ingest.progress", "ingest.done", "communities.done",
                      "delete.unknown", "communities.refreshed"):
         assert expected in events, (expected, events)
+
+
+def test_a_refusal_under_log_json_is_one_json_error_event(tmp_path: Path) -> None:
+    """A refused Neo4j port: exit 1 at once, and the reason as a JSON event, not click's "Error:" line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HANSA_")}
+    env.update({"HANSA_HOME": str(tmp_path / "home"), "HANSA_SITE_SITE_ID": "acme", "HANSA_GRAPH_BACKEND": "neo4j",
+                "HANSA_NEO4J_URI": "bolt://127.0.0.1:1"})
+    hansa = Path(sys.executable).parent / "hansa"
+    proc = subprocess.run([str(hansa), "--log-json", "site", "install"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    records = [json.loads(line) for line in proc.stderr.splitlines()]
+    [failure] = [r for r in records if r["event"] == "command.failed"]
+    assert failure["level"] == "error" and failure["exit_code"] == 1
+    assert failure["error"].startswith("cannot reach Neo4j at bolt://127.0.0.1:1") and "HANSA_NEO4J_URI" in failure["error"]
