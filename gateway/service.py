@@ -181,7 +181,7 @@ class Gateway:
                 transport = HttpSiteTransport(identity, gcfg.allow_private_addresses)
             elif isinstance(transport, type) or not hasattr(transport, "call"):  # a factory
                 transport = transport(identity, gcfg)
-            space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
+            space = EmbeddingSpace.of(embedder)
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head
             # files) by SitePublications, which purges sets of sites revoked while we were down. On
             # a Milvus server a primary mirrors its heads there; a follower loads what it mirrored.

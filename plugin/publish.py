@@ -286,7 +286,7 @@ def publish_summaries(
     drained = _drain(ctx, outbox, url, policy, moment) if url is not None else _Drain()
     state = read_state(ctx)
     records, versions, changed = _records(ctx, communities, state)
-    space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+    space = EmbeddingSpace.of(ctx.embedder)
     ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
     ids = sorted(c.id for c in communities)
     retired = len(set(state.current) - set(ids))
