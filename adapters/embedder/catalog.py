@@ -12,7 +12,9 @@ Sources: ONNX exports published on Maven Central by LangChain4j
 (`dev.langchain4j:langchain4j-embeddings-<name>`), one jar per model holding the ONNX graph and
 its Hugging Face `tokenizer.json`. The jars' POMs say Apache-2.0; the upstream models are
 Apache-2.0 (all-MiniLM-L6-v2) and MIT (bge-small-en-v1.5, e5-small-v2). "-q" jars hold ONNX
-Runtime int8 (dynamically quantized) graphs. Every hash below was computed here from the jars
+Runtime int8 (dynamically quantized) graphs: they quantize activations with one scale per batch,
+so a text's vector moves slightly with the batch it is embedded in (cosine >= 0.99 measured here,
+tests/plugin/test_reembed.py); fp32 graphs give each text the same vector in any batch. Every hash below was computed here from the jars
 fetched from repo1.maven.org; the side-by-side measurements that chose the default are in
 benchmarks/README.md, section "Embedders side by side".
 """
