@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "gateway": ("hansa.gateway.cli:gateway", "Run the federation gateway: enroll sites, verify publications, route queries."),
     "demo": ("hansa.cli.demo:demo", "Run a 3-site federation on this machine with no server and ask it questions."),
     "query": ("hansa.cli.query:query", "Ask the federation a question through its gateway (an API key's client)."),
+    "embedder": ("hansa.cli.embedder:embedder", "List, fetch and verify the embedding models of the catalog."),
     "eval": ("hansa.cli.evaluate:evaluate", "Measure routing, evidence, answers, abstention and cost on MTRAG or SQuAD."),
 }
 

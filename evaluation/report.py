@@ -24,6 +24,9 @@ import numpy as np
 
 from hansa.evaluation import metrics
 from hansa.evaluation.runner import FederationRun, Outcome
+from hansa.core.logs import get_logger
+
+log = get_logger(__name__)
 
 RECORD_COLUMNS = (
     "federation_sites", "strategy", "questions", "gold_site_recall", "all_gold_sites_called", "all_gold_sites_called_spanning",
@@ -197,6 +200,8 @@ def plot_budget_curve(curves: dict[str, list[dict[str, Any]]], title: str, path:
     """Evidence recall@10 and the share of spanning questions with every gold site asked, against
     the sites actually called, one line per federation and budget key."""
     plt = _pyplot()
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, points in curves.items():
         xs = [p["sites_called_per_query"] for p in points]
@@ -225,8 +230,13 @@ def table(records: Sequence[dict[str, Any]]) -> str:
 
 
 def _pyplot() -> Any:
-    import matplotlib
-
+    """pyplot, or None where matplotlib is not installed (the `bench` extra): the report's JSON and
+    tables do not need it, so `hansa eval` on a default install writes them and skips the plots."""
+    try:
+        import matplotlib
+    except ImportError:
+        log.warning("eval.plots_skipped", reason="matplotlib is not installed: pip install 'hansa[bench]' for plots")
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -235,6 +245,8 @@ def _pyplot() -> Any:
 
 def plot_tradeoff(records: Sequence[dict[str, Any]], title: str, caveat: str, path: Path) -> None:
     plt = _pyplot()
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sizes = sorted({r["federation_sites"] for r in records})
     markers = dict(zip(sizes, "*osD^v"))
@@ -258,6 +270,8 @@ def plot_routing_curves(federations: dict[str, dict[str, Any]], title: str, path
     curves = {name: meta["routing_gold_site_recall_at_k"] for name, meta in federations.items()
               if meta.get("routing_gold_site_recall_at_k")}
     plt = _pyplot()
+    if plt is None:
+        return
     fig, axes = plt.subplots(1, max(1, len(curves)), figsize=(4.5 * max(1, len(curves)), 3.8), squeeze=False)
     for ax, (name, by_router) in zip(axes[0], curves.items()):
         for router, points in by_router.items():

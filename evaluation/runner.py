@@ -325,7 +325,7 @@ def _conversation_routing(fed: Any, full: Any, embedder: Any, questions: Sequenc
     variants["all_turns_joined"] = [q.asked(True) for q in questions]
     out = {}
     for name, texts in variants.items():
-        qvecs = embedder.embed(texts)
+        qvecs = embedder.embed_queries(texts)
         out[name] = routing_curves(fed, full, texts, qvecs, gold_sites, full.rank_many(qvecs), top_m)
     return out
 
@@ -428,7 +428,7 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
         if not central:
             t0 = time.perf_counter()
             embedder = next(iter(fed.sites.values())).ctx.embedder
-            qvecs = embedder.embed(texts)
+            qvecs = embedder.embed_queries(texts)
             full = FullInformationRouter(fed)
             full_ranked = full.rank_many(qvecs)
             run.meta["routing_gold_site_recall_at_k"] = routing_curves(

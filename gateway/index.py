@@ -216,10 +216,10 @@ class SummaryIndex:
         the floor was reset (key rotation), so the held set no longer constrains versions/bases."""
         site = validate_site_id(pub.site_id)
         got = pub.embedding
-        if (got.model_id, got.dim) != (self.space.model_id, self.space.dim):
+        if got != self.space:
             raise InputError(
-                f"publication vectors are {got.model_id!r} (dim {got.dim}); the gateway indexes "
-                f"{self.space.model_id!r} (dim {self.space.dim})"
+                f"publication vectors are {got.describe()}; the gateway indexes {self.space.describe()}: "
+                f"the site must re-embed with the gateway's embedder (`hansa site reembed`)"
             )
         previous = self._sites.get(site)
         trusted = previous is not None and floor is not None and previous.sequence <= floor

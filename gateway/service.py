@@ -20,6 +20,7 @@ rebuilt from its durable copy on open and flushed on close.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from contextlib import ExitStack
@@ -33,6 +34,7 @@ from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.adapters.vector.base import VectorStore
 from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError, HansaError
+from hansa.core.files import write_json_atomic
 from hansa.core.logs import get_logger
 from hansa.core.shared_state import ChangeWatcher, SharedState
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
@@ -67,8 +69,35 @@ class FollowerRefusal(HansaError):
     http_status = 503
 
 
+SPACE_FILE = "embedding-space"  # JSON, but not *.json: the durable store reads every *.json there as a site head
+
+
+def check_index_space(state_dir: Path, space: EmbeddingSpace) -> None:
+    """Refuse to reload a durable index made in another embedding space than the configured one.
+
+    Why: the durable copy holds vectors, not texts; an embedder swapped for another of the same
+    dimension would otherwise route questions against another model's vectors, silently. The
+    first start (or one from before this file existed) records the space."""
+    path = state_dir / SPACE_FILE
+    if path.is_file():
+        try:
+            held = EmbeddingSpace.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, HansaError) as exc:
+            raise ConfigError(f"{path} is damaged ({exc}): restore it, or remove it to accept the configured embedder") from exc
+        if held != space:
+            raise ConfigError(
+                f"the gateway's index in {state_dir} holds publications made with {held.describe()}, but the configured "
+                f"embedder is {space.describe()}: set [embedder] model back, or move {state_dir} aside and drop the "
+                f"Milvus collection gateway_summaries to start an empty index in the new space (sites then republish)")
+        return
+    state_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, space.to_json())
+
+
 def open_index(cfg: GatewayConfig, store: VectorStore, space: EmbeddingSpace, gateway_dir: Path) -> SummaryIndex:
     """The summary index for this gateway's `[gateway] role` (README "Replicas on several hosts")."""
+    if cfg.role != "follower":
+        check_index_space(gateway_dir / "publications", space)
     if cfg.role == "follower":
         if not store.shared:
             raise ConfigError("[gateway] role = \"follower\" follows a primary through a Milvus server it shares: "
@@ -181,7 +210,7 @@ class Gateway:
                 transport = HttpSiteTransport(identity, gcfg.allow_private_addresses)
             elif isinstance(transport, type) or not hasattr(transport, "call"):  # a factory
                 transport = transport(identity, gcfg)
-            space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
+            space = EmbeddingSpace.of(embedder)
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head
             # files) by SitePublications, which purges sets of sites revoked while we were down. On
             # a Milvus server a primary mirrors its heads there; a follower loads what it mirrored.

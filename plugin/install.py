@@ -21,6 +21,7 @@ from hansa.core.errors import ConfigError, NotFoundError
 from hansa.core.logs import get_logger
 from hansa.plugin.site import COLLECTIONS, SiteContext, chunk_collection, sentence_collection, summary_collection
 from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
+from hansa.sync.wire import EmbeddingSpace
 
 log = get_logger(__name__)
 
@@ -77,6 +78,28 @@ def read_site_file_in(home: Path) -> dict[str, Any] | None:
     return data
 
 
+def recorded_space(recorded: dict[str, Any]) -> EmbeddingSpace:
+    emb = recorded["embedding"]
+    return EmbeddingSpace(model_id=emb["model_id"], dim=emb["dim"], model_sha256=emb.get("model_sha256", ""))
+
+
+def space_record(embedder: Any) -> dict[str, Any]:
+    """What site.json records of the embedder the site's vectors were made with."""
+    space = EmbeddingSpace.of(embedder)
+    return {"model_id": space.model_id, "dim": space.dim, "model_sha256": space.model_sha256}
+
+
+def space_mismatch(recorded: dict[str, Any], embedder: Any) -> str | None:
+    """Why the configured embedder cannot work on this site's vectors, or None. A site installed
+    before file hashes were recorded is matched on model id and dimension only."""
+    have, want = recorded_space(recorded), EmbeddingSpace.of(embedder)
+    if "model_sha256" not in recorded["embedding"]:
+        want = EmbeddingSpace(model_id=want.model_id, dim=want.dim)
+    if have == want:
+        return None
+    return f"this site's vectors were made with {have.describe()}, but the configured embedder is {want.describe()}"
+
+
 def check_site_file(ctx: SiteContext, recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """Refuse to work in another embedding space (or under another site id) than the one installed.
 
@@ -84,14 +107,10 @@ def check_site_file(ctx: SiteContext, recorded: dict[str, Any] | None = None) ->
     recorded = recorded if recorded is not None else read_site_file(ctx)
     if recorded is None:
         raise ConfigError(f"site not installed: {site_file(ctx)} is missing; run `hansa site install` first")
-    emb = recorded["embedding"]
-    model_id, dim = ctx.embedder.model_id, ctx.embedder.dim
-    if emb["model_id"] != model_id or emb["dim"] != dim:
-        raise ConfigError(
-            f"this site was installed with embedding model {emb['model_id']!r} (dim {emb['dim']}), but the configured "
-            f"embedder is {model_id!r} (dim {dim}): set [embedder] model back, or re-embed the site "
-            "(drop its collections, remove site.json, then install, ingest and build communities again)"
-        )
+    mismatch = space_mismatch(recorded, ctx.embedder)
+    if mismatch:
+        raise ConfigError(f"{mismatch}: set [embedder] model back, or re-embed the site in the configured embedder "
+                          "with `hansa site reembed`")
     if recorded["site_id"] != ctx.site_id:
         raise ConfigError(
             f"this site's home {ctx.cfg.home} was installed as site {recorded['site_id']!r}, not {ctx.site_id!r}: "
@@ -171,7 +190,7 @@ def install_site(ctx: SiteContext) -> InstallResult:
             path,
             {
                 "site_id": site_id,
-                "embedding": {"model_id": ctx.embedder.model_id, "dim": dim},
+                "embedding": space_record(ctx.embedder),
                 "graph_backend": ctx.graph.backend,
                 "keyid": identity.keyid,
                 "installed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -309,7 +309,7 @@ def publish_summaries(
     state = read_state(ctx)
     communities, vectors = summary_set(ctx)  # read after the drain's round trips, as one set
     records, versions, changed = _records(ctx, communities, vectors, state)
-    space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+    space = EmbeddingSpace.of(ctx.embedder)
     ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
     ids = sorted(c.id for c in communities)
     retired = len(set(state.current) - set(ids))

@@ -227,7 +227,7 @@ def empty_answer(site_id: str) -> PartialAnswer:
 def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
     """Answer one request from this site's data; an empty site answers with nothing, not an error."""
     site_id = ctx.site_id
-    query = np.asarray(ctx.embedder.embed_one(req.question), dtype=np.float32)
+    query = np.asarray(ctx.embedder.embed_query(req.question), dtype=np.float32)
     chunks: list[ChunkHit] | None = None
     if req.mode == "global":
         chunks = _global_chunks(ctx, query)

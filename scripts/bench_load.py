@@ -146,7 +146,7 @@ def add_fault_sites(fed: Any, stack: ExitStack, documents: dict[str, list[dict[s
     from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord
 
     gw = fed.gateway_service
-    space = EmbeddingSpace(gw.embedder.model_id, gw.embedder.dim)
+    space = EmbeddingSpace.of(gw.embedder)
     real = sorted(documents)
     kinds: dict[str, str] = {}
     mirrors = itertools.cycle(real)

@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hansa.sync.wire import EmbeddingSpace
 
     embedder = benchlib.embedder()
-    space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
+    space = EmbeddingSpace.of(embedder)
     report = benchlib.Report("publication", args.smoke, libraries=("cryptography", "pymilvus", "milvus-lite", "flask"))
     report.params = {"sites": n_sites, "summaries_per_site": n_summaries, "dim": space.dim, "model_id": space.model_id,
                      "delta_changed_share": args.changed}

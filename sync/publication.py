@@ -570,11 +570,10 @@ def open_publication(
             f"publication from {header.site_id!r} expired at {header.expires}: publish a fresh one"
         )
     got = header.embedding
-    if (got.model_id, got.dim, got.encoding) != (expected_space.model_id, expected_space.dim, expected_space.encoding):
+    if got != expected_space:
         raise InputError(
-            f"publication uses embedding {got.model_id!r} (dim {got.dim}, {got.encoding}) but this "
-            f"federation uses {expected_space.model_id!r} (dim {expected_space.dim}, "
-            f"{expected_space.encoding}): re-embed the summaries with the federation's model"
+            f"publication uses embedder {got.describe()} but this federation uses {expected_space.describe()}: "
+            f"re-embed the site with the federation's embedder (`hansa site reembed`, after setting [embedder] model)"
         )
     return _with_pieces(header, obj, hashlib.sha256(data).hexdigest())
 

@@ -285,9 +285,23 @@ class SummaryRecord:
 
 @dataclass(frozen=True)
 class EmbeddingSpace:
+    """The embedder a set of vectors was made with. Two sets are comparable only when every field
+    matches: `model_sha256` (the model file's hash; "" where none is known, a served model) tells
+    an int8 graph from the fp32 one and a re-exported file from the catalog's."""
+
     model_id: str
     dim: int
     encoding: str = "f32le-b64"
+    model_sha256: str = ""
+
+    @classmethod
+    def of(cls, embedder: Any) -> "EmbeddingSpace":
+        """The space of an embedder (hansa.adapters.embedder.Embedder; duck-typed, sync imports no adapter)."""
+        return cls(model_id=embedder.model_id, dim=embedder.dim, model_sha256=getattr(embedder, "model_sha256", ""))
+
+    def describe(self) -> str:
+        files = f", file sha256 {self.model_sha256[:12]}" if self.model_sha256 else ", no file hash"
+        return f"{self.model_id!r} (dim {self.dim}{files})"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -296,7 +310,7 @@ class EmbeddingSpace:
     def from_json(cls, obj: Mapping[str, Any]) -> "EmbeddingSpace":
         w = "embedding space"
         model_id = _require(obj, "model_id", str, w)
-        _no_extra(obj, {"model_id", "dim", "encoding"}, w)
+        _no_extra(obj, {"model_id", "dim", "encoding", "model_sha256"}, w)
         if not model_id or len(model_id) > MAX_MODEL_ID_CHARS:
             raise InputError(f"{w}: model_id must have 1-{MAX_MODEL_ID_CHARS} characters")
         encoding = _require(obj, "encoding", str, w)
@@ -304,7 +318,10 @@ class EmbeddingSpace:
             raise InputError(
                 f"{w}: encoding {encoding!r} is not supported; use {VECTOR_ENCODING!r}"
             )
-        return cls(model_id=model_id, dim=_int_in(obj, "dim", 1, MAX_DIM, w), encoding=encoding)
+        digest = obj.get("model_sha256", "")
+        if not isinstance(digest, str) or (digest and not SHA256_HEX_RE.fullmatch(digest)):
+            raise InputError(f"{w}: model_sha256 must be 64 lowercase hex digits, or empty")
+        return cls(model_id=model_id, dim=_int_in(obj, "dim", 1, MAX_DIM, w), encoding=encoding, model_sha256=digest)
 
 
 def _expect_object(obj: Any, where: str) -> Mapping[str, Any]:

@@ -1,12 +1,13 @@
 """The embedder port and its backends; `open_embedder` picks one from `[embedder] backend`.
 
-- "onnx" (default): all-MiniLM-L6-v2 on ONNX Runtime, exported once from the installed model.
-  Chosen by measurement (scripts/bench_embed.py -> benchmarks/embed.json, 2 shared cores): the same
-  vectors as sentence-transformers (cosine >= 0.9999999), 1.1x its chunks/s, a single question in
-  45 ms against 2.3 s under heavy contention, start-up 5 s against 61 s, 192 MiB resident against
-  955 MiB, and no torch import.
-- "sentence-transformers": the reference implementation (torch; bf16 autocast where the CPU has it).
-  Same `model_id` and `dim` as "onnx": sites and gateways on either backend share one space.
+- "onnx" (default): a catalog model (catalog.py: ONNX graphs resolved from Maven Central and
+  checked by hash) or a local sentence-transformers directory, on ONNX Runtime without torch.
+  Chosen over sentence-transformers by measurement (scripts/bench_embed.py -> benchmarks/embed.json,
+  2 shared cores): the same vectors, more chunks/s, a fraction of the start-up time and memory.
+  Which catalog model is the default: benchmarks/README.md, "Embedders side by side".
+- "sentence-transformers": the reference implementation (torch, the `export` extra; bf16 autocast
+  where the CPU has it). Same `model_id` as "onnx" for the same model, but another `model_sha256`
+  (its files are not the catalog's): a federation uses one backend.
 - "openai": an OpenAI-compatible /v1/embeddings server; its `model_id` names the served model.
 
 Nothing is loaded here: every backend loads its model on the first `embed()`, so commands that

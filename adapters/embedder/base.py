@@ -1,7 +1,11 @@
 """The embedder port.
 
-`model_id` and `dim` travel with every published summary: the gateway compares them with its own
-embedder and refuses a publication whose vectors live in another space.
+`model_id`, `model_sha256` and `dim` travel with every published summary: the gateway compares
+them with its own embedder and refuses a publication whose vectors live in another space.
+
+Queries and passages are embedded by separate calls because some models are trained with a
+prefix on each side (e5's `query: ` / `passage: `): callers say which they embed, the model's
+recipe (catalog.py) says what that means.
 """
 from __future__ import annotations
 
@@ -14,15 +18,26 @@ from hansa.core.errors import InputError
 
 
 class Embedder(ABC):
-    model_id: str  # e.g. "sentence-transformers/all-MiniLM-L6-v2"
+    model_id: str  # e.g. "BAAI/bge-small-en-v1.5"
     dim: int
+    # sha256 of the files that compute the vectors (the ONNX graph); "" where no file is known
+    # (a served model): two members share a space only when model_id and this both match.
+    model_sha256: str = ""
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dim), each row L2-normalized (so IP == cosine)."""
+        """Texts to be found (passages, sentences, summaries): float32 array of shape (len(texts),
+        dim), each row L2-normalized (so IP == cosine)."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts that search (questions): the same as `embed` for symmetric models."""
+        return self.embed(texts)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
 
     def warm(self) -> None:
         """Load the model now (backends load it on the first vector): a job that reports its own

@@ -3,8 +3,9 @@
 Why: an evaluation builds the same text into several federations (16 and 64 sites, the centralized
 site) and rebuilds sites whenever their configuration changes; embedding is what ingest spends
 its time on (~44 chunks/s on 2 cores). The key is sha256(embedder identity, text), the identity
-being model id, dimension and precision (bf16 and fp32 vectors differ slightly), so a cache can
-never hand one model's vector to another.
+being model id, file hash, dimension and precision (bf16 and fp32 vectors differ slightly), so a
+cache can never hand one model's vector to another; a query's key differs from the same text's as
+a passage (models with prefixes embed them differently).
 
 Storage is one SQLite file (WAL): each batch of new vectors is one transaction, so a crash leaves
 either the whole batch or none of it — never a torn vector — and several processes may share the
@@ -28,8 +29,8 @@ _LOOKUP_BATCH = 500  # keys per SELECT ... IN (...): below SQLite's variable lim
 
 
 def embedder_identity(embedder: Embedder) -> str:
-    """What makes two embedders' vectors interchangeable: model, dimension and numeric precision."""
-    return f"{embedder.model_id}|{embedder.dim}|{getattr(embedder, 'precision', 'fp32')}"
+    """What makes two embedders' vectors interchangeable: model, files, dimension and numeric precision."""
+    return f"{embedder.model_id}|{embedder.model_sha256}|{embedder.dim}|{getattr(embedder, 'precision', 'fp32')}"
 
 
 class CachedEmbedder(Embedder):
@@ -38,6 +39,7 @@ class CachedEmbedder(Embedder):
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
         self.model_id = inner.model_id
+        self.model_sha256 = inner.model_sha256
         self.path = Path(path)
         self._identity = embedder_identity(inner).encode("utf-8")
         self._dim = int(inner.dim)
@@ -61,8 +63,9 @@ class CachedEmbedder(Embedder):
     def precision(self) -> str:
         return str(getattr(self.inner, "precision", "fp32"))
 
-    def key(self, text: str) -> bytes:
-        return hashlib.sha256(self._identity + b"\x00" + text.encode("utf-8", "surrogatepass")).digest()
+    def key(self, text: str, query: bool = False) -> bytes:
+        side = b"\x00query\x00" if query else b"\x00"
+        return hashlib.sha256(self._identity + side + text.encode("utf-8", "surrogatepass")).digest()
 
     def _lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         found: dict[bytes, np.ndarray] = {}
@@ -76,12 +79,18 @@ class CachedEmbedder(Embedder):
         return found
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, query=True)
+
+    def _embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
         if isinstance(texts, str):
             raise InputError("embed() takes a sequence of strings, not one string: use embed_one()")
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        keys = [self.key(t) for t in texts]
+        keys = [self.key(t, query) for t in texts]
         with self._lock:
             found = self._lookup(list(dict.fromkeys(keys)))
         missing: dict[bytes, str] = {}
@@ -89,7 +98,8 @@ class CachedEmbedder(Embedder):
             if key not in found and key not in missing:
                 missing[key] = text
         if missing:
-            fresh = self.inner.embed(list(missing.values()))
+            inner = self.inner.embed_queries if query else self.inner.embed
+            fresh = inner(list(missing.values()))
             rows = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(missing, fresh)]
             with self._lock:
                 try:

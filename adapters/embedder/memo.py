@@ -27,15 +27,18 @@ from cachetools import LRUCache
 from hansa.adapters.embedder.base import Embedder, checked_texts
 from hansa.core.errors import InputError
 
+# Keys are (is_query, text): a model with prefixes embeds a question and the same text as a passage differently.
+_Key = tuple[bool, str]
+
 
 class MemoEmbedder(Embedder):
     def __init__(self, inner: Embedder, maxsize: int = 4096) -> None:
         if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
             raise InputError(f"memo maxsize must be a positive integer, got {maxsize!r}")
         self.inner = inner
-        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=maxsize)
+        self._cache: LRUCache[_Key, np.ndarray] = LRUCache(maxsize=maxsize)
         self._lock = threading.Lock()
-        self._flying: dict[str, threading.Event] = {}  # texts being embedded now, set when done
+        self._flying: dict[_Key, threading.Event] = {}  # texts being embedded now, set when done
         self.hits = 0
         self.misses = 0
 
@@ -47,22 +50,38 @@ class MemoEmbedder(Embedder):
     def dim(self) -> int:  # type: ignore[override]
         return self.inner.dim
 
+    @property
+    def model_sha256(self) -> str:  # type: ignore[override]
+        return self.inner.model_sha256
+
     def embed_one(self, text: str) -> np.ndarray:
+        return self._one(text, query=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text, query=True)
+
+    def _one(self, text: str, query: bool) -> np.ndarray:
         if not isinstance(text, str):
             raise InputError(f"text to embed is a {type(text).__name__}, not a string")
         with self._lock:
-            row = self._cache.get(text)
+            row = self._cache.get((query, text))
             if row is not None:
                 self.hits += 1
                 return row.copy()
-        return self.embed([text])[0]
+        return self._embed([text], query)[0]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = checked_texts(texts)
-        found: dict[str, np.ndarray] = {}
-        todo = list(dict.fromkeys(texts))  # each new text embedded once
+        return self._embed(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, query=True)
+
+    def _embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        keys = [(query, t) for t in checked_texts(texts)]
+        found: dict[_Key, np.ndarray] = {}
+        todo = list(dict.fromkeys(keys))  # each new text embedded once
         while todo:
-            mine: list[str] = []
+            mine: list[_Key] = []
             theirs: list[threading.Event] = []
             with self._lock:
                 for text in todo:
@@ -80,14 +99,15 @@ class MemoEmbedder(Embedder):
             for event in theirs:
                 event.wait()
             todo = [t for t in todo if t not in found]  # texts whose other flight failed: taken up again
-        if not texts:
+        if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([found[t] for t in texts]).astype(np.float32, copy=False)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
-    def _embed_own(self, texts: list[str], found: dict[str, np.ndarray]) -> None:
-        """Embed texts this thread claimed; release them whether the batch succeeds or not."""
+    def _embed_own(self, texts: list[_Key], found: dict[_Key, np.ndarray]) -> None:
+        """Embed texts this thread claimed (all of one side); release them whether the batch succeeds or not."""
         try:
-            vectors = self.inner.embed(texts)
+            embed = self.inner.embed_queries if texts[0][0] else self.inner.embed
+            vectors = embed([text for _, text in texts])
             with self._lock:
                 self.misses += len(texts)
                 for text, row in zip(texts, vectors):

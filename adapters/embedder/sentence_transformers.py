@@ -35,6 +35,7 @@ from hansa.adapters.embedder.local_model import (  # noqa: F401  (re-exported: c
     PACKAGED_MODEL_ID,
     PACKAGED_NAMES,
     mean_pooled_dim,
+    model_digest,
     packaged_model_dir,
     resolve_model,
 )
@@ -93,12 +94,20 @@ class SentenceTransformerEmbedder(Embedder):
             raise InputError(f"embedder batch_size must be a positive integer, got {batch_size!r}")
         self._precision = resolve_precision(precision, device)
         self._path, self.model_id = resolve_model(model)  # fail at construction, load at first use
+        self._digest: str | None = None
         self._device = device
         self._batch_size = batch_size
 
     @property
     def path(self) -> Path:
         return self._path
+
+    @property
+    def model_sha256(self) -> str:  # type: ignore[override]
+        """The model directory's digest (local_model.model_digest): its files, not the catalog's."""
+        if self._digest is None:
+            self._digest = model_digest(self._path)
+        return self._digest
 
     @property
     def precision(self) -> str:

@@ -155,7 +155,7 @@ def route(
     explicit: Sequence[str] | None = None,
 ) -> Routing:
     t0 = time.perf_counter()
-    vector = embedder.embed_one(question)
+    vector = embedder.embed_query(question)
     t1 = time.perf_counter()
     hits = index.search(vector, top_m)
     # term scores cost ~0.3 ms at 16 sites and ~1 ms at 64: only for a router that reads them. Named

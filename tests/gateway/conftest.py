@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from hansa.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
+from hansa.adapters.embedder.onnx import OnnxEmbedder
 from hansa.cli.demo import bundled_sample
 from hansa.cli.federation import LocalFederation
 
@@ -16,8 +16,8 @@ PASSAGES_PER_SITE = 6
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+def embedder() -> OnnxEmbedder:
+    return OnnxEmbedder("all-MiniLM-L6-v2")  # the sites' default: the same space, file hash included
 
 
 @pytest.fixture(scope="session")

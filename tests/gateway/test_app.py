@@ -113,7 +113,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
                         allow_private_addresses=True)
     gw = Gateway.open(cfg, embedder=embedder, vector_store=store, registry=registry)
     app = create_gateway_app(gw)
-    space = EmbeddingSpace(embedder.model_id, embedder.dim)
+    space = EmbeddingSpace.of(embedder)
     key = gw.api_keys.create("test-app")
     yield {"app": app, "client": app.test_client(), "store": store, "registry": registry, "cfg": cfg,
            "space": space, "index": gw.index, "gateway": gw, "auth": f"Bearer {key}"}
@@ -366,7 +366,8 @@ def test_no_routable_site_gives_an_explained_empty_answer(tmp_path: Path, embedd
         assert body["trace"]["sites_called"] == [] and "no site was asked" in body["trace"]["note"]
         health = app.test_client().get("/v1/health").get_json()
         assert health == {"status": "ok", "sites": 0, "routable_sites": 0, "summaries": 0,
-                          "embedding": {"model_id": embedder.model_id, "dim": embedder.dim, "encoding": "f32le-b64"},
+                          "embedding": {"model_id": embedder.model_id, "dim": embedder.dim, "encoding": "f32le-b64",
+                                        "model_sha256": embedder.model_sha256},
                           "role": "primary"}
         gw.close()
     finally:

@@ -58,7 +58,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     holds P1 and a clean one that applied P1 then P2; probe vectors."""
     root = tmp_path_factory.mktemp("gateway-crash")
     embedder = open_embedder(_config(root / "probe"))
-    space = EmbeddingSpace(model_id=embedder.model_id, dim=embedder.dim)
+    space = EmbeddingSpace.of(embedder)
     assert space.dim == 384
     site = SiteIdentity.generate()
     rng = np.random.default_rng(7)

@@ -427,7 +427,7 @@ class Recording:
     """The federation's real embedder, recording each batch it embeds and the thread that asked."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.inner, self.model_id, self.dim, self.model_sha256 = inner, inner.model_id, inner.dim, inner.model_sha256
         self.batches: list[tuple[str, list[str]]] = []
 
     def embed(self, texts: Any) -> Any:
@@ -437,6 +437,9 @@ class Recording:
         return self.inner.embed(texts)
 
     def embed_one(self, text: str) -> Any:
+        return self.embed([text])[0]
+
+    def embed_query(self, text: str) -> Any:  # the question: the same vector for this symmetric model
         return self.embed([text])[0]
 
 

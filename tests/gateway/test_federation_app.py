@@ -42,7 +42,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
         for i, v in enumerate(embedder.embed(TEXTS))
     )
     yield {"app": app, "client": app.test_client(), "store": store, "registry": registry, "keys": keys, "cfg": cfg,
-           "embedder": embedder, "space": EmbeddingSpace(embedder.model_id, embedder.dim), "records": records,
+           "embedder": embedder, "space": EmbeddingSpace.of(embedder), "records": records,
            "index": gw.index}
     gw.close()
     store.close()

@@ -79,7 +79,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
 def envelope(site: SiteIdentity, sequence: int, embedder: Any) -> dict[str, Any]:
     records = [SummaryRecord("c1", sequence, encode_vector(embedder.embed(["Rivers of France and Lyon."])[0]),
                              Richness(5, 3, 2), level=0)]
-    return build_publication(site, SITE, sequence, EmbeddingSpace(embedder.model_id, embedder.dim), records,
+    return build_publication(site, SITE, sequence, EmbeddingSpace.of(embedder), records,
                              timedelta(hours=1))
 
 

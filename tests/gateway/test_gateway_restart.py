@@ -54,7 +54,7 @@ def test_a_restarted_gateway_routes_as_before_and_refuses_a_rollback(tmp_path: P
     home = tmp_path / "home"
     home.mkdir()
     embedder = open_embedder(load_config(env={"HANSA_HOME": str(tmp_path / "test")}))
-    space = EmbeddingSpace(embedder.model_id, embedder.dim)
+    space = EmbeddingSpace.of(embedder)
 
     def records(texts: list[str]) -> list[SummaryRecord]:
         return [SummaryRecord(f"c{i}", 1, encode_vector(v), Richness(4, 2, 1), level=0)
@@ -89,3 +89,23 @@ def test_a_restarted_gateway_routes_as_before_and_refuses_a_rollback(tmp_path: P
     assert "refused" in replay, f"a rollback to rivers' first set was accepted: {replay}"
     assert replay["status"] == 409 and "rollback" in replay["error"], replay
     assert after["routing_after_replay"] == before["routing"], "a refused rollback must change nothing"
+
+
+def test_a_restart_with_another_embedder_refuses_the_old_index(tmp_path: Path, embedder) -> None:  # noqa: ANN001
+    """The durable index holds vectors, not texts: reopening it under another model of the same
+    dimension would route against the old model's vectors. The gateway refuses, naming both."""
+    from hansa.adapters.embedder.onnx import OnnxEmbedder
+    from hansa.adapters.vector.milvus import MilvusVectorStore
+    from hansa.core.config import Config
+    from hansa.core.errors import ConfigError
+    from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.service import Gateway
+
+    cfg = Config(home=tmp_path)
+    with MilvusVectorStore(str(tmp_path / "milvus.db")) as store:
+        Gateway.open(cfg, embedder=embedder, vector_store=store, registry=SiteRegistry(tmp_path / "r.json")).close()
+        other = OnnxEmbedder("all-MiniLM-L6-v2-q")  # same model id and dimension, another graph
+        with pytest.raises(ConfigError) as err:
+            Gateway.open(cfg, embedder=other, vector_store=store, registry=SiteRegistry(tmp_path / "r.json"))
+        assert other.model_sha256[:12] in str(err.value) and embedder.model_sha256[:12] in str(err.value)
+        Gateway.open(cfg, embedder=embedder, vector_store=store, registry=SiteRegistry(tmp_path / "r.json")).close()

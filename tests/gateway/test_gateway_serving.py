@@ -56,7 +56,7 @@ def test_a_publication_to_one_worker_is_routable_from_both(served: dict[str, Any
     url, cert = served["url"], served["cert"]
     records = [SummaryRecord("c1", 1, encode_vector(embedder.embed(["Rivers of France and Lyon."])[0]),
                              Richness(5, 3, 2), level=0)]
-    envelope = build_publication(served["site"], SITE, 1, EmbeddingSpace(embedder.model_id, embedder.dim),
+    envelope = build_publication(served["site"], SITE, 1, EmbeddingSpace.of(embedder),
                                  records, timedelta(hours=1))
     resp = requests.post(f"{url}/v1/sites/{SITE}/publications", json=envelope, verify=cert, timeout=120)
     assert resp.status_code == 200, resp.text

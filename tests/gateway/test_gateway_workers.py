@@ -75,7 +75,7 @@ def publication(pair: dict[str, Any], sequence: int) -> dict[str, Any]:
     embedder = pair["embedder"]
     vector = embedder.embed([TEXT])[0]
     records = [SummaryRecord("c1", sequence, encode_vector(vector), Richness(5, 3, 2), level=0)]
-    return build_publication(pair["site"], SITE, sequence, EmbeddingSpace(embedder.model_id, embedder.dim),
+    return build_publication(pair["site"], SITE, sequence, EmbeddingSpace.of(embedder),
                              records, timedelta(hours=1))
 
 

@@ -105,7 +105,7 @@ def summaries(site_embedder) -> tuple[SummaryRecord, ...]:
 
 
 def _space(embedder: Any) -> EmbeddingSpace:
-    return EmbeddingSpace(embedder.model_id, embedder.dim)
+    return EmbeddingSpace.of(embedder)
 
 
 def _enrolled(gateway: Gateway, site_id: str) -> SiteIdentity:

@@ -73,7 +73,7 @@ class Gateway:
         self.root, self.embedder = root, embedder
         self.store = MilvusVectorStore(str(root / "x.db"))
         self.registry = SiteRegistry(root / "gateway" / "registry.json")
-        self.space = EmbeddingSpace(embedder.model_id, embedder.dim)
+        self.space = EmbeddingSpace.of(embedder)
         self.start()
 
     def start(self) -> None:
@@ -397,7 +397,7 @@ def test_a_crash_while_persisting_restarts_on_the_old_set(gw: Gateway, vectors, 
 def test_searches_see_the_old_set_or_the_new_one_never_a_mix(ann: str, embedder) -> None:
     dim = embedder.dim
     rng = np.random.default_rng(3)
-    space = EmbeddingSpace(embedder.model_id, dim)
+    space = EmbeddingSpace.of(embedder)
     index = SummaryIndex(None, space, ann=AnnIndex(dim, ivf_threshold=64 if ann == "ivf" else 10**6, background=True))
     me = SiteIdentity.generate()
     centre = rng.standard_normal(dim).astype(np.float32)

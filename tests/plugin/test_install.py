@@ -8,6 +8,7 @@ from typing import Callable
 
 import pytest
 
+from hansa.adapters.embedder.catalog import MODELS
 from hansa.adapters.embedder.sentence_transformers import packaged_model_dir
 from hansa.core.config import Config, load_config
 from hansa.core.errors import ConfigError
@@ -40,7 +41,8 @@ def test_install_creates_everything_then_is_idempotent(tmp_path: Path, make_conf
 
     recorded = json.loads((tmp_path / "site.json").read_text())
     assert recorded["site_id"] == "acme"
-    assert recorded["embedding"] == {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "dim": 384}
+    assert recorded["embedding"] == {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "dim": 384,
+                                     "model_sha256": MODELS["all-MiniLM-L6-v2"].graph.sha256}
 
 
 def test_private_key_is_owner_only_and_loads(tmp_path: Path, make_config: Callable[..., Config]) -> None:
@@ -71,6 +73,24 @@ def test_another_embedding_model_is_refused_and_nothing_changes(tmp_path: Path, 
         with pytest.raises(ConfigError, match="re-embed"):
             install_site(ctx)
     assert _snapshot(tmp_path) == before
+
+
+def test_another_file_of_the_same_model_is_refused_a_legacy_record_is_not(tmp_path: Path, make_config: Callable[..., Config]) -> None:
+    """int8 and fp32 graphs of one model share a model id, not a space: the file hash tells them
+    apart. A site recorded before hashes were (no model_sha256) is matched on id and dimension."""
+    with SiteContext.open(make_config(tmp_path)) as ctx:
+        install_site(ctx)
+    before = _snapshot(tmp_path)
+    with SiteContext.open(make_config(tmp_path, HANSA_EMBEDDER_MODEL="all-MiniLM-L6-v2-q")) as ctx:
+        with pytest.raises(ConfigError) as err:
+            install_site(ctx)
+    assert MODELS["all-MiniLM-L6-v2-q"].graph.sha256[:12] in str(err.value) and "hansa site reembed" in str(err.value)
+    assert _snapshot(tmp_path) == before
+    recorded = json.loads((tmp_path / "site.json").read_text())
+    del recorded["embedding"]["model_sha256"]
+    (tmp_path / "site.json").write_text(json.dumps(recorded))
+    with SiteContext.open(make_config(tmp_path)) as ctx:
+        install_site(ctx)  # same id and dimension: accepted
 
 
 def test_another_site_id_on_the_same_home_is_refused(tmp_path: Path, make_config: Callable[..., Config]) -> None:

@@ -194,7 +194,7 @@ def test_site_workflow_on_neo4j_gds(driver: Driver, neo4j_uri: str, passages: di
         fresh = summary_vectors(ctx, [by_id[c["id"]] for c in stored])
         assert all(float(np.dot(vectors[c["id"]], fresh[i])) > 0.999 for i, c in enumerate(stored))
         identity = load_identity(ctx)
-        space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+        space = EmbeddingSpace.of(ctx.embedder)
 
     # 4. publish --out: the envelope verifies with the site's key and carries exactly those vectors
     envelope = tmp_path / "publication.json"

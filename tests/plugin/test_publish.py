@@ -36,7 +36,7 @@ def empty_outbox(built_site: SiteContext) -> Iterator[None]:
 
 
 def _space(ctx: SiteContext) -> EmbeddingSpace:
-    return EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+    return EmbeddingSpace.of(ctx.embedder)
 
 
 def _open(ctx: SiteContext, path: Path) -> Publication:

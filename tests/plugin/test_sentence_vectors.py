@@ -35,7 +35,7 @@ class CountingEmbedder(Embedder):
     """The site's real embedder, counting the texts it is asked to embed per call."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.inner, self.model_id, self.dim, self.model_sha256 = inner, inner.model_id, inner.dim, inner.model_sha256
         self.calls: list[int] = []
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -152,7 +152,8 @@ def test_health_reports_identity_space_and_counts(client: FlaskClient, built_sit
     assert resp.status_code == 200
     body = resp.get_json()
     assert body["site_id"] == "acme" and body["status"] == "ok"
-    assert body["embedding"] == {"model_id": built_site.embedder.model_id, "dim": 384}
+    assert body["embedding"] == {"model_id": built_site.embedder.model_id, "dim": 384,
+                                 "model_sha256": built_site.embedder.model_sha256}
     assert body["graph_backend"] == "embedded"
     stats = built_site.graph.stats()
     assert body["counts"]["documents"] == stats.documents == 4

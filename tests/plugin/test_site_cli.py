@@ -55,7 +55,7 @@ def test_install_ingest_communities_publish_status(tmp_path: Path, docs: Path) -
     assert "sequence: 1" in result.output and f"summaries: {communities}" in result.output
     with SiteContext.open(load_config(env={"HANSA_HOME": str(home), "HANSA_SITE_SITE_ID": "acme"})) as ctx:
         identity = load_identity(ctx)
-        space = EmbeddingSpace(model_id=ctx.embedder.model_id, dim=ctx.embedder.dim)
+        space = EmbeddingSpace.of(ctx.embedder)
     assert identity.public_key_b64 == public_key
     payload = open_publication(out.read_bytes(), "acme", [identity.public_key], space, now=datetime.now(timezone.utc))
     assert payload.sequence == 1 and len(payload.summaries) == communities

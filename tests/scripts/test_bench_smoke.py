@@ -217,6 +217,18 @@ def test_embed_smoke(tmp_path: Path) -> None:
     assert hit["n"] > 100 and hit["p50_ms"] > 0
 
 
+def test_embedders_smoke(tmp_path: Path) -> None:
+    doc = run_bench("embedders", tmp_path)
+    assert doc["params"]["squad_question_source"] == "dev" and doc["params"]["split"] == "report"
+    (name, row), = doc["results"].items()  # the smoke run measures the first model only
+    assert name == "all-MiniLM-L6-v2" and len(row["model_sha256"]) == 64
+    for corpus in ("squad_dev", "mtrag"):
+        curve = row[corpus]["site_at_k"]
+        assert len(curve) == 4 and all(0 <= a <= b <= 1 for a, b in zip(curve, curve[1:])), (corpus, curve)
+    assert 0 <= row["squad_dev"]["r_at_1"] <= 1 and 0 <= row["mtrag"]["evidence_recall_at_10"] <= 1
+    assert is_rate(row["chunks_per_s"]) and row["question_ms"]["n"] >= 1
+
+
 def test_serving_smoke(tmp_path: Path) -> None:
     doc = run_bench("serving", tmp_path)
     runs = doc["results"]["runs"]

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import struct
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -203,12 +204,24 @@ def test_publication_from_the_future_is_refused(site: SiteIdentity) -> None:
 @pytest.mark.parametrize(("space", "named"), [
     (EmbeddingSpace(model_id="other-model", dim=8), "other-model"),
     (EmbeddingSpace(model_id="test-model", dim=16), "dim 16"),
+    (EmbeddingSpace(model_id="test-model", dim=8, model_sha256="ab" * 32), "abababababab"),  # int8 vs fp32 graph
 ])
 def test_embedding_space_mismatch_names_both(site: SiteIdentity, space: EmbeddingSpace, named: str) -> None:
     env = build_publication(site, "site-a", 7, SPACE, RECORDS, TTL, now=NOW)
     with pytest.raises(InputError) as err:
         open_publication(env, "site-a", [site.public_key], space, now=NOW)
     assert "test-model" in str(err.value) and named in str(err.value) and "dim 8" in str(err.value)
+
+
+def test_the_model_file_hash_travels_and_is_checked(site: SiteIdentity) -> None:
+    mine = EmbeddingSpace(model_id="test-model", dim=8, model_sha256="cd" * 32)
+    env = build_publication(site, "site-a", 7, mine, RECORDS, TTL, now=NOW)
+    assert open_publication(env, "site-a", [site.public_key], mine, now=NOW).embedding == mine
+    with pytest.raises(InputError) as err:  # a gateway on another file of the same model refuses it
+        open_publication(env, "site-a", [site.public_key], replace(mine, model_sha256="ef" * 32), now=NOW)
+    assert "cdcdcdcdcdcd" in str(err.value) and "efefefefefef" in str(err.value) and "hansa site reembed" in str(err.value)
+    with pytest.raises(InputError, match="model_sha256"):
+        EmbeddingSpace.from_json({**mine.to_json(), "model_sha256": "not-hex"})
 
 
 def test_vectors_of_the_wrong_dimension_are_refused(site: SiteIdentity) -> None:

@@ -1,7 +1,8 @@
 """The ONNX Runtime embedder against the reference sentence-transformers model, on real MTRAG text.
 
-The graph is exported once into the per-user cache (as a site does on first use), so the suite
-pays the export once per model version, not per test.
+The default is the catalog's all-MiniLM-L6-v2 (an ONNX graph from Maven Central, fetched once into
+the per-user cache); a local sentence-transformers directory is exported once into the cache, as a
+site does on first use, so the suite pays each once per model version, not per test.
 """
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def test_a_cold_cache_exports_in_a_child_and_this_process_never_imports_torch(tm
         "import sys\n"
         "from hansa.core.config import load_config\n"
         "from hansa.adapters.embedder import open_embedder\n"
-        f"env = {{'HANSA_HOME': {str(tmp_path)!r}, 'HANSA_EMBEDDER_BACKEND': 'onnx', 'HANSA_EMBEDDER_CACHE_DIR': {str(cache)!r}}}\n"
+        f"env = {{'HANSA_HOME': {str(tmp_path)!r}, 'HANSA_EMBEDDER_BACKEND': 'onnx', 'HANSA_EMBEDDER_CACHE_DIR': {str(cache)!r},"
+        f" 'HANSA_EMBEDDER_MODEL': {str(packaged_model_dir())!r}}}\n"
         "e = open_embedder(load_config(env=env))\n"
         "v = e.embed(['a question about safe rooms'])\n"
         "print(type(e).__name__, v.shape[1], sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
@@ -123,9 +125,10 @@ def test_config_selects_the_backend_and_keeps_the_space(tmp_path: Path) -> None:
     st = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "sentence-transformers"}))
     assert isinstance(onnx, OnnxEmbedder) and isinstance(st, SentenceTransformerEmbedder)
     assert (onnx.model_id, onnx.dim) == (st.model_id, st.dim)
+    assert onnx.model_sha256 != st.model_sha256  # the same model, other files: a federation uses one backend
     assert isinstance(open_embedder(load_config(env=env)), OnnxEmbedder)  # the measured default
     tuned = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_THREADS": "1", "HANSA_EMBEDDER_CACHE_DIR": str(tmp_path / "c")}))
-    assert (tuned._threads, tuned._cache_dir) == (1, tmp_path / "c")  # type: ignore[attr-defined]
+    assert (tuned._threads, tuned.cache_dir) == (1, tmp_path / "c")  # type: ignore[attr-defined]
     with pytest.raises(ConfigError):
         load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "torch"})
     with pytest.raises(ConfigError):
@@ -142,3 +145,39 @@ def test_a_model_onnx_cannot_pool_is_refused_at_construction(tmp_path: Path) -> 
     with pytest.raises(BackendError) as err:
         OnnxEmbedder(str(model))
     assert "sentence-transformers" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["bge-small-en-v1.5-q", "e5-small-v2-q"])
+def test_catalog_models_follow_their_declared_recipe(name: str, real_texts: list[str]) -> None:
+    """Pooling and the query/passage prefixes come from the catalog, not from callers: each vector
+    equals the graph's output pooled and prefixed as the model declares."""
+    from hansa.adapters.embedder.onnx import cls_pool
+    from hansa.adapters.embedder.memo import MemoEmbedder
+
+    e = OnnxEmbedder(name, batch_size=8)
+    session, tokenizer = e._runtime()
+    text = real_texts[0]
+
+    def by_hand(prefix: str) -> np.ndarray:
+        enc = tokenizer.encode(prefix + text)
+        feed = {k: np.array([v], dtype=np.int64) for k, v in
+                (("input_ids", enc.ids), ("attention_mask", enc.attention_mask), ("token_type_ids", enc.type_ids))}
+        (hidden,) = session.run(None, feed)
+        pooled = (cls_pool if e.recipe.pooling == "cls" else mean_pool)(hidden, feed["attention_mask"])[0]
+        return pooled / np.linalg.norm(pooled)
+
+    query, passage = e.embed_query(text), e.embed_one(text)
+    np.testing.assert_allclose(query, by_hand(e.recipe.query_prefix), atol=1e-5)
+    np.testing.assert_allclose(passage, by_hand(e.recipe.passage_prefix), atol=1e-5)
+    assert (float(query @ passage) < 0.999) == bool(e.recipe.query_prefix)  # e5: two sides; bge: one
+    memo = MemoEmbedder(e)
+    np.testing.assert_allclose(memo.embed_query(text), query, atol=1e-6)  # cached per side, never mixed
+    np.testing.assert_allclose(memo.embed_one(text), passage, atol=1e-6)
+    np.testing.assert_allclose(memo.embed_query(text), query, atol=1e-6)
+
+
+def test_cls_pooling_reads_the_first_token() -> None:
+    from hansa.adapters.embedder.onnx import cls_pool
+
+    hidden = np.array([[[1.0, 2.0], [3.0, 4.0]]], dtype=np.float32)
+    np.testing.assert_allclose(cls_pool(hidden, np.array([[1, 1]])), [[1.0, 2.0]])
