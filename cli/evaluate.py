@@ -11,7 +11,7 @@ import click
 from hansa.cli.options import json_option, print_json
 from hansa.core.errors import HansaError
 from hansa.evaluation.datasets import DATASETS, resolve_data_dir
-from hansa.evaluation.runner import STRATEGIES, EvalSettings
+from hansa.evaluation.runner import QUESTION_SOURCES, STRATEGIES, EvalSettings
 from hansa.evaluation.split import SPLITS
 
 # --smoke: seconds-long, for CI: a few questions over a few passages per domain, 4 sites + central.
@@ -90,6 +90,9 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
               help="At most N passages per domain (SQuAD: in all), the asked questions' gold passages kept (0: all).")
 @click.option("--max-documents", type=int, default=0,
               help="Only N whole documents (a stable hash sample, all their passages) and the questions on them (0: all).")
+@click.option("--question-source", type=click.Choice(QUESTION_SOURCES), default="all", show_default=True,
+              help="SQuAD: only dev or only train questions (all-MiniLM-L6-v2 was trained on the train ones, "
+                   "so report headline figures on dev); each record says which it holds.")
 @click.option("--workers", type=int, default=4, show_default=True, help="Questions asked concurrently.")
 @click.option("--site-timeout", type=float, default=60.0, show_default=True,
               help="Seconds the gateway waits for a site (shared machines are slow; failures are counted).")
@@ -128,7 +131,7 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 @json_option("Print the report written to --out on stdout instead of the table.")
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
-             max_documents: int, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
+             max_documents: int, question_source: str, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
              gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
              budgets: tuple[str, ...], router_model: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
@@ -150,6 +153,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
                             limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
+                            question_source=question_source,
                             conversation=conversation, routing_only=routing_only,
                             llm_base_url=llm_cfg.base_url if llm_cfg else "", llm_model=llm_cfg.model if llm_cfg else "",
                             llm_api_key=llm_cfg.api_key if llm_cfg else "",

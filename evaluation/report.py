@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hansa.evaluation import metrics
-from hansa.evaluation.runner import FederationRun, Outcome
+from hansa.evaluation.runner import FederationRun, Outcome, question_source
 from hansa.core.logs import get_logger
 
 log = get_logger(__name__)
@@ -169,8 +169,10 @@ def records_of(dataset: str, split: str, runs: Sequence[FederationRun]) -> list[
             by_strategy.setdefault(o.strategy, []).append(o)
         for outcomes in by_strategy.values():
             record = summarize(dataset, split, run.n_sites, outcomes, run.meta["passages_total"])
-            for key in ("gateway_storage_bytes", "publication_bytes", "raw_corpus_bytes", "gateway_storage_share_of_raw"):
+            for key in ("gateway_storage_bytes", "publication_bytes", "raw_corpus_bytes", "gateway_storage_share_of_raw",
+                        "embedder"):
                 record[key] = run.meta.get(key)
+            record["question_source"] = "+".join(sorted({question_source(o.question) for o in outcomes}))
             out.append(record)
     return out
 

@@ -71,6 +71,9 @@ class EvalSettings:
     split: str = "report"
     limit: int = 0  # answerable questions (0: all in the split)
     limit_unanswerable: int = 0  # unanswerable questions (0: all in the split; -1: none)
+    # "dev" / "train" (SQuAD): only questions of that part; "all" mixes them. all-MiniLM-L6-v2 was
+    # trained on SQuAD's train questions, so train figures flatter it: headline figures use dev.
+    question_source: str = "all"
     max_passages: int = 0  # per domain (SQuAD: overall), gold passages kept: the CI smoke run
     max_documents: int = 0  # whole documents, a stable hash sample; questions follow their gold
     top_k_sites: int = 0  # 0: the gateway's configured default
@@ -174,9 +177,23 @@ class FederationRun:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: int) -> list[Question]:
-    """The split's answerable questions (first `limit` in hash order) and unanswerable ones."""
-    chosen = select(ds.questions, split)
+QUESTION_SOURCES = ("all", "dev", "train")
+
+
+def question_source(question: Question) -> str:
+    """"dev", "train" (SQuAD's parts, from the question's `source`), or the dataset's own source."""
+    source = question.source or ""
+    if source.startswith("squad"):
+        return "train" if "train" in source else "dev"
+    return source.split("-")[0] or "unknown"
+
+
+def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: int, source: str = "all") -> list[Question]:
+    """The split's answerable questions (first `limit` in hash order) and unanswerable ones, of
+    one question source (`source`: dev / train) or all."""
+    if source not in QUESTION_SOURCES:
+        raise InputError(f"question source {source!r} is not one of {', '.join(QUESTION_SOURCES)}")
+    chosen = [q for q in select(ds.questions, split) if source == "all" or question_source(q) == source]
     answerable = sample([q for q in chosen if q.answerable], limit)
     unanswerable = [] if limit_unanswerable < 0 else sample([q for q in chosen if not q.answerable], limit_unanswerable)
     return answerable + unanswerable
@@ -353,7 +370,9 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
     raw = sum(len(p.text.encode("utf-8")) for ps in sites.values() for p in ps)
     published = sum(int(i.get("publication_bytes") or 0) for i in infos)
     storage = gateway_held_bytes(fed.gateway_service.index)
+    embedder = next(iter(fed.sites.values())).ctx.embedder
     return {
+        "embedder": {"model_id": embedder.model_id, "model_sha256": embedder.model_sha256, "dim": dim},
         "sites": {s: len(ps) for s, ps in sites.items()},
         "passages_total": sum(len(ps) for ps in sites.values()),
         "chunks": sum(int(i.get("chunks") or 0) for i in infos),
@@ -552,7 +571,7 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
         if load_model(Path(settings.router_model)) is None:  # the router would fall back, unmeasured
             raise InputError(f"router model {settings.router_model} is unusable (missing, corrupt or trained on "
                              "other features; the log says which): the learned strategy would measure summary matching")
-    questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable)
+    questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable, settings.question_source)
     if not questions:
         raise InputError(f"no {settings.split} questions selected")
     passages = cap_passages(ds.passages, questions, settings.max_passages) if settings.max_passages else ds.passages

@@ -54,6 +54,8 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     for r in records.values():
         assert RECORD_FIELDS <= set(r), RECORD_FIELDS - set(r)
         assert r["dataset"] == dataset and r["split"] == "report"
+        assert r["embedder"]["model_id"] == "sentence-transformers/all-MiniLM-L6-v2" and len(r["embedder"]["model_sha256"]) == 64
+        assert set(r["question_source"].split("+")) <= ({"dev", "train"} if dataset == "squad" else {"mtragun", "mtrag"})
         for name in SHARES:
             assert r[name] is None or 0.0 <= r[name] <= 1.0, (name, r[name])
         assert r["bytes_per_query"] > 0 and 0 < r["latency_ms_p50"] <= r["latency_ms_p95"]

@@ -40,3 +40,21 @@ def test_sample_is_order_independent_and_nested() -> None:
 def test_unknown_split_is_refused() -> None:
     with pytest.raises(InputError, match="unknown split"):
         select([], "train")
+
+
+def test_question_source_keeps_squad_dev_and_train_apart() -> None:
+    from hansa.evaluation.datasets import ANSWERABLE, Question
+    from hansa.evaluation.runner import choose_questions, question_source
+
+    qs = [Question(id=f"q{i}", text="?", gold=("p",), answers=("a",), kind=ANSWERABLE, source=src)
+          for i, src in enumerate(["squad1.1-train", "squad1.1-dev", "squad2.0-dev", "squad1.1-dev+squad2.0-dev"] * 10)]
+    assert [question_source(q) for q in qs[:4]] == ["train", "dev", "dev", "dev"]
+
+    class Ds:
+        questions = qs
+
+    dev = choose_questions(Ds, "all", 0, -1, "dev")  # type: ignore[arg-type]
+    train = choose_questions(Ds, "all", 0, -1, "train")  # type: ignore[arg-type]
+    assert len(dev) == 30 and len(train) == 10 and not {q.id for q in dev} & {q.id for q in train}
+    with pytest.raises(InputError):
+        choose_questions(Ds, "all", 0, -1, "test")  # type: ignore[arg-type]
