@@ -138,8 +138,10 @@ def test_wrong_shapes_and_types_are_400(client: FlaskClient, payload: Any, messa
     assert message in _error(_post(client, json.dumps(payload)), 400)
 
 
-def test_a_non_json_content_type_is_400(client: FlaskClient) -> None:
-    assert "application/json" in _error(_post(client, '{"question": "x"}', content_type="text/plain"), 400)
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_a_non_json_content_type_is_415(client: FlaskClient, content_type: str) -> None:
+    message = _error(_post(client, '{"question": "x"}', content_type=content_type), 415)
+    assert "Content-Type: application/json" in message and repr(content_type) in message
 
 
 def test_unknown_routes_and_methods_answer_json(client: FlaskClient) -> None:
