@@ -115,6 +115,17 @@ class SiteConfig:
     # gateway's copy expires, or when the summaries changed; it checks every republish_check_s.
     republish_remaining_share: float = 0.5
     republish_check_s: float = 60.0
+    # What an answer may reveal (plugin/answer_policy.py): at most answer_max_sentences sentences and
+    # answer_max_citations cited documents, whatever a client's top_k asks; documents none of the
+    # sentences come from are listed only with answer_unused_documents; titles leave unless
+    # answer_titles = false; a file's citation carries its file name ("name"; its id stays the
+    # site-relative <source>/<path>), its source and path ("relative") or neither, under a short
+    # opaque id ("hidden") (answer_sources).
+    answer_max_sentences: int = 3
+    answer_max_citations: int = 10
+    answer_unused_documents: bool = False
+    answer_titles: bool = True
+    answer_sources: str = "name"
     # The federation gateway's Ed25519 public key (base64, as `hansa gateway` prints it): the site
     # answers only retrieve requests signed with it (RFC 9421).
     gateway_public_key: str = ""

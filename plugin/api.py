@@ -38,6 +38,7 @@ from werkzeug.exceptions import HTTPException
 from hansa.core import metrics
 from hansa.core.errors import BackendError, ConfigError, HansaError, InputError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict, require_json_type
+from hansa.plugin.answer_policy import AnswerPolicy
 from hansa.core.logs import bound, get_logger
 from hansa.core.wsgi_server import behind_proxies
 from hansa.plugin import metrics as site_metrics
@@ -93,6 +94,7 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
     gateway_keys = _gateway_keys(ctx)
     identity = load_identity(ctx)  # signs every answer
     nonces = NonceCache() if nonces is None else nonces
+    AnswerPolicy.from_config(ctx.cfg.site)  # a bad [site] answer_* key stops the site here, not per request
     app = Flask("hansa.site")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.wsgi_app = behind_proxies(app.wsgi_app, ctx.cfg.site.proxy_hops, "[site] proxy_hops")  # type: ignore[method-assign]
