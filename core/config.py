@@ -115,6 +115,17 @@ class SiteConfig:
     # gateway's copy expires, or when the summaries changed; it checks every republish_check_s.
     republish_remaining_share: float = 0.5
     republish_check_s: float = 60.0
+    # What an answer may reveal (plugin/answer_policy.py): at most answer_max_sentences sentences and
+    # answer_max_citations cited documents, whatever a client's top_k asks; documents none of the
+    # sentences come from are listed only with answer_unused_documents; titles leave unless
+    # answer_titles = false; a file's citation carries its file name ("name"; its id stays the
+    # site-relative <source>/<path>), its source and path ("relative") or neither, under a short
+    # opaque id ("hidden") (answer_sources).
+    answer_max_sentences: int = 3
+    answer_max_citations: int = 10
+    answer_unused_documents: bool = False
+    answer_titles: bool = True
+    answer_sources: str = "name"
     # The federation gateway's Ed25519 public key (base64, as `hansa gateway` prints it): the site
     # answers only retrieve requests signed with it (RFC 9421).
     gateway_public_key: str = ""
@@ -168,6 +179,11 @@ class GatewayConfig:
     router_log_max_records: int = 50_000  # outcome log: kept records = at most twice this
     router_target_recall: float = 0.95  # training picks the threshold reaching this per-question recall
     max_request_bytes: int = 8 * 1024 * 1024
+    # The longest a site's publication may be signed to stay in force (expires - issued_at). Why:
+    # a publication is the site's word until it expires, so a long one outlives a stolen key's
+    # revocation window and a site that left; sites sign [site] publication_ttl_hours (7 days) and
+    # `hansa site serve` re-signs before half of it is gone, so 30 days leaves them ample room.
+    max_publication_lifetime_days: float = 30.0
     allow_private_addresses: bool = False
     # Token buckets keyed by verified identity (API key name; publishing site id). A query costs one
     # token per site it asks, so fan-out, not request count, is what a client spends.
@@ -338,6 +354,9 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
     if not 0 <= cfg.gateway.recent_queries <= MAX_RECENT_QUERIES:
         raise ConfigError(f"gateway.recent_queries must be in [0, {MAX_RECENT_QUERIES}], not {cfg.gateway.recent_queries}")
+    if cfg.gateway.max_publication_lifetime_days <= 0:
+        raise ConfigError("gateway.max_publication_lifetime_days must be > 0 (every publication expires), "
+                          f"not {cfg.gateway.max_publication_lifetime_days}")
     if cfg.gateway.embedding_memo_entries < 0:
         raise ConfigError(f"gateway.embedding_memo_entries must be >= 0 (0: off), not {cfg.gateway.embedding_memo_entries}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:

@@ -38,5 +38,11 @@ class ConflictError(HansaError):
     http_status = 409
 
 
+class UnsupportedMediaType(HansaError):
+    """A request body sent as something other than the JSON the endpoint reads."""
+
+    http_status = 415
+
+
 class NotFoundError(HansaError):
     http_status = 404

@@ -9,9 +9,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hansa.core.errors import InputError
+from hansa.core.errors import InputError, UnsupportedMediaType
 
 MAX_DEPTH = 32
+JSON_TYPE = "application/json"
+
+
+def require_json_type(mimetype: str | None, where: str) -> None:
+    """Refuse (415) a body not declared as JSON before reading it. Why: a JSON endpoint that
+    parses whatever arrives can be reached by a cross-site HTML form (text/plain needs no CORS
+    preflight), and a client that mislabels its body gets a clear answer instead of a guess."""
+    if mimetype != JSON_TYPE:
+        got = f"Content-Type {mimetype!r}" if mimetype else "no Content-Type"
+        raise UnsupportedMediaType(f"{where} takes a JSON body: send it with Content-Type: {JSON_TYPE} (got {got})")
 
 
 def _no_constants(name: str) -> Any:

@@ -15,8 +15,8 @@ Endpoints:
                                          admin_key` (gateway.admin_page; 404 when no key is set)
 
 What stays here is what belongs to HTTP: query clients authenticate with an API key
-(`Authorization: Bearer ...`, hansa.gateway.apikeys) before any body is read; every body is parsed
-by the strict loader; every failure is JSON with the HansaError's status (a body over
+(`Authorization: Bearer ...`, hansa.gateway.apikeys) before any body is read; every body must be sent
+as application/json (415 otherwise) and is parsed by the strict loader; every failure is JSON with the HansaError's status (a body over
 `max_request_bytes` is 413); a bug is a logged 500 with no traceback in the response. Everything
 else — verifying publications, routing, calling sites, fusing — is the service's.
 """
@@ -29,7 +29,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from hansa.core import metrics as prometheus
 from hansa.core.errors import HansaError
-from hansa.core.jsonsafe import dumps, loads_strict
+from hansa.core.jsonsafe import dumps, loads_strict, require_json_type
 from hansa.core.logs import get_logger
 from hansa.gateway.admin_auth import LOGIN_BURST, LOGIN_REFILL_PER_S
 from hansa.gateway.admin_page import create_admin_blueprint
@@ -51,10 +51,11 @@ def _json(obj: Any, status: int = 200) -> Response:
 
 
 def _body() -> Any:
-    """The request body through the strict loader (413 first if it is over the size cap).
+    """The request body through the strict loader (415 if not sent as JSON, 413 if over the size cap).
 
     A body without Content-Length (chunked) is read only up to the cap, and werkzeug returns
     those bytes without complaint: one that fills the cap is refused rather than parsed cut short."""
+    require_json_type(request.mimetype, f"{request.method} {request.path}")
     data = request.get_data(cache=False)
     cap = request.max_content_length
     if request.content_length is None and cap is not None and len(data) >= cap:

@@ -21,16 +21,17 @@ index elsewhere. Now only this class writes either, so every rule about them liv
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 from hansa.core.crash_points import crash_point
-from hansa.core.errors import ConflictError
+from hansa.core.errors import ConflictError, InputError
 from hansa.core.logs import get_logger
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.ratelimit import TokenBucketLimiter
 from hansa.gateway.registry import REVOKED, SiteRegistry
 from hansa.sync.publication import open_publication
-from hansa.sync.wire import validate_site_id
+from hansa.sync.wire import parse_utc, validate_site_id
 
 log = get_logger(__name__)
 
@@ -52,10 +53,12 @@ class PublicationConflict(ConflictError):
 class SitePublications:
     """Accepts sites' signed publications into the registry's floors and the summary index."""
 
-    def __init__(self, registry: SiteRegistry, index: SummaryIndex, limits: TokenBucketLimiter) -> None:
+    def __init__(self, registry: SiteRegistry, index: SummaryIndex, limits: TokenBucketLimiter,
+                 max_lifetime: timedelta = timedelta(days=30)) -> None:
         self.registry = registry
         self.index = index
         self.limits = limits
+        self.max_lifetime = max_lifetime  # [gateway] max_publication_lifetime_days
         self._lock = threading.Lock()  # sequence check -> index swap -> record, one site at a time
         active = {rec.site_id for rec in registry.list() if rec.status != REVOKED}
         index.restore(lambda site_id: site_id in active)
@@ -74,6 +77,7 @@ class SitePublications:
         validate_site_id(site_id)
         pub = open_publication(envelope, site_id, self.registry.keys_for(site_id), self.index.space)
         self.limits.charge(pub.site_id, 1)  # keyed by the verified signer, never by the URL alone
+        _check_lifetime(pub.site_id, pub.issued_at, pub.expires, self.max_lifetime)
         with self._lock:
             try:
                 if self.index.is_replay(pub):
@@ -94,3 +98,19 @@ class SitePublications:
                  changed=plan.changed, withdrawn=plan.withdrawn)
         return {"site_id": site_id, "sequence": rec.last_sequence, "accepted": len(plan.new.rows),
                 "expires": rec.expires, "changed": plan.changed, "withdrawn": plan.withdrawn, "replay": False}
+
+
+def _check_lifetime(site_id: str, issued_at: str, expires: str, limit: timedelta) -> None:
+    """Refuse a publication signed to stay in force longer than the gateway allows: one valid for
+    a century would keep a departed or compromised site routable long after anyone noticed."""
+    lifetime = parse_utc(expires, "publication expires") - parse_utc(issued_at, "publication issued_at")
+    if lifetime > limit:
+        raise InputError(
+            f"publication from {site_id!r} is valid for {_days(lifetime)} days ({issued_at} to {expires}), "
+            f"longer than this gateway's maximum of {_days(limit)} days ([gateway] max_publication_lifetime_days): "
+            "sign it with a shorter [site] publication_ttl_hours"
+        )
+
+
+def _days(span: timedelta) -> str:
+    return f"{span.total_seconds() / 86400:g}"

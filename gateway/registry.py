@@ -130,10 +130,16 @@ class SiteRecord:
             return True
         return parse_utc(self.expires, "expires") <= (now or utc_now())
 
+    @property
+    def is_withdrawn(self) -> bool:
+        """The site's publication in force holds no summary: it withdrew from the federation
+        (`hansa site uninstall` signs such a publication); a later publication brings it back."""
+        return self.expires is not None and self.summary_count == 0
+
     def is_routable(self, now: datetime | None = None) -> bool:
         now = now or utc_now()
         vouched = self.trusted_until is None or parse_utc(self.trusted_until, "trusted_until") > now
-        return self.status == ACTIVE and vouched and not self.is_expired(now)
+        return self.status == ACTIVE and vouched and not self.is_expired(now) and not self.is_withdrawn
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -154,7 +160,8 @@ class SiteRecord:
     def view(self, now: datetime | None = None) -> dict[str, Any]:
         """What operators see (API and CLI): the record plus its state at `now`."""
         now = now or utc_now()
-        return {**self.to_json(), "expired": self.is_expired(now), "routable": self.is_routable(now)}
+        return {**self.to_json(), "expired": self.is_expired(now), "withdrawn": self.is_withdrawn,
+                "routable": self.is_routable(now)}
 
 
 @dataclass(frozen=True)

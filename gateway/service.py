@@ -25,6 +25,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import replace
+from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -136,7 +137,8 @@ class Gateway:
         self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s,
                                                  shared=shared)
         self._routing = ChangeWatcher(shared, ROUTING_KEY) if shared is not None else None
-        self.publications = SitePublications(registry, index, self.publish_limits)
+        self.publications = SitePublications(registry, index, self.publish_limits,
+                                             timedelta(days=cfg.max_publication_lifetime_days))
         if shared is not None:
             registry.on_untrusted(lambda site_id: shared.bump(ROUTING_KEY))
         # The last call to each site: (status, at); /v1/health and sites_view() report it.

@@ -22,15 +22,17 @@ from typing import Any
 
 from hansa.adapters.llm.base import LLM, completion_of, estimate_tokens
 from hansa.core.errors import HansaError
+from hansa.core.sentences import split_sentences
 from hansa.gateway.fusion import FusedAnswer
 from hansa.plugin.retrieval import content_words
 
 SUPPORT_OVERLAP = 0.6
 MAX_TOKENS = 256
 _MARKER = re.compile(r"\[(\d+)\]")
-# A sentence ends at . ! ? before the next word, or after its markers ("... Lyon. [1] Next"): a
-# marker after the full stop still belongs to the sentence before it.
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?!\[)|(?<=\])\s+(?=[A-Z])")
+# Besides where core.sentences ends a sentence, one also ends after its markers before a capital
+# ("... Lyon [1] Next"), and markers after a full stop belong to the sentence before them.
+_AFTER_MARKERS = re.compile(r"(?<=\])\s+(?=[A-Z])")
+_LEADING_MARKERS = re.compile(r"(?:\[\d+\]\s*)+")
 SYSTEM = ("Answer the question using ONLY the numbered evidence. After every sentence put the number of the "
           "evidence it comes from in brackets, like [1]. Do not add facts that the evidence does not state. "
           "Be brief: at most three sentences.")
@@ -50,13 +52,25 @@ def evidence(fused: FusedAnswer) -> dict[int, list[str]]:
     return out
 
 
+def answer_sentences(text: str) -> list[str]:
+    """The sentences of an LLM's answer, each with the [n] markers that follow it."""
+    out: list[str] = []
+    for sentence in split_sentences(text):
+        for piece in _AFTER_MARKERS.split(sentence):
+            lead = _LEADING_MARKERS.match(piece)
+            if lead and out:  # "Lyon. [1] Next": [1] is the previous sentence's
+                out[-1] = f"{out[-1]} {lead.group().strip()}"
+                piece = piece[lead.end():]
+            if piece.strip():
+                out.append(piece.strip())
+    return out
+
+
 def check(text: str, cited: dict[int, list[str]]) -> tuple[list[str], list[dict[str, str]]]:
     """The supported sentences of `text`, and each dropped sentence with the reason."""
     kept: list[str] = []
     dropped: list[dict[str, str]] = []
-    for sentence in (s.strip() for s in _SENTENCE.split(text.strip())):
-        if not sentence:
-            continue
+    for sentence in answer_sentences(text):
         markers = {int(n) for n in _MARKER.findall(sentence)}
         if not markers:
             dropped.append({"sentence": sentence, "reason": "no [n] marker"})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hansa.plugin.chunking import sentence_spans
+from hansa.core.sentences import sentence_spans
 
 MIN_SENTENCE_WORDS = 5  # headings and fragments ("Kettle Ridge Roasters") state nothing
 MAX_SENTENCE_CHARS = 400  # longer "sentences" (tables, unpunctuated text) are cut: no chunk leaks whole

@@ -37,7 +37,8 @@ from werkzeug.exceptions import HTTPException
 
 from hansa.core import metrics
 from hansa.core.errors import BackendError, ConfigError, HansaError, InputError, VerificationError
-from hansa.core.jsonsafe import dumps, loads_strict
+from hansa.core.jsonsafe import dumps, loads_strict, require_json_type
+from hansa.plugin.answer_policy import AnswerPolicy
 from hansa.core.logs import bound, get_logger
 from hansa.core.wsgi_server import behind_proxies
 from hansa.plugin import metrics as site_metrics
@@ -93,6 +94,7 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
     gateway_keys = _gateway_keys(ctx)
     identity = load_identity(ctx)  # signs every answer
     nonces = NonceCache() if nonces is None else nonces
+    AnswerPolicy.from_config(ctx.cfg.site)  # a bad [site] answer_* key stops the site here, not per request
     app = Flask("hansa.site")
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.wsgi_app = behind_proxies(app.wsgi_app, ctx.cfg.site.proxy_hops, "[site] proxy_hops")  # type: ignore[method-assign]
@@ -113,8 +115,7 @@ def create_site_app(ctx: SiteContext, *, nonces: Any = None) -> Flask:
             if not QUERY_ID_RE.match(query_id):
                 raise InputError(f"{QUERY_ID_HEADER} must be 1..128 characters of letters, digits and . _ : -")
             g.log_scope.enter_context(bound(query_id=query_id))
-        if request.mimetype != JSON_TYPE:
-            raise InputError(f"send the request as {JSON_TYPE}")
+        require_json_type(request.mimetype, "POST /v1/retrieve")
         req = RetrieveRequest.from_json(_object(loads_strict(body)))
         with lock:
             answer = retrieve(ctx, req)

@@ -12,38 +12,13 @@ import re
 
 from hansa.adapters.records import Chunk
 from hansa.core.errors import ConfigError
+from hansa.core.sentences import sentence_spans  # the one splitter (abbreviation-aware)
 
 MIN_CHUNK_SIZE = 16
 CHUNK_ID_HEX = 32  # 128 bits of sha256: collision-free in practice, short enough for logs and URLs
 
-# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace,
-# or at a blank line (paragraph, heading or list break; a PDF's page break is a blank line holding
-# a form feed). Abbreviations over-split a little, which only makes the packing a bit finer; it
-# never loses text.
-_BOUNDARY = re.compile(r"""[.!?]+["'’”)\]]*(?=\s)|\n[ \t\f]*\n""")
 _NON_SPACE = re.compile(r"\S")
 _SPACE_RUN = re.compile(r"\s+")
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence, without surrounding whitespace, in order."""
-    spans: list[tuple[int, int]] = []
-    begin = 0
-    for match in _BOUNDARY.finditer(text):
-        _append_trimmed(text, begin, match.end(), spans)
-        begin = match.end()
-    _append_trimmed(text, begin, len(text), spans)
-    return spans
-
-
-def _append_trimmed(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
-    first = _NON_SPACE.search(text, start, end)
-    if first is None:
-        return
-    stop = end
-    while stop > first.start() and text[stop - 1].isspace():
-        stop -= 1
-    out.append((first.start(), stop))
 
 
 def _split_long(text: str, start: int, end: int, size: int) -> list[tuple[int, int]]:

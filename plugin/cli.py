@@ -274,21 +274,26 @@ def query(question: str, top_k: int, mode: str, as_json: bool) -> None:
 
 @site.command()
 @click.option("--delete-keys", is_flag=True, help="Also delete the site's signing key (the gateway enrolled its public half).")
+@click.option("--withdraw/--no-withdraw", default=True, show_default=True,
+              help="First sign and send the gateway a publication with no summary, so it stops routing to this site.")
+@click.option("--gateway", "gateway_url", metavar="URL", help="The gateway to withdraw from (default: [site] gateway_url).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option()
 @deprecated_alias("--keys", "delete_keys", "--delete-keys", flag=True)
-def uninstall(delete_keys: bool, yes: bool, as_json: bool) -> None:
+def uninstall(delete_keys: bool, withdraw: bool, gateway_url: str | None, yes: bool, as_json: bool) -> None:
     """Remove what `install` created: Hansa* nodes, hansa's constraints/indexes, GDS projections,
     the site's Milvus collections, site.json and sources.json. Nothing of the organization's.
 
-    The signing key stays unless --delete-keys; the publication state stays (sequence floors)."""
+    A site that has published is first withdrawn from its gateway (a signed publication with no
+    summary; nothing is removed if that fails). The signing key stays unless --delete-keys; the
+    publication state stays (sequence floors)."""
     from hansa.plugin.uninstall import uninstall_site
 
     cfg = _config()
     if not yes:
         click.confirm(f"remove site {cfg.site.site_id!r} and all its data from its stores?", abort=True, err=True)
     with _site() as ctx:
-        result = uninstall_site(ctx, keys=delete_keys)
+        result = uninstall_site(ctx, keys=delete_keys, withdraw=withdraw, gateway_url=gateway_url)
     _report(f"site {result.site_id} uninstalled", result, as_json)
 
 

@@ -85,7 +85,7 @@ class _State:
     sequence: int  # highest sequence delivered or written to a file (0: never published)
     versions: dict[str, dict[str, Any]]  # summary id -> {"version", "content_sha256"}, never forgotten
     current: list[str]  # ids in the last delivered publication
-    accepted: dict[str, Any] | None = None  # {"sequence", "manifest"} the gateway last accepted
+    accepted: dict[str, Any] | None = None  # {"sequence", "manifest", "expires", "url"} the gateway last accepted
 
     def to_json(self) -> dict[str, Any]:
         return {"sequence": self.sequence, "summaries": self.versions, "current": self.current,
@@ -294,7 +294,7 @@ def publish_summaries(
     accepted), or write it to `out` (a full set). Pending outbox entries are delivered first."""
     site_id = ctx.site_id
     check_site_file(ctx)
-    identity = load_identity(ctx)
+    load_identity(ctx)  # a missing key fails before the outbox is touched
     gateway_url = gateway_url or (None if out is not None else ctx.cfg.site.gateway_url) or None
     if gateway_url is None and out is None:
         raise ConfigError("nowhere to publish: pass --gateway URL or --out FILE, or set [site] gateway_url")
@@ -309,11 +309,56 @@ def publish_summaries(
     state = read_state(ctx)
     communities, vectors = summary_set(ctx)  # read after the drain's round trips, as one set
     records, versions, changed = _records(ctx, communities, vectors, state)
-    space = EmbeddingSpace.of(ctx.embedder)
-    ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
     ids = sorted(c.id for c in communities)
     retired = len(set(state.current) - set(ids))
-    terms = read_terms(ctx)
+    return _send_set(ctx, _Set(records, versions, ids, read_terms(ctx), changed, retired), url, out, outbox, drained,
+                     state, policy, now)
+
+
+def publish_withdrawal(
+    ctx: SiteContext, gateway_url: str | None = None, now: datetime | None = None, retry: RetryPolicy | None = None,
+) -> PublishResult:
+    """Sign and deliver a publication that holds no summary and no term statistics: the site's
+    withdrawal. The gateway then routes nothing to it (gateway.registry `is_withdrawn`) without an
+    admin revoking it, and a later publication brings it back. `hansa site uninstall` sends it
+    first, while the site still has its key; it goes through the outbox like any publication."""
+    configured = gateway_url or ctx.cfg.site.gateway_url
+    accepted = read_state(ctx).accepted or {}
+    url = publication_url(configured, ctx.site_id) if configured else accepted.get("url")
+    if not url:
+        raise ConfigError("nowhere to send the withdrawal: pass --gateway URL or set [site] gateway_url")
+    policy = retry or RetryPolicy()
+    outbox = Outbox(ctx.cfg.home)
+    drained = _drain(ctx, outbox, url, policy, now or datetime.now(timezone.utc))  # nothing older may land after it
+    state = read_state(ctx)
+    withdrawal = _Set([], {k: dict(v) for k, v in state.versions.items()}, [], None, 0, len(state.current))
+    result = _send_set(ctx, withdrawal, url, None, outbox, drained, state, policy, now)
+    log.info("publish.withdrawn", site_id=ctx.site_id, sequence=result.sequence)
+    return result
+
+
+@dataclass(frozen=True)
+class _Set:
+    """What one publication signs: the whole current set and what changed since the last."""
+
+    records: list[SummaryRecord]
+    versions: dict[str, dict[str, Any]]
+    ids: list[str]
+    terms: Any  # TermSketch | None
+    changed: int
+    retired: int
+
+
+def _send_set(ctx: SiteContext, new: _Set, url: str | None, out: Path | None, outbox: Outbox, drained: _Drain,
+              state: _State, policy: RetryPolicy, now: datetime | None) -> PublishResult:
+    """Sign `new` (a delta on what the gateway last accepted, or a full set) and deliver it, or
+    write it to `out` when there is no gateway."""
+    site_id = ctx.site_id
+    identity = load_identity(ctx)
+    records, versions, ids, terms, changed, retired = (new.records, new.versions, new.ids, new.terms, new.changed,
+                                                        new.retired)
+    space = EmbeddingSpace.of(ctx.embedder)
+    ttl = timedelta(hours=ctx.cfg.site.publication_ttl_hours)
 
     def sign(sequence: int, base: PublicationHead | None) -> tuple[dict[str, Any], dict[str, Any]]:
         envelope = build_publication(identity, site_id, sequence, space, records, ttl, now=now, base=base, terms=terms)
@@ -321,6 +366,8 @@ def publish_summaries(
         sent = len(records) if base is None else sum(
             1 for r in records if base.manifest.get(r.summary_id) != (manifest[r.summary_id][0], manifest[r.summary_id][1]))
         accepted = {"sequence": sequence, "manifest": manifest, "expires": _expiry(envelope)}
+        if url is not None:  # where it went: where a withdrawal goes when no gateway is configured
+            accepted["url"] = url
         commit = {"state": _State(sequence, versions, ids, accepted).to_json(),
                   "result": {"changed": changed, "retired": retired, "sent": sent, "full": base is None}}
         return envelope, commit

@@ -25,6 +25,7 @@ import numpy as np
 from hansa.adapters.records import ChunkHit
 from hansa.core.logs import get_logger
 from hansa.plugin import sentence_vectors
+from hansa.plugin.answer_policy import AnswerPolicy
 from hansa.plugin.answer_candidates import MAX_SENTENCE_CHARS, answer_sentences, chunk_sentences  # noqa: F401  (re-exported)
 from hansa.core.text import STOPWORDS, fold
 from hansa.plugin.readers import page_within
@@ -36,7 +37,7 @@ log = get_logger(__name__)
 EXPAND_LIMIT = 10  # graph neighbours added to the vector seeds
 ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
 MAX_CANDIDATES = 40  # sentences ranked per request (vectors stored at ingest)
-MAX_ANSWER_SENTENCES = 3  # sentences in the answer, counting those brought along (see _ANAPHORA)
+MAX_ANSWER_SENTENCES = 3  # default of [site] answer_max_sentences: counting those brought along (see _ANAPHORA)
 ANSWER_MARGIN = 0.15  # a further sentence may join the answer if within this cosine of the best one
 DUPLICATE_COSINE = 0.95  # ... and is not a near-copy of a sentence already chosen
 REDUNDANCY = 0.5  # weight of a candidate's similarity to the chosen sentences (see _choose)
@@ -145,9 +146,10 @@ def _global_chunks(ctx: SiteContext, query: np.ndarray) -> list[ChunkHit] | None
 
 
 def _citations(site_id: str, ranked: Sequence[ChunkHit], top_k: int, picked: Sequence[_Sentence]) -> tuple[Citation, ...]:
-    """One citation per document, best first. Its page is that of the first answer sentence taken
-    from it (picked in reading order), else the page its best chunk starts on: the best chunk of
-    a long PDF need not be the one the answer quotes (issue 34: p.14 cited for a sentence on p.4)."""
+    """One citation per document, best first (the answer policy then decides which may leave). Its
+    page is that of the first answer sentence taken from it (picked in reading order), else the page
+    its best chunk starts on: the best chunk of a long PDF need not be the one the answer quotes
+    (issue 34: p.14 cited for a sentence on p.4)."""
     best: dict[str, ChunkHit] = {}
     for chunk in ranked:  # ranked best first: the first chunk of a document is its best
         best.setdefault(chunk.doc_id, chunk)
@@ -182,8 +184,9 @@ def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
     return out
 
 
-def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray, question: str) -> tuple[list[_Sentence], float]:
-    """Up to MAX_ANSWER_SENTENCES sentences (counting the context each brings), and the best cosine
+def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray, question: str,
+            limit: int = MAX_ANSWER_SENTENCES) -> tuple[list[_Sentence], float]:
+    """Up to `limit` sentences (counting the context each brings), and the best cosine
     for the confidence.
 
     Relevance is the cosine with the question plus OVERLAP_BONUS times the share of the question's
@@ -205,13 +208,13 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
     chosen: list[int] = []
     closest = np.zeros(len(candidates), dtype=np.float32)  # cosine with the nearest chosen sentence
     picked: dict[str, _Sentence] = {}  # by text: overlapping chunks repeat sentences
-    while eligible and len(picked) < MAX_ANSWER_SENTENCES:
+    while eligible and len(picked) < limit:
         i = max(eligible, key=lambda k: float(relevance[k] - REDUNDANCY * closest[k]))  # first wins ties
         eligible.remove(i)
         if chosen and closest[i] >= DUPLICATE_COSINE:
             continue
         parts = [p for p in (candidates[i].context, candidates[i]) if p is not None and p.text not in picked]
-        if chosen and len(picked) + len(parts) > MAX_ANSWER_SENTENCES:
+        if len(picked) + len(parts) > limit:
             continue  # a shorter runner-up may still fit
         chosen.append(i)
         closest = np.maximum(closest, _cosine(vectors, vectors[i]))
@@ -239,16 +242,17 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
         log.info("retrieve.empty", mode=req.mode)
         return empty_answer(site_id)
     ranked = sorted(chunks, key=lambda c: -c.score)
-    picked, best_sentence = _choose(ctx, _candidates(ranked), query, req.question)
+    policy = AnswerPolicy.from_config(ctx.cfg.site)
+    picked, best_sentence = _choose(ctx, _candidates(ranked), query, req.question, policy.max_sentences)
     confidence = confidence_from_similarity(max(ranked[0].score, best_sentence))
     if confidence == 0.0:
         picked = []
-    answer = PartialAnswer(
+    answer = policy.apply(PartialAnswer(
         site_id=site_id,
         answer=" ".join(s.text for s in picked),
         citations=_citations(site_id, ranked, req.top_k, picked),
         confidence=confidence,
         sentences=tuple((s.text, s.doc_id, s.relevance) for s in picked),
-    )
+    ), {c.doc_id: c.source for c in ranked if c.source})
     log.info("retrieve.done", mode=req.mode, chunks=len(ranked), citations=len(answer.citations), confidence=answer.confidence)
     return answer

@@ -17,7 +17,7 @@ from typing import Sequence
 from hansa.adapters.llm.base import LLM
 from hansa.adapters.records import CommunityContext
 from hansa.core.logs import get_logger
-from hansa.plugin.chunking import sentence_spans
+from hansa.core.sentences import sentence_spans
 from hansa.core.text import fold
 
 log = get_logger(__name__)

@@ -6,6 +6,12 @@ organization's schema), GDS graphs hansa projected, the site's Milvus collection
 the source roots and the term statistics built from the corpus (terms.json) — and nothing else. The signing key goes only with `keys=True`: the gateway
 enrolled its public half, and a reinstall that keeps it can rejoin without a new enrolment. The
 publication state (sequence floors) stays, so a reinstalled site keeps publishing above them.
+
+Withdrawal first: a site a gateway accepted a publication from stays routable there until that
+publication expires (days) or an admin revokes it, so before anything is removed uninstall signs
+and delivers a publication holding no summary (plugin.publish.publish_withdrawal), which the
+gateway honours by routing nothing to the site. If it cannot be delivered, nothing is removed
+(`withdraw=False`, `hansa site uninstall --no-withdraw`, skips it on purpose).
 """
 from __future__ import annotations
 
@@ -13,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hansa.adapters.graph.base import UninstallReport
-from hansa.core.errors import ConfigError
+from hansa.core.errors import ConfigError, HansaError
 from hansa.core.logs import get_logger
 from hansa.plugin.install import site_file
+from hansa.plugin.publish import publish_withdrawal, read_state
 from hansa.plugin.site import COLLECTIONS, SiteContext
 from hansa.plugin.sources import sources_file
 from hansa.plugin.vocabulary import TERMS_FILENAME
@@ -31,10 +38,13 @@ class UninstallResult:
     collections: tuple[str, ...]  # dropped (names without prefix)
     files: tuple[str, ...]  # removed from the site's home
     keys_removed: bool
+    withdrawn_sequence: int | None = None  # the withdrawal the gateway accepted (None: none sent)
 
 
-def uninstall_site(ctx: SiteContext, *, keys: bool = False) -> UninstallResult:
-    """Remove the site's data, schema and collections (and its key with `keys`)."""
+def uninstall_site(ctx: SiteContext, *, keys: bool = False, withdraw: bool = True,
+                   gateway_url: str | None = None) -> UninstallResult:
+    """Withdraw the site from its gateway (when one accepted a publication from it and `withdraw`),
+    then remove the site's data, schema and collections (and its key with `keys`)."""
     site_id = ctx.site_id
     owner = ctx.graph.installed_site()
     if owner is not None and owner != site_id:
@@ -46,6 +56,14 @@ def uninstall_site(ctx: SiteContext, *, keys: bool = False) -> UninstallResult:
         vector_owner = ctx.vectors.collection_owner(name)
         if vector_owner and vector_owner != site_id:
             raise ConfigError(f"Milvus collection {name} belongs to site {vector_owner!r}, not {site_id!r}: nothing was removed")
+    withdrawn = None
+    if withdraw and read_state(ctx).accepted is not None:
+        try:
+            withdrawn = publish_withdrawal(ctx, gateway_url).sequence
+        except HansaError as exc:
+            raise type(exc)(f"could not withdraw site {site_id!r} from its gateway, so nothing was removed: {exc}; "
+                            "fix that and run uninstall again, or pass --no-withdraw to leave the site routable "
+                            "until its publication expires or an admin revokes it") from exc
     graph = ctx.graph.uninstall()
     dropped = []
     for name in COLLECTIONS:
@@ -62,7 +80,7 @@ def uninstall_site(ctx: SiteContext, *, keys: bool = False) -> UninstallResult:
             removed.append(str(path))
     result = UninstallResult(
         site_id=site_id, graph=graph, collections=tuple(dropped), files=tuple(removed),
-        keys_removed=keys and any(PRIVATE_KEY_FILE in p for p in removed),
+        keys_removed=keys and any(PRIVATE_KEY_FILE in p for p in removed), withdrawn_sequence=withdrawn,
     )
     log.info("site.uninstalled", site_id=site_id, nodes=graph.nodes, collections=",".join(dropped) or "-")
     return result

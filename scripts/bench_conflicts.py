@@ -96,7 +96,7 @@ class Case:
 
 
 def _split(text: str) -> list[str]:
-    from hansa.plugin.chunking import sentence_spans
+    from hansa.core.sentences import sentence_spans
 
     return [" ".join(text[a:b].split()) for a, b in sentence_spans(text) if b - a > 20]
 

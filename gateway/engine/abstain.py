@@ -86,3 +86,14 @@ def no_answer_text(sites_asked: Sequence[str], best_relevance: float) -> str:
     names = ", ".join(sites_asked)
     noun = "site" if len(sites_asked) == 1 else "sites"
     return f"{NO_ANSWER}. Searched {len(sites_asked)} {noun} ({names}); the best evidence scored {best_relevance:.2f}."
+
+
+def budget_cut_text(sites_cut: Sequence[str], time_ms: int) -> str:
+    """What an answer says when the query's own time budget cut every call: not an abstention.
+
+    Why apart from `no_answer_text`: "the federation holds no answer" would tell the user the
+    sites were asked and came back empty, when none of them had the time to say anything."""
+    noun = "site" if len(sites_cut) == 1 else "sites"
+    return (f"No answer: the query's time budget ({time_ms} ms) ran out before any site answered; it cut the "
+            f"call to every {noun} asked ({', '.join(sites_cut)}). This is not an absence of an answer: "
+            "ask again with a larger budget.time_ms.")

@@ -41,7 +41,7 @@ from hansa.core.errors import ConfigError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
 from hansa.gateway.client import MAX_RESPONSE_BYTES, TIMEOUT, SiteCall
-from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, no_answer_text
+from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, budget_cut_text, no_answer_text
 from hansa.gateway.engine.assess import Assessment, passages
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
@@ -345,6 +345,10 @@ class QueryEngine:
             note = ("the query's budget ran out before any site could be asked" if stop_reason == "budget" else
                     "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
             fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
+        elif request.budget.time_ms is not None and calls.calls and all(c.status == TIMEOUT for c in calls.calls):
+            note = "the query's time budget cut the call to every site asked"  # no site could answer: no abstaining
+            fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
+                                sentences=(), note=note)
         elif judged.best is not None:
             fused = judged.best  # the best answer seen, whichever round gave it
         else:

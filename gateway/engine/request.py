@@ -19,7 +19,7 @@ Fields (all but `question` optional):
                 spent without an LLM). 0, negatives or absurd values are refused (400).
   top_k_sites   at most this many routed sites (default: [gateway] top_k_sites).
   top_k         evidence items per site (default: the site's).
-  sites         call exactly these enrolled, non-revoked sites instead of routing (baselines);
+  sites         call exactly these enrolled, non-revoked sites instead of routing (baselines; at least one);
                 a budget of fewer sites calls the first of them.
 """
 from __future__ import annotations
@@ -126,6 +126,9 @@ class QueryRequest:
         if self.sites is not None:
             if not isinstance(self.sites, tuple) or len(self.sites) > MAX_EXPLICIT_SITES:
                 raise InputError(f"query: 'sites' must be a list of at most {MAX_EXPLICIT_SITES} site ids")
+            if not self.sites:  # it would call nobody and answer as if the federation knew nothing
+                raise InputError("query: 'sites' is empty, so no site would be asked: name at least one "
+                                 "site, or leave 'sites' out to let the gateway route the question")
             for site_id in self.sites:
                 validate_site_id(site_id)
             if len(set(self.sites)) != len(self.sites):

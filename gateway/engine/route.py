@@ -139,6 +139,8 @@ def exclusion(rec: SiteRecord | None) -> str:
         return "not enrolled"
     if rec.status == REVOKED:
         return "revoked"
+    if rec.is_withdrawn:
+        return "withdrawn (its publication holds no summary)"
     return "publication expired"
 
 
@@ -171,8 +173,9 @@ def route(
         selected = [s.site_id for s in router.select(considered, k)]
     else:
         selected = list(explicit)
+    withdrawn = {sid for sid, rec in records.items() if rec.is_withdrawn}  # no hit says why they are missing
     excluded = [{"site_id": sid, "reason": exclusion(records.get(sid))}
-                for sid in sorted({h.site_id for h in hits} - set(routable))]
+                for sid in sorted(({h.site_id for h in hits} | withdrawn) - set(routable))]
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
                    (t1 - t0) * 1000, (t2 - t1) * 1000, words)

@@ -193,7 +193,8 @@ def _tamper(env_obj: dict) -> dict:
 
 def _reissued(env_obj: dict) -> bytes:
     payload = json.loads(base64.b64decode(env_obj["payload"]))
-    payload["expires"] = "2999-01-01T00:00:00Z"
+    later = datetime.fromisoformat(payload["expires"][:-1]) + timedelta(hours=1)  # other bytes, a lifetime allowed
+    payload["expires"] = later.strftime("%Y-%m-%dT%H:%M:%SZ")
     return json.dumps(payload).encode()
 
 
@@ -315,7 +316,9 @@ def test_query_routes_to_the_site_whose_summaries_match(env, records, sites_http
     assert named["trace"]["sites_called"] == [kitchen] and named["trace"]["selection"] == "explicit"
     assert named["trace"]["sites_considered"][0]["site_id"].startswith("rivers-")
     assert named["citations"][0]["site_id"] == kitchen
-    assert post(env, "/v1/query", {"question": RIVER_Q, "sites": []}).get_json()["trace"]["per_site"] == []
+    empty = post(env, "/v1/query", {"question": RIVER_Q, "sites": []})  # asks nobody: refused, not "no answer"
+    assert empty.status_code == 400 and "'sites' is empty" in empty.get_json()["error"]
+    assert "leave 'sites' out" in empty.get_json()["error"]
     assert post(env, "/v1/query", {"question": RIVER_Q, "sites": ["nobody"]}).status_code == 404
     assert post(env, "/v1/query", {"question": RIVER_Q, "sites": ["../x"]}).status_code == 400
     assert post(env, "/v1/query", {"question": RIVER_Q, "sites": "rivers-q"}).status_code == 400

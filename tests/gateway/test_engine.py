@@ -482,6 +482,41 @@ def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answ
     assert [c["doc_id"] for c in with_memo.citations] == [c["doc_id"] for c in without.citations]
 
 
+def test_a_time_budget_that_cuts_every_call_says_so_instead_of_no_answer(federation, keys) -> None:
+    """The sites were asked but none had the time to answer: the answer must not claim the
+    federation holds nothing (issue 32), and the HTTP answer is a 200 naming the cut sites."""
+    import time as _time
+
+    apps = {site_id: create_site_app(h.ctx) for site_id, h in federation.sites.items()}
+    for site_id, app in list(apps.items()):
+        def slow(environ: Any, start_response: Any, app: Any = app) -> Any:  # the real site, 2 s late
+            _time.sleep(2.0)
+            return app(environ, start_response)
+        apps[site_id] = slow
+    embedder = next(iter(federation.sites.values())).ctx.embedder
+    service = Gateway.open(GatewayConfig(site_timeout_s=60.0), embedder=embedder,
+                           vector_store=federation.gateway_vectors, registry=federation.registry, api_keys=keys,
+                           transport=lambda identity, cfg: InProcessSiteTransport(identity, apps))
+    try:
+        embedder.embed([GOVT_Q])  # warm: the budget goes to the calls, not to a first embedding
+        result = service.query(QueryRequest(question=GOVT_Q, sites=("clapnq", "govt"), budget=Budget(time_ms=600)),
+                               client="engine")
+        assert [c["status"] for c in result.trace["per_site"]] == [TIMEOUT, TIMEOUT], result.trace["per_site"]
+        assert "holds no answer" not in result.answer
+        assert "time budget (600 ms)" in result.answer and "clapnq, govt" in result.answer
+        assert "not an absence of an answer" in result.answer and not result.citations
+        assert result.trace["abstained"] is False
+
+        key = keys.create("budget-cut")
+        resp = create_gateway_app(service).test_client().post(
+            "/v1/query", json={"question": GOVT_Q, "sites": ["govt"], "budget": {"time_ms": 600}},
+            headers={"Authorization": f"Bearer {key}"})
+        assert resp.status_code == 200, resp.get_json()
+        assert "time budget" in resp.get_json()["answer"] and "(govt)" in resp.get_json()["answer"]
+    finally:
+        service.close()
+
+
 @pytest.mark.parametrize("weight", [-0.1, 1.5])
 @pytest.mark.parametrize("name", ["fusion_site_prior", "fusion_answer_coverage"])
 def test_a_fusion_weight_outside_0_to_1_is_a_config_error(name: str, weight: float, embedder) -> None:

@@ -180,7 +180,8 @@ def test_a_query_costs_one_token_per_site_it_asks(gw: Gateway, federation) -> No
     assert gw.snapshot() == before
     # the refusal took nothing: the last token still buys a one-site question
     assert gw.post("/v1/query", {"question": QUESTION, "sites": both[:1]}, key).status_code == 200
-    _error(gw.post("/v1/query", {"question": QUESTION, "sites": []}, key), 429)  # asking nobody still costs 1
+    body = _error(gw.post("/v1/query", {"question": QUESTION, "sites": []}, key), 400, "InputError")
+    assert "'sites' is empty" in body["error"]  # asking nobody is bad input, refused before any charge
 
     # another client's budget is its own
     assert gw.post("/v1/query", {"question": QUESTION, "sites": both}, other).status_code == 200
@@ -329,6 +330,33 @@ def test_oversized_bodies_are_413_json_on_both_apps(gw: Gateway, pub_gw: Gateway
     site = create_site_app(federation.sites["govt"].ctx).test_client()
     resp = site.post("/v1/retrieve", data=b"x" * (MAX_REQUEST_BYTES + 1), content_type="application/json")
     assert resp.status_code == 413 and resp.get_json()["error"]
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_bodies_not_sent_as_json_are_415_and_change_nothing(gw: Gateway, pub_gw: Gateway, site_embedder,
+                                                              summaries, content_type: str | None) -> None:
+    site_id = "plain-" + (content_type or "none").replace("/", "-").replace(".", "-")[:40]
+    key = gw.api_keys.create(site_id)
+    query = json.dumps({"question": QUESTION, "top_k_sites": 1}).encode()
+    before = gw.snapshot()
+    for path in ("/v1/query", "/v1/chat/completions"):
+        body = {"messages": [{"role": "user", "content": QUESTION}], "model": "hansa-federation"}
+        data = query if path == "/v1/query" else json.dumps(body).encode()
+        resp = gw.client.post(path, data=data, content_type=content_type, headers={"Authorization": f"Bearer {key}"})
+        assert resp.status_code == 415, (path, resp.data[:300])
+        message = resp.get_json()["error"]
+        message = message["message"] if isinstance(message, dict) else message  # the OpenAI shape
+        assert "Content-Type: application/json" in message and path in message
+    assert gw.snapshot() == before
+
+    me = _enrolled(pub_gw, site_id)
+    envelope = json.dumps(_publication(me, site_id, 1, _space(site_embedder), summaries[:1])).encode()
+    before = pub_gw.snapshot()
+    resp = pub_gw.client.post(f"/v1/sites/{site_id}/publications", data=envelope, content_type=content_type)
+    body = _error(resp, 415, "UnsupportedMediaType")
+    assert "Content-Type: application/json" in body["error"]
+    assert pub_gw.snapshot() == before
+    assert pub_gw.post(f"/v1/sites/{site_id}/publications", json.loads(envelope)).status_code == 200  # as JSON: fine
 
 
 def test_unknown_routes_and_methods_are_json(gw: Gateway) -> None:

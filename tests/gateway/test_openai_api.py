@@ -95,8 +95,12 @@ def test_refusals_reach_the_client_as_openai_errors(client, federation) -> None:
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{federation.gateway_url}/v1", api_key="wrong", max_retries=0).models.list()
     raw = requests.post(f"{federation.gateway_url}/v1/chat/completions", data=b"{not json",
-                        headers={"Authorization": f"Bearer {federation.api_key}"}, timeout=30)
+                        headers={"Authorization": f"Bearer {federation.api_key}", "Content-Type": "application/json"},
+                        timeout=30)
     assert raw.status_code == 400 and set(raw.json()["error"]) == {"message", "type", "param", "code"}
+    untyped = requests.post(f"{federation.gateway_url}/v1/chat/completions", data=b"{}",  # no Content-Type
+                            headers={"Authorization": f"Bearer {federation.api_key}"}, timeout=30)
+    assert untyped.status_code == 415 and "Content-Type: application/json" in untyped.json()["error"]["message"]
 
 
 def test_a_client_that_leaves_mid_stream_leaves_the_gateway_serving(client, federation) -> None:

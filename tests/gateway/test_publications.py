@@ -33,7 +33,7 @@ from hansa.sync.publication import (
     open_publication,
     summary_sha256,
 )
-from hansa.gateway.engine.route import site_term_scores
+from hansa.gateway.engine.route import SummaryRouter, site_term_scores
 from hansa.sync.terms import TermSketch
 from hansa.sync.vectors import encode_vector
 from hansa.sync.wire import EmbeddingSpace, Richness, SummaryRecord, canonical_json
@@ -264,6 +264,21 @@ def test_a_delta_on_a_set_the_gateway_does_not_hold_is_409_with_its_sequence(gw:
     assert gw.index.sites(["inc-stale"]) == {"inc-stale": 2}
 
 
+def test_a_publication_valid_longer_than_the_gateway_allows_is_refused(gw: Gateway, vectors) -> None:
+    site = Site(gw, "inc-century")
+    assert gw.service.cfg.max_publication_lifetime_days == 30  # the default
+    before = state(gw, "inc-century")
+    resp = gw.post("inc-century", site.envelope(1, [rec(vectors, "c0", "rivers")], ttl=timedelta(days=36525)))
+    body = resp.get_json()
+    assert resp.status_code == 400 and body["kind"] == "InputError", body
+    assert "valid for 36525 days" in body["error"] and "maximum of 30 days" in body["error"]
+    assert "max_publication_lifetime_days" in body["error"] and "publication_ttl_hours" in body["error"]
+    assert state(gw, "inc-century") == before and gw.registry.last_sequence("inc-century") is None
+    # exactly the maximum is allowed, and the site publishes as usual
+    resp = gw.post("inc-century", site.envelope(1, [rec(vectors, "c0", "rivers")], ttl=timedelta(days=30)))
+    assert resp.status_code == 200, resp.get_json()
+
+
 def test_versions_never_go_back(gw: Gateway, vectors) -> None:
     site = Site(gw, "inc-versions")
     assert site.publish(1, [rec(vectors, "c0", "rivers", version=3)]).status_code == 200
@@ -336,18 +351,16 @@ def test_an_expired_site_drops_out_of_routing_and_is_reported(gw: Gateway, vecto
     own = SummaryRecord("c0", 1, encode_vector(questions["rivers"]), Richness(5, 3, 2))  # the nearest of all
     resp = gw.post("inc-expiring", site.envelope(1, [own], ttl=ttl))
     assert resp.status_code == 200
-    auth = {"Authorization": "Bearer " + gw.service.api_keys.create("inc-expiry")}
+    router = SummaryRouter(gw.service.cfg.site_margin, gw.service.cfg.lexical_weight)
 
-    def query() -> dict[str, Any]:
-        r = gw.client.post("/v1/query", json={"question": QUESTIONS["rivers"], "sites": []}, headers=auth)
-        assert r.status_code == 200, r.get_json()
-        return r.get_json()["trace"]
+    def ranked() -> Any:  # what routing sees, calling no site (the enrolled URLs lead nowhere)
+        return gw.service.engine.rank(QUESTIONS["rivers"], router)
 
-    assert "inc-expiring" in {s["site_id"] for s in query()["sites_considered"]}
+    assert "inc-expiring" in {s.site_id for s in ranked().considered}
     time.sleep(ttl.total_seconds() + 0.5)
-    trace = query()
-    assert "inc-expiring" not in {s["site_id"] for s in trace["sites_considered"]}
-    assert {"site_id": "inc-expiring", "reason": "publication expired"} in trace["sites_excluded"]
+    routing = ranked()
+    assert "inc-expiring" not in {s.site_id for s in routing.considered}
+    assert {"site_id": "inc-expiring", "reason": "publication expired"} in routing.excluded
     view = {s["site_id"]: s for s in gw.client.get("/v1/sites").get_json()["sites"]}
     assert view["inc-expiring"]["expired"] is True and view["inc-expiring"]["routable"] is False
     assert gw.index.sites(["inc-expiring"]) == {"inc-expiring": 1}  # kept: a fresh publication revives it

@@ -1,4 +1,5 @@
-"""End to end: a document deleted at a site is never cited by the gateway again.
+"""End to end: a document deleted at a site is never cited by the gateway again, and an
+uninstalled site is withdrawn from routing by its own signed publication.
 
 Two real sites (embedded graph, Milvus Lite, the packaged embedder) serve over loopback and publish
 signed summaries to a real gateway (cli.federation.LocalFederation). One site deletes a document,
@@ -11,9 +12,13 @@ from typing import Iterator
 
 import pytest
 
+import requests
+
 from hansa.cli.federation import LocalFederation
+from hansa.core.errors import HansaError
 from hansa.plugin.deletion import delete_documents, refresh_communities
 from hansa.plugin.publish import publish_summaries
+from hansa.plugin.uninstall import uninstall_site
 
 DOCS = {
     "north": [
@@ -70,3 +75,33 @@ def test_a_deleted_document_is_never_cited_again(fed: LocalFederation) -> None:
     for question in QUESTIONS:
         assert ("north", "volcano") not in _cited(fed, question)
     assert ("north", "lighthouse") in _cited(fed, "Who designed the Brightwater Lighthouse?")
+
+
+def test_an_uninstalled_site_withdraws_and_the_gateway_stops_routing_to_it(fed: LocalFederation) -> None:
+    """Issue 32: `hansa site uninstall` on a serving site left it routable until an admin revoked
+    it. Now it first signs a publication holding no summary; the gateway honours it at once."""
+    question = "Who founded the Lindenfeld Chamber Orchestra?"
+    first = fed.query({"question": question, "top_k_sites": 2}).json()
+    assert "south" in first["trace"]["sites_called"]
+
+    result = uninstall_site(fed.sites["south"].ctx)  # while it serves
+    assert result.withdrawn_sequence is not None and result.collections
+
+    view = {s["site_id"]: s for s in requests.get(f"{fed.gateway_url}/v1/sites", timeout=30).json()["sites"]}
+    assert view["south"]["withdrawn"] is True and view["south"]["routable"] is False
+    assert view["south"]["status"] == "active" and view["south"]["summary_count"] == 0  # no admin step
+    assert view["south"]["last_sequence"] == result.withdrawn_sequence
+    assert view["north"]["routable"] is True
+    assert fed.gateway_service.index.sites(["south"]) == {}  # its summaries are gone from the index
+    trace = fed.query({"question": question, "top_k_sites": 2}).json()["trace"]
+    assert "south" not in trace["sites_called"] and "south" not in {s["site_id"] for s in trace["sites_considered"]}
+    assert {"site_id": "south", "reason": "withdrawn (its publication holds no summary)"} in trace["sites_excluded"]
+
+
+def test_an_uninstall_that_cannot_withdraw_removes_nothing(tmp_path_factory: pytest.TempPathFactory) -> None:
+    with LocalFederation(tmp_path_factory.mktemp("unreachable"), {"solo": DOCS["north"]}) as federation:
+        ctx = federation.sites["solo"].ctx
+        with pytest.raises(HansaError, match="nothing was removed.*--no-withdraw"):
+            uninstall_site(ctx, gateway_url="http://127.0.0.1:9", withdraw=True)
+        assert ctx.graph.installed_site() == "solo" and ctx.graph.communities()  # the site is whole
+        assert federation.registry.get("solo").is_routable()  # and still serves its gateway

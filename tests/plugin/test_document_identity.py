@@ -222,7 +222,7 @@ def test_a_pdf_citation_carries_its_page_and_source(site: SiteContext, tmp_path:
     answer = retrieve(site, RetrieveRequest(question="Who leads the Hallgrim Volcano Observatory?", top_k=3))
     top = answer.citations[0]
     assert (top.doc_id, top.title) == ("filings/0000764478-19-000009.pdf", "Harbour Annual Report")
-    assert (top.page, top.source) == (3, "filings:0000764478-19-000009.pdf")
+    assert (top.page, top.source) == (3, "0000764478-19-000009.pdf")  # the default answer policy: the file's name
     assert answer.to_json()["citations"][0]["page"] == 3
 
 

@@ -131,7 +131,7 @@ def test_confidence_mapping_is_monotone_and_clipped() -> None:
 
 
 def test_answer_sentences_skip_headings_and_cut_runaway_text() -> None:
-    text = "# A Heading Of Five Words Here\n\nShort one.\n\nThis sentence is long enough to count. " + "word " * 300
+    text = "# A Heading Of Five Words Here\n\nShort one.\n\nThis sentence is long enough to count. Runaway " + "word " * 300
     sentences = [s for _, s in answer_sentences(text)]
     assert sentences[0] == "This sentence is long enough to count."
     assert len(sentences) == 2

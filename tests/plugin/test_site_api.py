@@ -85,6 +85,58 @@ def test_global_mode_over_http(client: FlaskClient) -> None:
     assert PartialAnswer.from_json(resp.get_json()).citations[0].doc_id == "docs/orchestra.txt"
 
 
+def _policy_client(ctx: SiteContext, **policy: Any) -> FlaskClient:
+    """The same site served under another [site] answer_* policy."""
+    site = dataclasses.replace(_with_gateway_key(ctx).cfg.site, **policy)
+    return create_site_app(dataclasses.replace(ctx, cfg=dataclasses.replace(ctx.cfg, site=site))).test_client()
+
+
+BROAD = {"question": "Who designed the Brightwater Lighthouse?", "top_k": 100}
+
+
+def test_by_default_a_site_lists_only_the_documents_its_sentences_use_and_their_file_names(
+        client: FlaskClient) -> None:
+    """Issue 32: a top_k of 100 listed every document the site holds, with its folder path."""
+    body = _ask(client, BROAD).get_json()
+    used = {doc for _, doc, *_ in body["sentences"]}
+    assert used and {c["doc_id"] for c in body["citations"]} == used
+    assert all(c["source"] == c["doc_id"].rsplit("/", 1)[-1] for c in body["citations"] if "source" in c)
+    assert all(":" not in c.get("source", "") for c in body["citations"])
+    assert body["citations"][0]["title"]
+
+
+def test_the_answer_policy_caps_sentences_and_citations_and_can_withhold_titles(built_site: SiteContext) -> None:
+    listing = _policy_client(built_site, answer_unused_documents=True, answer_max_citations=3)
+    body = _ask(listing, BROAD).get_json()
+    assert len(body["citations"]) == 3  # unused documents allowed, but never more than the cap
+    assert len({doc for _, doc, *_ in body["sentences"]}) < 3
+    strict = _policy_client(built_site, answer_max_sentences=1, answer_max_citations=1, answer_titles=False)
+    body = _ask(strict, BROAD).get_json()
+    assert len(body["sentences"]) == 1 and len(body["citations"]) == 1
+    assert body["citations"][0]["title"] == "" and body["citations"][0]["doc_id"] == body["sentences"][0][1]
+    assert body["answer"] == body["sentences"][0][0]
+
+
+def test_hidden_sources_leave_no_path_and_relative_ones_the_path_inside_the_source(built_site: SiteContext) -> None:
+    hidden = _ask(_policy_client(built_site, answer_sources="hidden"), BROAD).get_json()
+    cited = [c["doc_id"] for c in hidden["citations"]]
+    assert cited and all("source" not in c for c in hidden["citations"])
+    assert all(doc.startswith("docs/") and "~" in doc and doc != "docs/lighthouse.md" for doc in cited)
+    assert {doc for _, doc, *_ in hidden["sentences"]} <= set(cited)  # sentences still point at citations
+    assert any(doc.startswith("docs/lighthouse.md~") for doc in cited)
+    relative = _ask(_policy_client(built_site, answer_sources="relative"), BROAD).get_json()
+    assert relative["citations"][0] == {**relative["citations"][0], "doc_id": "docs/lighthouse.md",
+                                        "source": "docs:lighthouse.md"}
+
+
+@pytest.mark.parametrize(("policy", "key"), [({"answer_sources": "absolute"}, "answer_sources"),
+                                              ({"answer_max_citations": 0}, "answer_max_citations"),
+                                              ({"answer_max_sentences": 0}, "answer_max_sentences")])
+def test_a_bad_answer_policy_stops_the_site_before_it_serves(built_site: SiteContext, policy: dict, key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        _policy_client(built_site, **policy)
+
+
 def test_the_body_holds_no_chunk_text_beyond_the_answer(client: FlaskClient, corpus: dict[str, str]) -> None:
     resp = _ask(client, {"question": "What happens at the Rosengarten Concert Hall?", "top_k": 10})
     raw = resp.get_data(as_text=True)
@@ -138,8 +190,10 @@ def test_wrong_shapes_and_types_are_400(client: FlaskClient, payload: Any, messa
     assert message in _error(_post(client, json.dumps(payload)), 400)
 
 
-def test_a_non_json_content_type_is_400(client: FlaskClient) -> None:
-    assert "application/json" in _error(_post(client, '{"question": "x"}', content_type="text/plain"), 400)
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_a_non_json_content_type_is_415(client: FlaskClient, content_type: str) -> None:
+    message = _error(_post(client, '{"question": "x"}', content_type=content_type), 415)
+    assert "Content-Type: application/json" in message and repr(content_type) in message
 
 
 def test_unknown_routes_and_methods_answer_json(client: FlaskClient) -> None:

@@ -126,10 +126,12 @@ def test_query_delete_sync_skip_bad_and_uninstall_on_the_embedded_store(tmp_path
 
     asked = _run(home, "query", "Who designed the Brightwater Lighthouse?")
     assert asked.exit_code == 0 and "Margaret Ellison" in asked.stdout
-    assert "[1] kb/lighthouse.md: Brightwater Lighthouse" in asked.stdout and "kb:lighthouse.md" in asked.stdout
+    # `site query` shows what the gateway would get: under the default answer policy a file's name, not its path
+    assert "[1] kb/lighthouse.md: Brightwater Lighthouse" in asked.stdout and "— lighthouse.md" in asked.stdout
+    assert "kb:lighthouse.md" not in asked.stdout
     as_json = json.loads(_run(home, "query", "--json", "--top-k", "2", "Who designed the Brightwater Lighthouse?").stdout)
     assert as_json["site_id"] == "acme" and len(as_json["citations"]) <= 2
-    assert as_json["citations"][0] == {**as_json["citations"][0], "doc_id": "kb/lighthouse.md", "source": "kb:lighthouse.md"}
+    assert as_json["citations"][0] == {**as_json["citations"][0], "doc_id": "kb/lighthouse.md", "source": "lighthouse.md"}
     assert _run(home, "query", "").exit_code == 1  # bad input: a clear one-line error
 
     deleted = _run(home, "delete", "--no-progress", "kb/volcano.md", "kb/absent.md")
