@@ -30,7 +30,7 @@ import neo4j
 from neo4j import GraphDatabase, ManagedTransaction, NotificationDisabledClassification
 from neo4j.exceptions import AuthError, ConstraintError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
-from hansa.adapters.graph import ranking
+from hansa.adapters.graph import quality, ranking
 from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams, UninstallReport
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import ChunkHit, Community, CommunityAssignment, CommunityContext, DocumentGraph, Entity
@@ -480,6 +480,10 @@ class Neo4jGraphStore(GraphStore):
             with self._backend("connecting the GDS client"):
                 self._gds = GraphDataScience(self._driver, database=self.database, arrow=False, show_progress=False)
         return self._gds
+
+    def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
+        rows = self._query("gds/relations", "reading the entity graph")
+        return quality.modularity(((r["a"], r["b"], r["weight"]) for r in rows), partition, gamma)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)
