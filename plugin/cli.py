@@ -134,6 +134,8 @@ def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | No
         return None
     refreshed = refresh_communities(ctx, progress=progress)
     click.echo(f"communities refreshed (seeded Leiden): {refreshed.communities if refreshed else 0}", err=True)
+    if refreshed is not None and refreshed.fallback:
+        click.echo(f"communities: {refreshed.fallback}", err=True)
     if publish:
         from hansa.plugin.publish import publish_summaries
 
