@@ -553,9 +553,10 @@ def test_seeded_leiden_starts_from_the_given_partition(graph_store: GraphStore) 
 
 
 def test_seeded_leiden_stays_as_good_as_unseeded(graph_store: GraphStore) -> None:
-    """Seeded from an unseeded run's partition, as is and with a fifth of the entities moved at
-    random, Leiden must find a partition as good: GDS 2.13 mislabels the levels after the first of
-    a seeded run (they merged unrelated communities: issue 34), which hansa must not publish."""
+    """Seeded from an unseeded run's partition, as is and with one entity in ten moved at random
+    (an incremental run after a small change), Leiden must find a partition as good: GDS 2.13
+    mislabels the levels after the first of a seeded run (they merged unrelated communities: issue
+    34), which hansa must not publish."""
     graph_store.write_documents(planted())
     for gamma in (1.0, 8.0):
         params = LeidenParams(gamma=gamma)
@@ -563,7 +564,7 @@ def test_seeded_leiden_stays_as_good_as_unseeded(graph_store: GraphStore) -> Non
         q_fresh = graph_store.modularity(labels(fresh), gamma)
         rng = random.Random(1)
         moved = dict(labels(fresh))
-        for entity in rng.sample(sorted(moved), len(moved) // 5):
+        for entity in rng.sample(sorted(moved), len(moved) // 10):
             moved[entity] = rng.randrange(len(fresh))
         for seeds in (labels(fresh), moved):
             seeded = partition(graph_store.detect_communities(params, seeds=seeds))
