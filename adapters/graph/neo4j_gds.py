@@ -24,7 +24,7 @@ of a seeded run through the seed map it built for the starting partition
 (`LeidenDendrogramManager.updateOutputDendrogram` -> `SeedCommunityManager.mapToSeed`), but from the
 second level on the community ids are those of the aggregated graph, which that map does not hold:
 unrelated communities come out under one seed value. On 300 SQuAD paragraphs, seeded from an
-unseeded run's own partition, level 0 held that partition (136 communities) while the last level put
+unseeded run's own partition, level 0 held that partition (136 communities) while a later level put
 2,359 of 4,068 entities into one disconnected community; republished round after round, a site fell
 from 136 communities to 2 (issue 34). The first level, local moves from the seeds, is mapped right:
 after a small change the seeds are already near a local optimum, and plugin/communities.py checks
