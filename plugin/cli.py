@@ -141,6 +141,8 @@ def _after_deletion(ctx: Any, deleted: int, publish: bool, gateway_url: str | No
         return None
     refreshed = refresh_communities(ctx, progress=_bars(progress))
     logs.notice(f"communities refreshed (seeded Leiden): {refreshed.communities if refreshed else 0}", "communities.refreshed")
+    if refreshed is not None and refreshed.fallback:
+        logs.notice(f"communities: {refreshed.fallback}", "communities.drift_fallback")
     if publish:
         from hansa.plugin.publish import publish_summaries
 
@@ -329,7 +331,7 @@ def reembed(force: bool, as_json: bool, progress: bool) -> None:
     from hansa.plugin.reembed import reembed as run
 
     with _site() as ctx:
-        result = run(ctx, force=force, progress=progress)
+        result = run(ctx, force=force, progress=_bars(progress))
     if as_json:
         _print_json(result.to_json())
     elif result.chunks == result.summaries == 0 and result.before == result.after:

@@ -7,6 +7,17 @@ across runs and machines), and Leiden runs with a fixed seed. Communities below
 community it shares the most relation weight with (the DGRAG practice of merging subgraphs that are
 too small), and a small group with no neighbour at all is left out.
 
+An incremental run (`incremental=True`: `ingest --sync`, `delete`, `communities --incremental`)
+starts Leiden from the stored communities so that untouched ones keep their ids, and is checked
+against an unseeded run on the same graph: when its modularity (at `leiden_gamma`) falls below
+DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community grows past
+DRIFT_LARGEST_FACTOR times the unseeded run's, the unseeded (full) partition is used instead and the
+report says so (`fallback`). Leiden is the cheap part of a build (summaries and vectors are not), so
+the check costs little, and a site that syncs for months cannot drift into a few giant communities
+whatever the engine does (issue 34: GDS's seeded Leiden took a site from 80 communities to 12 in
+three unchanged runs; its cause, GDS mislabelling a seeded run's later levels, is dealt with in
+adapters/graph/neo4j_gds.py).
+
 Writes are ordered so that a crash leaves nothing inconsistent behind: summary vectors first, then
 the graph's community set (the commit point), then stale vectors are deleted; a final count check
 rebuilds the summary collection if an earlier crashed run left strays in it.
@@ -49,6 +60,11 @@ ALL_RELATIONS = 2**62  # "no limit" for the one call that reads the whole entity
 REUSE_MIN_COSINE = 0.999  # a stored summary vector is reused only if it still matches the embedder
 SUMMARY_VECTOR_MODES = ("blend", "text", "centroid")
 SIZE_BUCKETS = ((1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
+# When a seeded (incremental) partition counts as drifted from an unseeded one on the same graph
+# (issue 34's targets): modularity below this share of the unseeded run's, or a largest community
+# above this many times the unseeded run's largest.
+DRIFT_MODULARITY_RATIO = 0.95
+DRIFT_LARGEST_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,12 @@ class CommunityReport:
     summaries_extractive: int = 0
     summaries_llm: int = 0
     summaries_embedded: int = 0  # the others were unchanged and kept their stored vectors
+    # Modularity at the site's resolution (`leiden_gamma`) of the Leiden partition used, and, for an
+    # incremental run, of the unseeded partition it was checked against.
+    modularity: float = 0.0
+    modularity_full: float | None = None
+    # Why an incremental run used the unseeded (full) partition instead of the seeded one ("": it did not).
+    fallback: str = ""
     seconds: float = 0.0
 
 
@@ -282,6 +304,67 @@ def stored_partition(ctx: SiteContext) -> dict[str, int]:
     return {e: i for i, c in enumerate(ctx.graph.communities()) for e in c.entity_ids}
 
 
+@dataclass(frozen=True)
+class Detection:
+    groups: dict[int, set[str]]  # entities per community of the partition used
+    modularity: float
+    modularity_full: float | None = None  # the unseeded run's, when the run was seeded
+    fallback: str = ""
+
+
+def _labels(groups: dict[int, set[str]]) -> dict[str, int]:
+    return {e: c for c, members in groups.items() for e in members}
+
+
+def drift(modularity: float, modularity_full: float, largest: int, largest_full: int) -> str:
+    """Why a seeded partition counts as drifted from the unseeded one ("" when it does not). The
+    modularity floor is taken on |Q| so that it also holds for a (tiny) graph whose Q is negative."""
+    floor = modularity_full - (1.0 - DRIFT_MODULARITY_RATIO) * abs(modularity_full)
+    if modularity < floor:
+        return (f"seeded Leiden's modularity {modularity:.4f} is below {DRIFT_MODULARITY_RATIO} of a full "
+                f"run's {modularity_full:.4f}")
+    if largest > DRIFT_LARGEST_FACTOR * largest_full:
+        return (f"seeded Leiden's largest community ({largest} entities) is over {DRIFT_LARGEST_FACTOR:g}x "
+                f"a full run's ({largest_full})")
+    return ""
+
+
+def detect(ctx: SiteContext, incremental: bool) -> Detection:
+    """Leiden's partition for this build: unseeded, or (incremental) seeded from the stored
+    communities unless that drifted from an unseeded run on the same graph (see the module doc)."""
+    site = ctx.cfg.site
+    params = LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed)
+    full = final_partition(ctx.graph.detect_communities(params))
+    q_full = ctx.graph.modularity(_labels(full), site.leiden_gamma)
+    seeds = stored_partition(ctx) if incremental else None
+    if not seeds:
+        return Detection(full, q_full)
+    seeded = final_partition(ctx.graph.detect_communities(params, seeds=seeds))
+    q_seeded = ctx.graph.modularity(_labels(seeded), site.leiden_gamma)
+    largest = max(map(len, seeded.values()), default=0)
+    largest_full = max(map(len, full.values()), default=0)
+    reason = drift(q_seeded, q_full, largest, largest_full)
+    if reason:
+        log.warning("communities.drift_fallback", reason=reason, seeded=len(seeded), full=len(full))
+        return Detection(full, q_full, q_full, f"full build: {reason}")
+    return Detection(seeded, q_seeded, q_full)
+
+
+def plan(ctx: SiteContext, incremental: bool) -> tuple[Detection, _Merge]:
+    """The communities a build would publish (Leiden, then small ones merged), nothing written:
+    what a build stores, and what a check can compare an incremental set against."""
+    site = ctx.cfg.site
+    detection = detect(ctx, incremental)
+    detected = detection.groups
+    merge = _Merge(dict(detected))
+    budget = summary_budget(ctx.graph.stats().chunks, site.chunks_per_summary)
+    if any(len(members) < site.min_community_size for members in detected.values()) or (budget and len(detected) > budget):
+        merge = merge_small(detected, _community_links(ctx, _labels(detected)), site.min_community_size, budget)
+    if not detected:
+        log.warning("communities.none", reason="no entity has a relation: documents share no co-occurring entities")
+    return detection, merge
+
+
 def clear_communities(ctx: SiteContext) -> None:
     """Withdraw every community (an emptied site): the next publish sends only tombstones."""
     _write_summaries(ctx, [])
@@ -293,21 +376,13 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
 
     `incremental` starts Leiden from the stored communities instead of from singletons: after a
     small change (a deletion, a few new documents) most communities come out as they were, keep
-    their ids, and are neither re-embedded nor re-published."""
+    their ids, and are neither re-embedded nor re-published. The seeded partition is used only if
+    it has not drifted from an unseeded run (`detect`); otherwise the report's `fallback` says why not."""
     started = time.perf_counter()
-    site = ctx.cfg.site
     if ctx.graph.stats().documents == 0:
         raise InputError("the graph holds no documents: run `hansa site ingest <paths>` before building communities")
-    seeds = stored_partition(ctx) if incremental else None
-    assignments = ctx.graph.detect_communities(LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed), seeds=seeds)
-    detected = final_partition(assignments)
-    merge = _Merge(dict(detected))
-    budget = summary_budget(ctx.graph.stats().chunks, site.chunks_per_summary)
-    if any(len(members) < site.min_community_size for members in detected.values()) or (budget and len(detected) > budget):
-        member_of = {e: c for c, members in detected.items() for e in members}
-        merge = merge_small(detected, _community_links(ctx, member_of), site.min_community_size, budget)
-    if not detected:
-        log.warning("communities.none", reason="no entity has a relation: documents share no co-occurring entities")
+    detection, merge = plan(ctx, incremental)
+    detected = detection.groups
 
     memberships = sorted(((community_id(m), sorted(m)) for m in merge.groups.values()), key=lambda item: item[0])
     communities: list[Community] = []
@@ -348,6 +423,9 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         summaries_extractive=methods[EXTRACTIVE],
         summaries_llm=sum(n for m, n in methods.items() if m != EXTRACTIVE),
         summaries_embedded=embedded,
+        modularity=round(detection.modularity, 6),
+        modularity_full=None if detection.modularity_full is None else round(detection.modularity_full, 6),
+        fallback=detection.fallback,
         seconds=round(time.perf_counter() - started, 3),
     )
     log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})

@@ -153,6 +153,13 @@ class GraphStore(ABC):
         without a seed start alone."""
 
     @abstractmethod
+    def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
+        """Generalized modularity (resolution `gamma`) of `partition` (entity id -> community number)
+        on the entity graph `detect_communities` runs on (adapters/graph/quality.py); related entities
+        the partition leaves out count as communities of their own. What lets an incremental run be
+        checked against a full one on either backend."""
+
+    @abstractmethod
     def replace_communities(self, communities: Sequence[Community]) -> None:
         """Replace all stored communities (and their membership links) in one transaction."""
 

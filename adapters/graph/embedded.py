@@ -30,7 +30,7 @@ from typing import Iterator, Mapping, Sequence
 import igraph
 import leidenalg
 
-from hansa.adapters.graph import ranking
+from hansa.adapters.graph import quality, ranking
 from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams, UninstallReport
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import (
@@ -524,6 +524,11 @@ class EmbeddedGraphStore(GraphStore):
         graph.es["weight"] = weights
         membership = _leiden(graph, 2.0 * sum(weights), params, _initial_membership(names, seeds))
         return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, membership)]
+
+    def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
+        with self._reading() as db:
+            edges = db.execute(_RELATIONS).fetchall()
+        return quality.modularity(edges, partition, gamma)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)

@@ -18,6 +18,17 @@ ingest writes (benchmarks/README.md, "Site ingest and graph writes"); the mentio
 Every statement is a file in `hansa.cypher`; values reach Neo4j only as parameters. Leiden runs
 through the `graphdatascience` client over Bolt (OpenGDS has no Arrow server) on that undirected
 projection, dropped again in `finally`.
+
+A seeded run (incremental communities) keeps only Leiden's first level: GDS 2.13 writes every level
+of a seeded run through the seed map it built for the starting partition
+(`LeidenDendrogramManager.updateOutputDendrogram` -> `SeedCommunityManager.mapToSeed`), but from the
+second level on the community ids are those of the aggregated graph, which that map does not hold:
+unrelated communities come out under one seed value. On 300 SQuAD paragraphs, seeded from an
+unseeded run's own partition, level 0 held that partition (136 communities) while a later level put
+2,359 of 4,068 entities into one disconnected community; republished round after round, a site fell
+from 136 communities to 2 (issue 34). The first level, local moves from the seeds, is mapped right:
+after a small change the seeds are already near a local optimum, and plugin/communities.py checks
+the result against an unseeded run anyway.
 """
 from __future__ import annotations
 
@@ -30,7 +41,7 @@ import neo4j
 from neo4j import GraphDatabase, ManagedTransaction, NotificationDisabledClassification
 from neo4j.exceptions import AuthError, ConstraintError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 
-from hansa.adapters.graph import ranking
+from hansa.adapters.graph import quality, ranking
 from hansa.adapters.graph.base import GraphStats, GraphStore, InstallReport, LeidenParams, UninstallReport
 from hansa.adapters.graph.validation import check_communities, check_document_graphs, check_leiden_params
 from hansa.adapters.records import ChunkHit, Community, CommunityAssignment, CommunityContext, DocumentGraph, Entity
@@ -430,7 +441,7 @@ class Neo4jGraphStore(GraphStore):
                         relationship_weight_property="weight",
                         include_intermediate_communities=True,
                         gamma=float(params.gamma),
-                        max_levels=int(params.max_levels),
+                        max_levels=1 if seeds else int(params.max_levels),  # see the module doc
                         theta=float(params.theta),
                         tolerance=float(params.tolerance),
                         random_seed=int(params.seed),
@@ -445,6 +456,8 @@ class Neo4jGraphStore(GraphStore):
             if seeds:
                 self._write(lambda tx: tx.run(load("gds/seed_clear")).consume(), "clearing Leiden seeds")
         levels = {int(row.nodeId): tuple(int(c) for c in row.intermediateCommunityIds) for row in frame.itertuples()}
+        if seeds:  # one level asked for; never a mislabelled later one (module doc)
+            levels = {node: ids[:1] for node, ids in levels.items()}
         linked = self._query("gds/linked_entities", "mapping Leiden results", node_ids=list(levels))
         # Index 0 is the finest level (GDS's order), as CommunityAssignment documents.
         return [CommunityAssignment(entity_id=r["entity_id"], communities=levels[r["node_id"]]) for r in linked]
@@ -500,6 +513,10 @@ class Neo4jGraphStore(GraphStore):
             with self._backend("connecting the GDS client"):
                 self._gds = GraphDataScience(self._driver, database=self.database, arrow=False, show_progress=False)
         return self._gds
+
+    def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
+        rows = self._query("gds/relations", "reading the entity graph")
+        return quality.modularity(((r["a"], r["b"], r["weight"]) for r in rows), partition, gamma)
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)

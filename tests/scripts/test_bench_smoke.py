@@ -333,3 +333,30 @@ def test_abstention_refuses_rows_without_both_labels(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_abstention.py"), "--rows", str(rows)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "abstain rows of each label" in proc.stderr and not proc.stdout
+
+
+REFRESH_DRIFT_FIELDS = {"store", "round", "kind", "modularity", "modularity_full_rebuild", "largest_community",
+                        "largest_community_full_rebuild", "communities", "communities_full_rebuild",
+                        "refresh_seconds", "full_build_seconds", "fallback"}
+
+
+def test_refresh_drift_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    from neo4j import GraphDatabase
+
+    with GraphDatabase.driver(neo4j_uri, auth=None) as driver:  # a store left claimed by another test's site
+        driver.execute_query("MATCH (n) WHERE any(l IN labels(n) WHERE l STARTS WITH 'Hansa') DETACH DELETE n",
+                             database_="neo4j")
+    doc = run_bench("refresh_drift", tmp_path, "--neo4j-uri", neo4j_uri)
+    rows = doc["results"]["rounds"]
+    rounds = doc["params"]["rounds"] + doc["params"]["unchanged_rounds"]
+    assert [(r["store"], r["round"]) for r in rows] == [(s, n) for s in ("embedded", "neo4j") for n in range(1, rounds + 1)]
+    for r in rows:
+        assert REFRESH_DRIFT_FIELDS <= set(r), r
+        assert r["communities"] > 0 and r["communities_full_rebuild"] > 0, r
+        assert 0 < r["largest_community"] and 0 < r["largest_community_full_rebuild"], r
+        assert r["modularity"] <= 1 and 0 < r["modularity_full_rebuild"] <= 1, r  # a drifted set can score below -1 at gamma 8
+        assert r["refresh_seconds"] > 0 and r["full_build_seconds"] > 0, r
+        assert (r["deleted"] > 0 and r["edited"] > 0) == (r["kind"] == "edit"), r
+    for store in ("embedded", "neo4j"):
+        assert set(doc["targets"]) >= {f"{store}:modularity", f"{store}:largest_community", f"{store}:refresh_seconds"}
+        assert doc["results"]["initial_full_build"][store]["communities"] > 0

@@ -7,11 +7,13 @@ each other."""
 from __future__ import annotations
 
 import hashlib
+import random
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import igraph
 import leidenalg
 import pytest
 
@@ -110,6 +112,24 @@ def two_cliques() -> list[DocumentGraph]:
         doc("dx", {"cx": ["swing", "b1"]}),
         doc("dy", {"cy": ["swing", "b1"]}),
     ]
+
+
+def planted(groups: int = 8, size: int = 12, seed: int = 5) -> list[DocumentGraph]:
+    """`groups` communities of `size` entities (dense inside: 2 x size chunks each mention three
+    members) in a ring, each tied to the next by one chunk: Leiden runs several levels on it."""
+    rng = random.Random(seed)
+    docs = []
+    for g in range(groups):
+        members = [f"g{g}e{i}" for i in range(size)]
+        following = [f"g{(g + 1) % groups}e{i}" for i in range(size)]
+        chunks = {f"g{g}c{j}": rng.sample(members, 3) for j in range(2 * size)}
+        chunks[f"g{g}x"] = [rng.choice(members), rng.choice(following)]
+        docs.append(doc(f"planted{g}", chunks))
+    return docs
+
+
+def labels(groups: set[frozenset[str]] | Sequence[frozenset[str]]) -> dict[str, int]:
+    return {e: i for i, members in enumerate(sorted(groups, key=min)) for e in members}
 
 
 # -- lifecycle ----------------------------------------------------------------------------------
@@ -530,6 +550,44 @@ def test_seeded_leiden_starts_from_the_given_partition(graph_store: GraphStore) 
     partial = {e: c for e, c in seeds.items() if e.startswith("a")}
     assert partition(graph_store.detect_communities(LeidenParams(), seeds=partial)) == fresh
     assert graph_store.stats().entities == len(all_entity_ids(*two_cliques()))  # seeding left no trace in the data
+
+
+def test_seeded_leiden_stays_as_good_as_unseeded(graph_store: GraphStore) -> None:
+    """Seeded from an unseeded run's partition, as is and with one entity in ten moved at random
+    (an incremental run after a small change), Leiden must find a partition as good: GDS 2.13
+    mislabels the levels after the first of a seeded run (they merged unrelated communities: issue
+    34), which hansa must not publish."""
+    graph_store.write_documents(planted())
+    for gamma in (1.0, 8.0):
+        params = LeidenParams(gamma=gamma)
+        fresh = partition(graph_store.detect_communities(params))
+        q_fresh = graph_store.modularity(labels(fresh), gamma)
+        rng = random.Random(1)
+        moved = dict(labels(fresh))
+        for entity in rng.sample(sorted(moved), len(moved) // 10):
+            moved[entity] = rng.randrange(len(fresh))
+        for seeds in (labels(fresh), moved):
+            seeded = partition(graph_store.detect_communities(params, seeds=seeds))
+            assert graph_store.modularity(labels(seeded), gamma) >= 0.95 * q_fresh, (gamma, len(seeded), len(fresh))
+            assert max(map(len, seeded)) <= 2 * max(map(len, fresh)), (gamma, sorted(map(len, seeded)))
+
+
+def test_modularity_scores_a_partition_as_igraph_does(graph_store: GraphStore) -> None:
+    graph_store.write_documents(two_cliques())
+    # The graph two_cliques() defines, built independently: each clique's pairs weigh 3.
+    pairs = [(a, b, 3.0) for clique in (TWO_CLIQUES_A, TWO_CLIQUES_B) for i, a in enumerate(clique) for b in clique[i + 1:]]
+    pairs += [("a1", "b1", 1.0), ("a1", "swing", 1.0), ("b1", "swing", 3.0)]
+    names = sorted({e for a, b, _ in pairs for e in (a, b)})
+    reference = igraph.Graph(n=len(names), edges=[(names.index(a), names.index(b)) for a, b, _ in pairs])
+    weights = [w for _, _, w in pairs]
+    cliques = {**{e: 0 for e in TWO_CLIQUES_A}, **{e: 1 for e in TWO_CLIQUES_B + ["swing"]}}
+    for gamma in (1.0, 8.0):
+        for part in (cliques, {e: 0 for e in names}, {e: i for i, e in enumerate(names)}):
+            expected = reference.modularity([part[e] for e in names], weights=weights, resolution=gamma)
+            assert graph_store.modularity(part, gamma) == pytest.approx(expected, abs=1e-9)
+    # entities the partition leaves out count alone ("lonely" has no relation and counts for nothing)
+    assert graph_store.modularity({}, 1.0) == pytest.approx(graph_store.modularity({e: i for i, e in enumerate(names)}, 1.0))
+    assert graph_store.modularity(cliques, 1.0) > 0.4
 
 
 def test_uninstall_removes_everything_hansa_and_allows_a_new_install(graph_store: GraphStore) -> None:

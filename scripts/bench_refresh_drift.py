@@ -1,0 +1,222 @@
+"""Incremental community refresh against a full rebuild, round after round (issue 34).
+
+A site that syncs regularly refreshes its communities incrementally (`ingest --sync`, `delete`,
+`communities --incremental`: Leiden seeded from the stored communities). This measures whether
+that stays as good as a full build, on each graph store, the same site and the same edits:
+
+- data: the first `--passages` SQuAD paragraphs in file order (CC BY-SA 4.0;
+  `../shared/datasets/squad`) as one JSONL file, ingested with `ingest_paths` (untimed) and given a
+  full community build (`build_communities`).
+- rounds: `--rounds` rounds each delete `--change`/2 of the documents and edit as many (their text
+  replaced by the next unused SQuAD paragraph), applied with `ingest_paths(sync=True)` (untimed),
+  then `--unchanged-rounds` rounds with no change at all. After each round the communities are
+  refreshed as `ingest --sync` does it (`refresh_communities`: an incremental build, timed as
+  `refresh_seconds`).
+- the full rebuild, for comparison, on the same data: the refreshed communities and their summary
+  vectors are set aside, a full `build_communities` runs (timed: `full_build_seconds`), its figures
+  are read, and the refreshed set is put back (untimed), so the next round goes on from the
+  incremental chain exactly as a site would.
+- figures (both sides alike): communities published, the largest one's entities, and the
+  generalized modularity at the site's resolution (`leiden_gamma`) of the published partition on
+  the entity graph (`GraphStore.modularity`; entities in no community count alone).
+
+Targets (issue 34): modularity >= 0.95 x the full rebuild's, largest community <= 2 x the full
+rebuild's, refresh <= 30% of a full build's time, in every round.
+
+    python scripts/bench_refresh_drift.py [--smoke] [--passages 300] [--rounds 10] [--stores embedded,neo4j]
+        [--out benchmarks/refresh_drift.json]
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402  (scripts/ is not a package)
+from bench_ingest import site_config  # noqa: E402
+from benchlib import Stopwatch, progress  # noqa: E402
+
+MODULARITY_RATIO = 0.95  # the targets of issue 34
+LARGEST_FACTOR = 2.0
+REFRESH_SHARE = 0.30
+
+
+def write_site_file(path: Path, documents: Sequence[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for d in documents:
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+
+
+def change(documents: list[dict[str, Any]], pool: list[dict[str, Any]], share: float,
+           rng: random.Random) -> tuple[list[dict[str, Any]], int, int]:
+    """Delete share/2 of the documents and edit as many (text from the pool); (documents, deleted, edited)."""
+    k = max(1, round(len(documents) * share / 2))
+    picked = rng.sample(range(len(documents)), min(len(documents), 2 * k))
+    deleted, edited = set(picked[:k]), picked[k:]
+    out = [dict(d) for d in documents]
+    for i in edited:
+        fresh = pool.pop()
+        out[i]["text"] = fresh["text"]
+    return [d for i, d in enumerate(out) if i not in deleted], len(deleted), len(edited)
+
+
+def figures(ctx: Any) -> dict[str, Any]:
+    from hansa.plugin.communities import stored_partition
+
+    partition = stored_partition(ctx)
+    sizes = [len(c.entity_ids) for c in ctx.graph.communities()]
+    return {"communities": len(sizes), "largest_community": max(sizes, default=0),
+            "modularity": round(ctx.graph.modularity(partition, ctx.cfg.site.leiden_gamma), 5)}
+
+
+def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
+    """A full build's figures and seconds on the current data, the stored (incremental) set put back after."""
+    from hansa.plugin.communities import build_communities
+    from hansa.plugin.site import SUMMARIES, summary_collection
+    from hansa.plugin.vocabulary import build_terms
+
+    kept = ctx.graph.communities()
+    vectors = ctx.vectors.get(SUMMARIES, [c.id for c in kept]) if kept else {}
+    with Stopwatch() as sw:
+        build_communities(ctx, incremental=False)
+    full = figures(ctx)
+    ctx.graph.replace_communities(kept)
+    ctx.vectors.drop(SUMMARIES)
+    ctx.vectors.ensure_collection(summary_collection(ctx.embedder.dim))
+    if kept:
+        ctx.vectors.upsert(SUMMARIES, [c.id for c in kept], np.asarray([vectors[c.id] for c in kept]),
+                           [{"level": c.level} for c in kept])
+    build_terms(ctx)
+    return full, sw.seconds
+
+
+def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[str, Any]],
+              pool: list[dict[str, Any]], cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from hansa.plugin.communities import build_communities
+    from hansa.plugin.deletion import refresh_communities
+    from hansa.plugin.ingest import ingest_paths
+    from hansa.plugin.site import SiteContext
+
+    folder = workdir / store / "corpus"
+    folder.mkdir(parents=True)
+    site_file = folder / "squad.jsonl"
+    write_site_file(site_file, documents)
+    ctx = SiteContext.open(site_config(workdir / store / "home", "neo4j" if store == "neo4j" else "embedded", uri))
+    rng = random.Random(cfg["seed"])
+    pool = list(pool)
+    records: list[dict[str, Any]] = []
+    try:
+        ctx.graph.install()
+        progress(f"{store}: ingesting {len(documents)} passages")
+        ingest_paths(ctx, [folder])
+        with Stopwatch() as sw:
+            first = build_communities(ctx, incremental=False)
+        start = {"full_build_seconds": round(sw.seconds, 3), **figures(ctx), "stats": vars(ctx.graph.stats())}
+        progress(f"{store}: full build {first.communities} communities in {sw.seconds:.1f} s")
+        kinds = ["edit"] * cfg["rounds"] + ["unchanged"] * cfg["unchanged_rounds"]
+        for number, kind in enumerate(kinds, start=1):
+            deleted = edited = 0
+            if kind == "edit":
+                documents, deleted, edited = change(documents, pool, cfg["change"], rng)
+                write_site_file(site_file, documents)
+                ingest_paths(ctx, [folder], sync=True)
+            with Stopwatch() as sw:
+                report = refresh_communities(ctx)
+            refreshed = figures(ctx)
+            full, full_seconds = full_rebuild_aside(ctx)
+            record = {
+                "store": store, "round": number, "kind": kind, "deleted": deleted, "edited": edited,
+                "documents": len(documents),
+                "communities": refreshed["communities"], "communities_full_rebuild": full["communities"],
+                "modularity": refreshed["modularity"], "modularity_full_rebuild": full["modularity"],
+                "largest_community": refreshed["largest_community"],
+                "largest_community_full_rebuild": full["largest_community"],
+                "refresh_seconds": round(sw.seconds, 3), "full_build_seconds": round(full_seconds, 3),
+                "fallback": getattr(report, "fallback", None) if report else None,
+            }
+            records.append(record)
+            progress(f"{store} round {number} ({kind}): {record['communities']} communities (full "
+                     f"{record['communities_full_rebuild']}), largest {record['largest_community']} (full "
+                     f"{record['largest_community_full_rebuild']}), modularity {record['modularity']} (full "
+                     f"{record['modularity_full_rebuild']}), refresh {record['refresh_seconds']} s / full "
+                     f"{record['full_build_seconds']} s")
+    finally:
+        ctx.close()
+    return records, start
+
+
+def judge(report: benchlib.Report, records: list[dict[str, Any]], store: str) -> None:
+    mine = [r for r in records if r["store"] == store]
+    if not mine:
+        return
+    q = min(benchlib.ratio(r["modularity"], r["modularity_full_rebuild"]) or 0.0 for r in mine)
+    big = max(benchlib.ratio(r["largest_community"], r["largest_community_full_rebuild"]) or 0.0 for r in mine)
+    share = max(benchlib.ratio(r["refresh_seconds"], r["full_build_seconds"]) or 0.0 for r in mine)
+    report.ratios[f"{store}:worst_modularity_vs_full"] = q or None
+    report.ratios[f"{store}:worst_largest_vs_full"] = big or None
+    report.ratios[f"{store}:worst_refresh_vs_full_seconds"] = share or None
+    report.target(f"{store}:modularity", f">= {MODULARITY_RATIO} x the full rebuild's, every round", q,
+                  q >= MODULARITY_RATIO)
+    report.target(f"{store}:largest_community", f"<= {LARGEST_FACTOR} x the full rebuild's, every round", big,
+                  big <= LARGEST_FACTOR)
+    report.target(f"{store}:refresh_seconds", f"<= {REFRESH_SHARE} x a full build's, every round", share,
+                  share <= REFRESH_SHARE)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = benchlib.parser("refresh_drift", __doc__.split("\n\n")[0])
+    p.add_argument("--passages", type=int, default=None, help="SQuAD paragraphs in the site (default 300; smoke 40)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds of edits and deletes (default 10; smoke 2)")
+    p.add_argument("--unchanged-rounds", type=int, default=None, help="then rounds with no change (default 2; smoke 1)")
+    p.add_argument("--change", type=float, default=0.05, help="share of the documents a round deletes or edits")
+    p.add_argument("--stores", default="embedded,neo4j", help="comma-separated: embedded, neo4j")
+    p.add_argument("--seed", type=int, default=7, help="seed of the edit draws")
+    p.add_argument("--neo4j-uri", default=None, help="use this running Neo4j + GDS instead of starting one")
+    args = benchlib.parse(p, list(argv) if argv is not None else None)
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    unknown = sorted(set(stores) - {"embedded", "neo4j"})
+    if unknown or not stores:
+        p.error(f"--stores: unknown {unknown or 'none given'}; use embedded and/or neo4j")
+    if not 0 < args.change <= 1:
+        p.error("--change must be in (0, 1]")
+    n = args.passages or (40 if args.smoke else 300)
+    cfg = {"corpus": "squad", "passages": n, "change": args.change, "seed": args.seed, "stores": stores,
+           "rounds": args.rounds if args.rounds is not None else (2 if args.smoke else 10),
+           "unchanged_rounds": args.unchanged_rounds if args.unchanged_rounds is not None else (1 if args.smoke else 2)}
+    squad = benchlib.squad_documents(n + n)  # the second half feeds the edits
+    documents, pool = squad[:n], squad[n:][::-1]
+    if len(documents) < n or len(pool) < cfg["rounds"] * max(1, round(n * args.change / 2)):
+        p.error(f"the SQuAD data holds too few paragraphs for --passages {n} and --rounds {cfg['rounds']}")
+    report = benchlib.Report("refresh_drift", args.smoke, libraries=("neo4j", "graphdatascience", "igraph", "leidenalg"))
+    report.params = cfg
+    records: list[dict[str, Any]] = []
+    starts: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-refresh-drift-") as tmp:
+        if "embedded" in stores:
+            rows, starts["embedded"] = run_store("embedded", None, Path(tmp), documents, pool, cfg)
+            records += rows
+        if "neo4j" in stores:
+            server: dict[str, Any] = {}
+            with benchlib.neo4j(args.neo4j_uri, server) as uri:
+                rows, starts["neo4j"] = run_store("neo4j", uri, Path(tmp), documents, pool, cfg)
+                records += rows
+            server.pop("pid", None)
+            report.results["server"] = server
+    report.results["initial_full_build"] = starts
+    report.results["rounds"] = records
+    for store in stores:
+        judge(report, records, store)
+    if args.smoke:
+        report.note("smoke run: a site too small for the targets to mean anything")
+    report.emit(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
