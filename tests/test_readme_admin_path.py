@@ -19,7 +19,6 @@ from click.testing import CliRunner
 from hansa.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"<!-- admin-path:begin -->\s*```bash\n(.*?)```\s*<!-- admin-path:end -->", re.S)
 DOCS = {
     "lighthouse.md": "# Brightwater Lighthouse\n\nThe Brightwater Lighthouse stands on the northern cliffs of Karsholm "
     "Island. Engineer Margaret Ellison designed the Brightwater Lighthouse, and it was completed in 1874. The "
@@ -30,11 +29,19 @@ DOCS = {
 }
 
 
+def readme_block(name: str) -> str:
+    """The bash block the README marks `<!-- NAME:begin -->` ... `<!-- NAME:end -->`: the tests run
+    the README's own text, so the README cannot drift from what works."""
+    block = re.compile(rf"<!-- {name}:begin -->\s*```bash\n(.*?)```\s*<!-- {name}:end -->", re.S)
+    found = block.findall(README.read_text(encoding="utf-8"))
+    assert len(found) == 1, f"README.md must hold exactly one {name} block"
+    return found[0]
+
+
 def admin_path() -> list[list[str]]:
     """The block's commands as argument lists (comments dropped), in order."""
-    found = BLOCK.findall(README.read_text(encoding="utf-8"))
-    assert len(found) == 1, "README.md must hold exactly one admin-path block"
-    return [shlex.split(line, comments=True) for line in found[0].splitlines() if shlex.split(line, comments=True)]
+    lines = readme_block("admin-path").splitlines()
+    return [shlex.split(line, comments=True) for line in lines if shlex.split(line, comments=True)]
 
 
 def test_the_block_is_the_admin_path_in_order() -> None:

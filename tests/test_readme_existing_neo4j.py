@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,19 +19,15 @@ from pymilvus import MilvusClient
 
 from hansa.adapters.graph.neo4j_gds import Neo4jGraphStore
 
-from tests.test_readme_admin_path import DOCS
+from tests.test_readme_admin_path import DOCS, readme_block
 
 pytestmark = pytest.mark.neo4j
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"<!-- existing-neo4j:begin -->\s*```bash\n(.*?)```\s*<!-- existing-neo4j:end -->", re.S)
 RUN_TIMEOUT_S = 600
 
 
 def existing_neo4j_block() -> str:
-    found = BLOCK.findall(README.read_text(encoding="utf-8"))
-    assert len(found) == 1, "README.md must hold exactly one existing-neo4j block"
-    return found[0]
+    return readme_block("existing-neo4j")
 
 
 def test_the_block_names_every_server_setting() -> None:

@@ -23,17 +23,13 @@ from pathlib import Path
 
 from hansa.adapters.vector.lite_server import free_port
 
-from tests.test_readme_admin_path import DOCS
+from tests.test_readme_admin_path import DOCS, readme_block
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"<!-- production-path:begin -->\s*```bash\n(.*?)```\s*<!-- production-path:end -->", re.S)
 RUN_TIMEOUT_S = 600
 
 
 def production_path() -> str:
-    found = BLOCK.findall(README.read_text(encoding="utf-8"))
-    assert len(found) == 1, "README.md must hold exactly one production-path block"
-    return found[0]
+    return readme_block("production-path")
 
 
 def test_the_block_serves_both_sides_with_workers_over_one_milvus_server() -> None:

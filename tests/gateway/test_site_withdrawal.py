@@ -7,7 +7,6 @@ refreshes its communities (seeded Leiden) and publishes: a delta with tombstones
 index then holds exactly the site's current summaries, and no answer cites the deleted document."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import pytest
