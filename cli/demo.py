@@ -20,7 +20,8 @@ import click
 
 from hansa.core.errors import HansaError
 from hansa.cli.federation import LocalFederation
-from hansa.plugin.retrieval import answer_sentences, content_words
+from hansa.core.text import content_words
+from hansa.plugin.retrieval import answer_sentences
 
 
 @dataclass

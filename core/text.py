@@ -64,3 +64,15 @@ def fold(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     folded = _NORMALIZE_DROP.sub(" ", _NORMALIZE_JOIN.sub("", folded))
     return _SPACES.sub(" ", folded).strip()
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Folded words that carry meaning, with a plural "s" dropped ("items" matches "item")."""
+    words: set[str] = set()
+    for word in fold(text).split():
+        if len(word) < 3 or word in STOPWORDS or word.isdigit():
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.add(word)
+    return frozenset(words)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Union
 
-from hansa.plugin.extraction import chunk_entities
+from hansa.core.entities import chunk_entities
 
 NUMBER, DATE, ENTITY, POLARITY = "number", "date", "entity", "polarity"
 NUMERIC_TOLERANCE = 0.01  # relative: 1,000 and 1,005 agree; 1,000 and 1,100 do not
@@ -68,7 +68,7 @@ _NUMBER_WORD = re.compile(r"\b(?P<num>" + "|".join(_NUMBER_WORDS) + r")\b(?:\s+(
 NEGATIONS = frozenset("not no never cannot none nobody nothing neither nor n't".split())
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 # Function words say nothing about *what* is measured: they must not make two claims look alike.
-# (plugin.extraction.STOPWORDS is broader on purpose — it drops verbs like "rose" or "founded"
+# (core.text.STOPWORDS is broader on purpose — it drops verbs like "rose" or "founded"
 # that bound entity names — but here those verbs are the predicate.)
 _FILLER = frozenset("""
 a an the of in on at to for from by with and or but as is are was were be been being it its this

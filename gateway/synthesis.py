@@ -4,7 +4,7 @@ Why check at all: a small model (the local SmolLM2) happily writes fluent senten
 never said, and cites [7] when there are three citations. So the model sees only the fused
 sentences, numbered by their citation, and every sentence it writes must (1) carry at least one
 [n] marker, (2) point only at citations the evidence holds, and (3) be supported by the cited
-sentences: at least SUPPORT_OVERLAP of its content words (hansa.plugin.retrieval.content_words,
+sentences: at least SUPPORT_OVERLAP of its content words (hansa.core.text.content_words,
 the retrieval's own notion of a meaningful word) appear in them. Sentences that fail are dropped;
 when none survives, or the LLM times out or errs, the extractive answer stands. The returned
 `trace` says which answer was used, what was dropped and why, and the tokens spent: the endpoint's
@@ -24,7 +24,7 @@ from hansa.adapters.llm.base import LLM, completion_of, estimate_tokens
 from hansa.core.errors import HansaError
 from hansa.core.sentences import split_sentences
 from hansa.gateway.fusion import FusedAnswer
-from hansa.plugin.retrieval import content_words
+from hansa.core.text import content_words  # the sites' own notion of a content word
 
 SUPPORT_OVERLAP = 0.6
 MAX_TOKENS = 256

@@ -40,7 +40,7 @@ from hansa.adapters.records import Community, CommunityAssignment
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConfigError, InputError
 from hansa.core.logs import get_logger
-from hansa.plugin.extraction import normalize
+from hansa.core.entities import normalize
 from hansa.plugin.vocabulary import build_terms
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, summary_collection
 from hansa.plugin.summarize import EXTRACTIVE, summarize

@@ -27,7 +27,7 @@ from hansa.core.logs import get_logger
 from hansa.plugin import sentence_vectors
 from hansa.plugin.answer_policy import AnswerPolicy
 from hansa.plugin.answer_candidates import MAX_SENTENCE_CHARS, answer_sentences, chunk_sentences  # noqa: F401  (re-exported)
-from hansa.core.text import STOPWORDS, fold
+from hansa.core.text import content_words
 from hansa.plugin.readers import page_within
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext
 from hansa.sync.wire import Citation, PartialAnswer, RetrieveRequest
@@ -73,18 +73,6 @@ def confidence_from_similarity(similarity: float) -> float:
     """The documented mapping from best cosine similarity to a confidence in [0, 1]."""
     value = (similarity - CONF_LOW) / (CONF_HIGH - CONF_LOW)
     return round(float(min(1.0, max(0.0, value))), 4)
-
-
-def content_words(text: str) -> frozenset[str]:
-    """Folded words that carry meaning, with a plural "s" dropped ("items" matches "item")."""
-    words: set[str] = set()
-    for word in fold(text).split():
-        if len(word) < 3 or word in STOPWORDS or word.isdigit():
-            continue
-        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        words.add(word)
-    return frozenset(words)
 
 
 def _overlap(question_words: frozenset[str], sentence: str) -> float:

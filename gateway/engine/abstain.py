@@ -22,7 +22,7 @@ from typing import Any, Protocol, Sequence
 
 from hansa.gateway.engine.assess import Assessment
 from hansa.gateway.engine.calibration import LogisticModel
-from hansa.plugin.retrieval import content_words
+from hansa.core.text import content_words  # the sites' own notion of a content word
 
 NO_ANSWER = "The federation holds no answer to this question"
 

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.lexical import QuestionWords
-from hansa.plugin.retrieval import content_words  # the sites' own notion of a content word
+from hansa.core.text import content_words  # the sites' own notion of a content word
 
 TOP_PASSAGES = 5  # passages whose words count for coverage
 AGREEMENT_PASSAGES = 3

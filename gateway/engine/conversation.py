@@ -5,7 +5,7 @@ turn alone often names nothing a site's summaries could match. Routing and retri
 which the earlier turns carry.
 
 How, and why this way: the question keeps its own words and gains up to `carry_words` salient
-content words of the user's earlier turns (hansa.plugin.retrieval.content_words: the retrieval's own
+content words of the user's earlier turns (hansa.core.text.content_words: the retrieval's own
 notion of a meaningful word), each word scored by the decayed weight of the turns it appears in
 (`decay` ** turns back, summed), ties to the more recent turn. A text rewrite, not a vector mix, so
 the same standalone question serves the router (embedded once) and the sites' retrieval requests
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from hansa.core.text import fold
-from hansa.plugin.retrieval import content_words
+from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS
 
 

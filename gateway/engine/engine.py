@@ -62,7 +62,7 @@ from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
-from hansa.plugin.retrieval import content_words
+from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
 
 

@@ -23,7 +23,7 @@ from hansa.adapters.llm.base import LLM
 from hansa.core.errors import HansaError
 from hansa.gateway.engine.assess import Assessment, Passage
 from hansa.gateway.engine.gate import GateDecision
-from hansa.plugin.retrieval import content_words
+from hansa.core.text import content_words  # the sites' own notion of a content word
 
 # Phrases by which an answer admits the evidence does not hold the answer (lower-cased, substring).
 INSUFFICIENT = ("insufficient information", "not enough information", "no information", "cannot answer",

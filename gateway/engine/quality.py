@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hansa.gateway.fusion import FusedAnswer
-from hansa.plugin.retrieval import content_words
+from hansa.core.text import content_words  # the sites' own notion of a content word
 
 BREADTH_SITES = 2
 BREADTH_DOCS = 3

@@ -5,13 +5,13 @@ from itertools import combinations
 
 from hansa.adapters.records import Document
 from hansa.plugin.chunking import chunk_text
-from hansa.plugin.extraction import (
+from hansa.plugin.extraction import document_graph
+from hansa.core.entities import (
     ACRONYM,
     CONCEPT,
     MAX_ENTITIES_PER_CHUNK,
     PROPER,
     chunk_entities,
-    document_graph,
     normalize,
 )
 
