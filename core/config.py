@@ -209,6 +209,11 @@ class GatewayConfig:
     # fusion embeds the sentences sites answer with, and the same documents answer again and again;
     # scripts/bench_load.py measured the fuse stage at p50 259 ms, p99 1.8 s without it under load.
     embedding_memo_entries: int = 16384
+    # A catalog embedder the federation is moving to (adapters/embedder/catalog.py): publications made
+    # with it are verified and kept in a staged index (not routed) until the gateway's [embedder]
+    # model is set to it, when the staged sets become the index at start: no window where routing is
+    # empty. "" : none. Same dimension as the current embedder (one durable collection holds both).
+    next_embedder: str = ""
     tls_cert: str = ""
     tls_key: str = ""
     proxy_hops: int = 0

@@ -54,18 +54,23 @@ class SitePublications:
     """Accepts sites' signed publications into the registry's floors and the summary index."""
 
     def __init__(self, registry: SiteRegistry, index: SummaryIndex, limits: TokenBucketLimiter,
-                 max_lifetime: timedelta = timedelta(days=30)) -> None:
+                 max_lifetime: timedelta = timedelta(days=30), staged: SummaryIndex | None = None) -> None:
         self.registry = registry
         self.index = index
+        self.staged = staged  # publications in the next embedder's space go here, not routed until it is promoted
         self.limits = limits
         self.max_lifetime = max_lifetime  # [gateway] max_publication_lifetime_days
         self._lock = threading.Lock()  # sequence check -> index swap -> record, one site at a time
         active = {rec.site_id for rec in registry.list() if rec.status != REVOKED}
         index.restore(lambda site_id: site_id in active)
+        if staged is not None:
+            staged.restore(lambda site_id: site_id in active)
         registry.on_untrusted(self._untrusted)  # revoked (or all keys replaced) from now on
 
     def _untrusted(self, site_id: str) -> None:
         self.index.remove_site(site_id)
+        if self.staged is not None:
+            self.staged.remove_site(site_id)
 
     def publish(self, site_id: str, envelope: Any) -> dict[str, Any]:
         """Verify `envelope` as a publication of `site_id` and make it the site's set.
@@ -75,23 +80,25 @@ class SitePublications:
         (malformed, over policy), RateLimited, or PublicationConflict (409: replay of another
         content, rollback, a delta on a base the gateway no longer holds)."""
         validate_site_id(site_id)
-        pub = open_publication(envelope, site_id, self.registry.keys_for(site_id), self.index.space)
+        pub = open_publication(envelope, site_id, self.registry.keys_for(site_id), self.index.space,
+                               also=(self.staged.space,) if self.staged is not None else ())
+        index = self.staged if self.staged is not None and pub.embedding == self.staged.space else self.index
         self.limits.charge(pub.site_id, 1)  # keyed by the verified signer, never by the URL alone
         _check_lifetime(pub.site_id, pub.issued_at, pub.expires, self.max_lifetime)
         with self._lock:
             try:
-                if self.index.is_replay(pub):
-                    held = self.index.current(site_id)
+                if index.is_replay(pub):
+                    held = index.current(site_id)
                     return {"site_id": site_id, "sequence": pub.sequence, "accepted": len(held.rows) if held else 0,
                             "expires": pub.expires, "changed": 0, "withdrawn": 0, "replay": True}
                 self.registry.check_sequence(site_id, pub.sequence, len(pub.manifest))  # + site policy
-                plan = self.index.plan(pub, self.registry.last_sequence(site_id))
+                plan = index.plan(pub, self.registry.last_sequence(site_id))
                 rec = self.registry.record_publication(site_id, pub.sequence, pub.expires, len(plan.new.rows))
                 crash_point("gateway.after_floor")
-                self.index.commit(plan)
+                index.commit(plan)
                 crash_point("gateway.after_commit")  # if this fails the old set stays, above a raised floor: resend in full
             except ConflictError as exc:
-                held = self.index.current(site_id)
+                held = index.current(site_id)
                 raise PublicationConflict(str(exc), self.registry.last_sequence(site_id),
                                           held.manifest_sha256 if held else None) from exc
         log.info("publication.accepted", site_id=site_id, sequence=pub.sequence, summaries=len(plan.new.rows),

@@ -20,6 +20,7 @@ rebuilt from its durable copy on open and flushed on close.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import threading
 import time
@@ -71,6 +72,73 @@ class FollowerRefusal(HansaError):
 
 
 SPACE_FILE = "embedding-space"  # JSON, but not *.json: the durable store reads every *.json there as a site head
+INDEX_DIR = "publications"
+STAGED_DIR = "publications-next"  # the sets published with [gateway] next_embedder, not routed yet
+RETIRED_PREFIX = "publications-retired-"
+
+
+def _held_space(state_dir: Path) -> EmbeddingSpace | None:
+    path = state_dir / SPACE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return EmbeddingSpace.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, HansaError) as exc:
+        raise ConfigError(f"{path} is damaged ({exc}): restore it, or remove it to accept the configured embedder") from exc
+
+
+def promote_staged(gateway_dir: Path, space: EmbeddingSpace, store: VectorStore) -> bool:
+    """At start: when the configured embedder is the one a staged index was built for, the staged
+    sets become the index and the old space's rows and heads are dropped. True when it promoted.
+
+    Crash-safe by order: (1) the index directory is renamed to a retired name, (2) the staged one
+    to the index's name (the switch), (3) the retired rows are deleted and (4) its directory; a
+    start after a crash between any two steps finds either a staged index to promote or a retired
+    one to finish dropping."""
+    index_dir, staged = gateway_dir / INDEX_DIR, gateway_dir / STAGED_DIR
+    if not staged.exists() and not any(gateway_dir.glob(RETIRED_PREFIX + "*")):
+        return False
+    with open(gateway_dir / ".index.lock", "a+b") as lock:  # worker processes start together: one promotes
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _promote_locked(gateway_dir, index_dir, staged, space, store)
+
+
+def _promote_locked(gateway_dir: Path, index_dir: Path, staged: Path, space: EmbeddingSpace, store: VectorStore) -> bool:
+    import shutil
+
+    from hansa.gateway.durable import DurableStore
+
+    promoted = False
+    if _held_space(staged) == space:
+        if index_dir.exists():
+            index_dir.rename(gateway_dir / f"{RETIRED_PREFIX}{time.time_ns()}")
+        staged.rename(index_dir)
+        promoted = True
+        log.warning("gateway.index_promoted", model_id=space.model_id, model_sha256=space.model_sha256,
+                    sites=len(list(index_dir.glob("*.json"))))
+    for retired in sorted(gateway_dir.glob(RETIRED_PREFIX + "*")):
+        old = DurableStore(store, space.dim, retired)
+        for head in old.heads():
+            old.delete_rows([*head.keys().values(), *head.orphans])
+        shutil.rmtree(retired)
+    return promoted
+
+
+def open_staged_index(cfg: GatewayConfig, store: VectorStore, current: EmbeddingSpace, gateway_dir: Path,
+                      next_embedder: Embedder | None) -> SummaryIndex | None:
+    """The staged index for `[gateway] next_embedder` (a primary with a durable store only), or None."""
+    if next_embedder is None:
+        return None
+    if cfg.role == "follower":
+        raise ConfigError("[gateway] next_embedder is staged by the primary; a follower routes what the primary serves")
+    space = EmbeddingSpace.of(next_embedder)
+    if space == current:
+        raise ConfigError(f"[gateway] next_embedder {cfg.next_embedder!r} is the embedder the gateway already runs")
+    if space.dim != current.dim:
+        raise ConfigError(f"[gateway] next_embedder has dimension {space.dim}, the current one {current.dim}: "
+                          "a staged index shares the durable collection, so it must have the same dimension")
+    check_index_space(gateway_dir / STAGED_DIR, space)
+    return SummaryIndex(store, space, gateway_dir / STAGED_DIR)
 
 
 def check_index_space(state_dir: Path, space: EmbeddingSpace) -> None:
@@ -80,16 +148,14 @@ def check_index_space(state_dir: Path, space: EmbeddingSpace) -> None:
     dimension would otherwise route questions against another model's vectors, silently. The
     first start (or one from before this file existed) records the space."""
     path = state_dir / SPACE_FILE
-    if path.is_file():
-        try:
-            held = EmbeddingSpace.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, HansaError) as exc:
-            raise ConfigError(f"{path} is damaged ({exc}): restore it, or remove it to accept the configured embedder") from exc
+    held = _held_space(state_dir)
+    if held is not None:
         if held != space:
             raise ConfigError(
                 f"the gateway's index in {state_dir} holds publications made with {held.describe()}, but the configured "
-                f"embedder is {space.describe()}: set [embedder] model back, or move {state_dir} aside and drop the "
-                f"Milvus collection gateway_summaries to start an empty index in the new space (sites then republish)")
+                f"embedder is {space.describe()}: set [embedder] model back; to move without a gap, stage the new "
+                f"one first with [gateway] next_embedder (README \"Choosing the embedder\"); or move {state_dir} aside "
+                f"to start an empty index in the new space (sites then republish)")
         return
     state_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, space.to_json())
@@ -98,13 +164,14 @@ def check_index_space(state_dir: Path, space: EmbeddingSpace) -> None:
 def open_index(cfg: GatewayConfig, store: VectorStore, space: EmbeddingSpace, gateway_dir: Path) -> SummaryIndex:
     """The summary index for this gateway's `[gateway] role` (README "Replicas on several hosts")."""
     if cfg.role != "follower":
-        check_index_space(gateway_dir / "publications", space)
+        promote_staged(gateway_dir, space, store)
+        check_index_space(gateway_dir / INDEX_DIR, space)
     if cfg.role == "follower":
         if not store.shared:
             raise ConfigError("[gateway] role = \"follower\" follows a primary through a Milvus server it shares: "
                               "set [milvus] uri to that server (http://host:19530), not a Milvus Lite file")
         return SummaryIndex(store, space, mirror=HeadMirror(store), follower=True)
-    return SummaryIndex(store, space, gateway_dir / "publications", mirror=HeadMirror(store) if store.shared else None)
+    return SummaryIndex(store, space, gateway_dir / INDEX_DIR, mirror=HeadMirror(store) if store.shared else None)
 
 
 class Gateway:
@@ -119,7 +186,7 @@ class Gateway:
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
                  calibration: Calibration | None = None, resources_to_close: ExitStack | None = None,
                  reliability: SiteReliability | None = None, shared: SharedState | None = None,
-                 llm: Any = None) -> None:
+                 llm: Any = None, staged: SummaryIndex | None = None) -> None:
         self.cfg = cfg
         if cfg.embedding_memo_entries > 0 and not isinstance(embedder, MemoEmbedder):
             embedder = MemoEmbedder(embedder, cfg.embedding_memo_entries)  # questions and measured sentences
@@ -137,8 +204,10 @@ class Gateway:
         self.publish_limits = TokenBucketLimiter("publication", cfg.publish_burst, cfg.publish_refill_per_s,
                                                  shared=shared)
         self._routing = ChangeWatcher(shared, ROUTING_KEY) if shared is not None else None
+        # `staged`: the sets published with [gateway] next_embedder, kept but not routed (open_staged_index)
+        self.staged = staged
         self.publications = SitePublications(registry, index, self.publish_limits,
-                                             timedelta(days=cfg.max_publication_lifetime_days))
+                                             timedelta(days=cfg.max_publication_lifetime_days), staged=staged)
         if shared is not None:
             registry.on_untrusted(lambda site_id: shared.bump(ROUTING_KEY))
         # The last call to each site: (status, at); /v1/health and sites_view() report it.
@@ -217,12 +286,20 @@ class Gateway:
             # files) by SitePublications, which purges sets of sites revoked while we were down. On
             # a Milvus server a primary mirrors its heads there; a follower loads what it mirrored.
             index = open_index(gcfg, vector_store, space, gateway_dir)
+            staged = None
+            if gcfg.next_embedder:
+                from hansa.adapters.embedder.catalog import require_model
+                from hansa.adapters.embedder.onnx import OnnxEmbedder
+
+                require_model(gcfg.next_embedder)  # a catalog name: every member can fetch the same files
+                next_embedder = OnnxEmbedder(gcfg.next_embedder, cache_dir=full.onnx_cache_dir if full else None)
+                staged = open_staged_index(gcfg, vector_store, space, gateway_dir, next_embedder)
             calibration = load_calibration(calibration_path(gcfg, gateway_dir))
             reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
             owned.callback(reliability.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
                      api_keys=api_keys, identity=identity, calibration=calibration, resources_to_close=owned,
-                     reliability=reliability, shared=shared, llm=llm)
+                     reliability=reliability, shared=shared, llm=llm, staged=staged)
         except BaseException:
             owned.close()
             raise
@@ -357,7 +434,8 @@ class Gateway:
         self._closed = True
         try:
             self.history.save()
-            return self.index.close(timeout)
+            staged_ok = self.staged.close(timeout) if self.staged is not None else True
+            return self.index.close(timeout) and staged_ok
         finally:
             self._owned.close()
 

@@ -9,8 +9,9 @@ Order and crash safety: site.json keeps naming the old embedder until every vect
 so while a re-embed runs (or after it crashed) every job that reads vectors refuses the site with
 "re-embed the site" (install.check_site_file) instead of mixing two spaces; running the command
 again starts over and finishes. The next publish then carries the new space: each summary's vector
-changed, so its version goes up (publish.py), and the gateway, once it runs the same embedder,
-replaces the site's set.
+changed, so its version goes up (publish.py). A gateway staging the new embedder ([gateway]
+next_embedder) holds no set of the site in that space yet: it refuses the delta (409) and publish
+sends the set again in full, as it does whenever the gateway holds another set.
 """
 from __future__ import annotations
 

@@ -541,8 +541,12 @@ def open_publication(
     keys_for_site: Sequence[Ed25519PublicKey],
     expected_space: EmbeddingSpace,
     now: datetime | None = None,
+    also: Sequence[EmbeddingSpace] = (),
 ) -> Publication:
     """Verify, then parse, then check a publication from the site the caller believes sent it.
+
+    `also`: other spaces accepted besides `expected_space` (a gateway staging the federation's
+    next embedder); the publication's `embedding` says which it is in.
 
     `keys_for_site` are the keys enrolled for `claimed_site_id` (from the URL path or the
     registry), never keys picked by the envelope's keyid. VerificationError: signature, origin,
@@ -570,7 +574,7 @@ def open_publication(
             f"publication from {header.site_id!r} expired at {header.expires}: publish a fresh one"
         )
     got = header.embedding
-    if got != expected_space:
+    if got != expected_space and got not in also:
         raise InputError(
             f"publication uses embedder {got.describe()} but this federation uses {expected_space.describe()}: "
             f"re-embed the site with the federation's embedder (`hansa site reembed`, after setting [embedder] model)"

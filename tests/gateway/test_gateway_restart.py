@@ -109,3 +109,44 @@ def test_a_restart_with_another_embedder_refuses_the_old_index(tmp_path: Path, e
             Gateway.open(cfg, embedder=other, vector_store=store, registry=SiteRegistry(tmp_path / "r.json"))
         assert other.model_sha256[:12] in str(err.value) and embedder.model_sha256[:12] in str(err.value)
         Gateway.open(cfg, embedder=embedder, vector_store=store, registry=SiteRegistry(tmp_path / "r.json")).close()
+
+
+def test_a_staged_embedder_takes_over_at_restart_with_no_empty_index(tmp_path: Path, embedder) -> None:  # noqa: ANN001
+    """`[gateway] next_embedder`: publications made with the next embedder are verified and kept
+    aside while routing uses the current one; a restart on the next embedder routes the staged sets
+    at once (no window where the index is empty) and drops the old space's rows."""
+    from hansa.adapters.embedder.onnx import OnnxEmbedder
+    from hansa.adapters.vector.milvus import MilvusVectorStore
+    from hansa.core.config import GatewayConfig
+    from hansa.core.errors import InputError
+    from hansa.gateway.durable import COLLECTION
+    from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.service import STAGED_DIR, Gateway
+
+    nxt = OnnxEmbedder("all-MiniLM-L6-v2-q")
+    me = SiteIdentity.generate()
+    registry = SiteRegistry(tmp_path / "gateway" / "registry.json")
+    registry.enroll("rivers", "http://127.0.0.1:9/none", [me.public_key_b64])
+
+    def envelope(model, sequence: int) -> dict[str, Any]:  # noqa: ANN001
+        recs = [SummaryRecord(f"c{i}", sequence, encode_vector(v), Richness(4, 2, 1), level=0)
+                for i, v in enumerate(model.embed(TOPICS["rivers"]))]
+        return build_publication(me, "rivers", sequence, EmbeddingSpace.of(model), recs, timedelta(hours=1))
+
+    question = "Where does the Rhone flow?"
+    with MilvusVectorStore(str(tmp_path / "milvus.db")) as store:
+        gw = Gateway.open(GatewayConfig(next_embedder="all-MiniLM-L6-v2-q"), embedder=embedder, vector_store=store,
+                          registry=registry)
+        gw.publish("rivers", envelope(embedder, 1))
+        assert gw.publish("rivers", envelope(nxt, 2))["accepted"] == 2  # the re-embedded site's set: staged
+        assert gw.index.current("rivers").sequence == 1 and gw.staged.current("rivers").sequence == 2
+        assert {h.site_id for h in gw.index.search(embedder.embed_query(question), 4)} == {"rivers"}  # still routed
+        with pytest.raises(InputError):  # a third space is refused as before
+            gw.publish("rivers", envelope(OnnxEmbedder("bge-small-en-v1.5-q"), 3))
+        assert gw.close()
+        gw = Gateway.open(GatewayConfig(), embedder=nxt, vector_store=store, registry=registry)
+        assert gw.index.current("rivers").sequence == 2 and gw.staged is None
+        assert {h.site_id for h in gw.index.search(nxt.embed_query(question), 4)} == {"rivers"}
+        assert gw.close()
+        assert not (tmp_path / "gateway" / STAGED_DIR).exists()
+        assert store.count(COLLECTION) == 2  # the old space's rows were dropped with its heads
