@@ -1,5 +1,8 @@
 """Export a local sentence-transformers model's transformer to ONNX, once, into a digest-keyed cache.
 
+For a model an admin brings as a sentence-transformers directory; the catalog's models
+(catalog.py) come as ONNX graphs already and never pass through here. Needs the `export` extra.
+
 Why a cache keyed by the model's digest: the export needs torch (seconds to import, ~1 GB
 resident), the run-time ONNX path must not. So the export runs once per model version, in a
 child process (`python -m hansa.adapters.embedder.onnx_export`), and every later process only
@@ -12,10 +15,11 @@ Only the transformer is exported (input_ids, attention_mask, token_type_ids -> l
 mean pooling and normalization run in numpy (onnx.py), exactly as sentence-transformers' Pooling
 and Normalize modules compute them.
 
-Variants: "fp32" is the exported graph, the only one hansa serves. "int8" (ONNX Runtime's dynamic
-quantization of its MatMul weights) is exported for scripts/bench_embed.py only: on MTRAG passages
-its vectors fall to cosine ~0.96 mean / 0.75-0.91 min of the reference (benchmarks/embed.json), far below the 0.999 that keeps a
-site in the gateway's space, so no configuration selects it.
+Variants: "fp32" is the exported graph, the one a local model is served with. "int8" (ONNX
+Runtime's dynamic quantization of its MatMul weights) is made only on the command line
+(`python -m hansa.adapters.embedder.onnx_export DIR CACHE int8`): its vectors fall to cosine ~0.96
+mean of the fp32 ones (benchmarks/embed.json), another space, so no configuration selects it for a
+local model; the catalog's int8 models carry their own file hash instead.
 """
 from __future__ import annotations
 
