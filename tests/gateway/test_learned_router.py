@@ -338,11 +338,18 @@ def test_training_from_labelled_rows_and_refusing_rows_of_other_features(tmp_pat
 @pytest.mark.parametrize("shipped, target", [("mtrag16", 0.95), ("mtrag16-target98", 0.98)])
 def test_the_shipped_mtrag_router_models_are_what_the_committed_rows_train(shipped: str, target: float) -> None:
     """benchmarks/router-models/mtrag16*/model.json come from the committed fit rows by the
-    documented command (`hansa gateway router train --rows ... [--target-recall 0.98] --out ...`),
-    bit for bit."""
+    documented command (`hansa gateway router train --rows ... [--target-recall 0.98] --out ...`):
+    the same rows, features and counts exactly, the same numbers up to the last bits a numpy or
+    scikit-learn release may round differently."""
+    from dataclasses import asdict
+
     from hansa.gateway.calibrate import read_rows
     from hansa.gateway.learned.train import train_from_rows
 
     bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    model = train_from_rows(read_rows(bench / "calibration-rows" / "mtrag16_fit_router.jsonl"), target_recall=target)
-    assert model == load_model(bench / "router-models" / shipped / "model.json")
+    model = asdict(train_from_rows(read_rows(bench / "calibration-rows" / "mtrag16_fit_router.jsonl"), target_recall=target))
+    held = asdict(load_model(bench / "router-models" / shipped / "model.json"))
+    numeric = ("weights", "bias", "mean", "scale", "threshold")
+    assert {k: v for k, v in model.items() if k not in numeric} == {k: v for k, v in held.items() if k not in numeric}
+    for key in numeric:
+        assert model[key] == pytest.approx(held[key], rel=1e-9, abs=1e-12), key
