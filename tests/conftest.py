@@ -270,3 +270,66 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
     if report.skipped and os.environ.get("HANSA_FORBID_SKIPS") == "1" and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, but skips are forbidden here (HANSA_FORBID_SKIPS=1): {report.longrepr}"
+
+
+# -- the two tiers (README "Two commands"; `scripts/test --fast` runs `-m "not integration"`) ---------
+# A test is in the integration tier when it requests a fixture that starts or loads a real component,
+# carries a marker that says it needs one, or sits in a module that builds one itself (found by what
+# the module imports: a real store, embedder, graph, federation, site, subprocess or server helper).
+# Everything else is the fast tier: pure logic and hansa's own ports played by tests/fakes.py.
+INTEGRATION_FIXTURES = frozenset({
+    "neo4j_uri", "milvus_server", "milvus_server_uri",  # real Neo4j + GDS, a real Milvus server
+    "llm_base_url", "llm_model", "embedding_base_url",  # the local LLM (llama.cpp)
+    "embedder",  # the real ONNX / sentence-transformers embedder (tests/gateway, tests/adapters/embedder)
+    "federation", "in_process_gateway",  # a LocalFederation of real sites
+    "make_config", "built_site", "empty_site", "mtrag_passages",  # real sites (Milvus Lite, ONNX)
+    "datasets_dir", "shared_dir",  # ../shared's datasets: the fast tier runs without that folder
+    "self_signed_tls",  # served over TLS by a server subprocess
+})
+INTEGRATION_MARKERS = frozenset({"neo4j", "llm", "slow"})
+# Modules whose presence in a test module's namespace (imported, or a name imported from them)
+# means the module builds real components itself.
+REAL_COMPONENT_MODULES = frozenset({
+    "subprocess", "multiprocessing",
+    "hansa.adapters.vector.milvus", "hansa.adapters.vector.lite_server",
+    "hansa.adapters.embedder.onnx", "hansa.adapters.embedder.sentence_transformers",
+    "hansa.adapters.graph.neo4j_gds", "hansa.adapters.llm.openai_compat",
+    "hansa.cli.federation", "hansa.cli.demo", "hansa.plugin.site", "hansa.evaluation.runner",
+    "tests.served", "neo4j", "pymilvus", "xllamacpp", "selenium",
+})
+# Tests that reach Milvus Lite or the ONNX model through the CLI or a Config, where neither a fixture
+# nor an import says so (found by recording which tests left in the fast tier opened either).
+INTEGRATION_TESTS = (
+    "tests/plugin/test_site_doctor.py::",
+    "tests/gateway/test_gateway_embedder.py::",
+    "tests/cli/test_option_conventions.py::test_an_old_flag_spelling_still_works",
+    "tests/cli/test_option_conventions.py::test_the_site_id_is_an_option_too",
+    "tests/test_readme_admin_path.py::test_the_readme_admin_path_runs_as_written",
+)
+
+
+def _builds_real_components(module: object) -> bool:
+    """Whether the module builds real components itself; a module that sets `TIERED_BY_TEST = True`
+    marks its real tests itself (fixture params, markers) and is not judged as a whole."""
+    if getattr(module, "TIERED_BY_TEST", False):
+        return False
+    for value in vars(module).values():
+        name = value.__name__ if isinstance(value, type(os)) else getattr(value, "__module__", None)
+        if name in REAL_COMPONENT_MODULES:
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+    """Mark every test of the integration tier `integration` (see INTEGRATION_FIXTURES above)."""
+    by_module: dict[str, bool] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__ not in by_module:
+            by_module[module.__name__] = _builds_real_components(module)
+        real_fixture = bool(INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+        real_marker = any(m.name in INTEGRATION_MARKERS for m in item.iter_markers())
+        real_module = module is not None and by_module[module.__name__]
+        named = item.nodeid.startswith(INTEGRATION_TESTS)
+        if real_fixture or real_marker or real_module or named:
+            item.add_marker(pytest.mark.integration)

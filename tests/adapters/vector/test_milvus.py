@@ -1,7 +1,11 @@
 """MilvusVectorStore against a real Milvus Lite in a per-test data directory, and (the same tests,
 parametrized) against a real Milvus server started once per session (`milvus-lite server`, see
 tests/conftest.py), emptied before each test. Lite-only behaviour (data paths, the directory lock)
-is tested on Lite alone."""
+is tested on Lite alone. The port's contract (the tests on the `store` fixture) also runs on the
+in-memory store of tests/fakes.py, so the fast tier's fake keeps the promises Milvus keeps.
+
+Tiers: the Milvus variants are marked `integration` through the fixtures' params and the tests
+that open Milvus directly by their own marker; the in-memory variants are the fast tier."""
 from __future__ import annotations
 
 import socket
@@ -13,9 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hansa.adapters.vector.base import CollectionSpec
+from hansa.adapters.vector.base import CollectionSpec, VectorStore
 from hansa.adapters.vector.milvus import MilvusVectorStore, quote_literal
 from hansa.core.errors import BackendError, ConfigError, InputError, NotFoundError
+from tests.fakes import InMemoryVectorStore
+
+# tests/conftest.py: this module marks its Milvus tests itself (params and markers below), so the
+# in-memory contract runs in the fast tier although the module imports the Milvus store.
+TIERED_BY_TEST = True
+INTEGRATION = pytest.mark.integration
 
 FIELDS = {"doc_id": "str", "level": "int", "rank": "float", "meta": "json"}
 SPEC = CollectionSpec("chunks", dim=4, fields=FIELDS)
@@ -38,7 +48,7 @@ def lite_path(tmp_path: Path) -> str:
     return str(tmp_path / "nested" / "milvus.db")  # the parent does not exist yet: the store creates it
 
 
-@pytest.fixture(params=["lite", "server"])
+@pytest.fixture(params=[pytest.param("lite", marks=INTEGRATION), pytest.param("server", marks=INTEGRATION)])
 def db_path(request: pytest.FixtureRequest, lite_path: str) -> str:
     """A Milvus Lite data path, or the URI of the session's (emptied) Milvus server."""
     if request.param == "lite":
@@ -46,15 +56,21 @@ def db_path(request: pytest.FixtureRequest, lite_path: str) -> str:
     return request.getfixturevalue("milvus_server_uri")  # resolved lazily: `-k lite` starts no server
 
 
-@pytest.fixture
-def store(db_path: str):
-    s = MilvusVectorStore(db_path)
+@pytest.fixture(params=[pytest.param("lite", marks=INTEGRATION), pytest.param("server", marks=INTEGRATION), "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path):
+    """The port under test: Milvus Lite, the session's Milvus server, or tests/fakes.py's in-memory store."""
+    if request.param == "memory":
+        s = InMemoryVectorStore()
+    elif request.param == "lite":
+        s = MilvusVectorStore(str(tmp_path / "nested" / "milvus.db"))
+    else:
+        s = MilvusVectorStore(request.getfixturevalue("milvus_server_uri"))
     s.ensure_collection(SPEC)
     yield s
     s.close()
 
 
-def test_ensure_collection_is_idempotent_and_refuses_another_dim(store: MilvusVectorStore) -> None:
+def test_ensure_collection_is_idempotent_and_refuses_another_dim(store: VectorStore) -> None:
     store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
     store.ensure_collection(SPEC)  # again: no error, data kept
     assert store.count("chunks") == 1
@@ -64,6 +80,7 @@ def test_ensure_collection_is_idempotent_and_refuses_another_dim(store: MilvusVe
     assert store.count("chunks") == 1
 
 
+@INTEGRATION
 def test_processes_creating_one_collection_at_once_on_a_fresh_server_all_open_it(milvus_server_uri: str) -> None:
     """gunicorn's workers open one Milvus server together: each finds the collection missing and
     creates it; the losers must open what the winner made, not fail to boot (found by the README's
@@ -96,7 +113,7 @@ def test_processes_creating_one_collection_at_once_on_a_fresh_server_all_open_it
             s.close()
 
 
-def test_ensure_collection_rejects_bad_specs(store: MilvusVectorStore) -> None:
+def test_ensure_collection_rejects_bad_specs(store: VectorStore) -> None:
     for spec in (
         CollectionSpec("bad name", dim=4),
         CollectionSpec("c", dim=0),
@@ -109,7 +126,7 @@ def test_ensure_collection_rejects_bad_specs(store: MilvusVectorStore) -> None:
             store.ensure_collection(spec)
 
 
-def test_upsert_replaces_rows_by_id(store: MilvusVectorStore) -> None:
+def test_upsert_replaces_rows_by_id(store: VectorStore) -> None:
     store.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"doc_id": "d1", "level": 1}, {"doc_id": "d1"}])
     store.upsert("chunks", ["a"], unit([[0, 0, 1, 0]]), [{"doc_id": "d2", "level": 7, "rank": 0.5, "meta": {"k": [1, 2]}}])
     assert store.count("chunks") == 2
@@ -121,7 +138,7 @@ def test_upsert_replaces_rows_by_id(store: MilvusVectorStore) -> None:
     assert hit.fields == {"doc_id": "d2", "level": 7, "rank": 0.5, "meta": {"k": [1, 2]}}
 
 
-def test_upsert_validates_everything_before_writing(store: MilvusVectorStore) -> None:
+def test_upsert_validates_everything_before_writing(store: VectorStore) -> None:
     good = unit([[1, 0, 0, 0], [0, 1, 0, 0]])
     bad_calls = [
         (["a", "b"], unit([[1, 0, 0, 0, 0], [0, 1, 0, 0, 0]]), None),  # wrong dim
@@ -139,7 +156,7 @@ def test_upsert_validates_everything_before_writing(store: MilvusVectorStore) ->
     assert store.count("chunks") == 0
 
 
-def test_upsert_batches_large_inputs(store: MilvusVectorStore) -> None:
+def test_upsert_batches_large_inputs(store: VectorStore) -> None:
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(2500, 4)).astype(np.float32)
     store.upsert("chunks", [f"r{i}" for i in range(2500)], vectors, [{"level": i} for i in range(2500)])
@@ -147,7 +164,7 @@ def test_upsert_batches_large_inputs(store: MilvusVectorStore) -> None:
     np.testing.assert_allclose(store.get("chunks", ["r2499"])["r2499"], vectors[2499], rtol=1e-6)
 
 
-def test_delete_by_ids_and_by_where(store: MilvusVectorStore) -> None:
+def test_delete_by_ids_and_by_where(store: VectorStore) -> None:
     ids = ["plain", "quote'single", 'quote"double', "back\\slash"]
     store.upsert("chunks", ids, unit(np.eye(4).tolist()), [{"doc_id": "d1"}, {"doc_id": "d2"}, {"doc_id": "d2"}, {"doc_id": "d3", "level": 2}])
     store.delete("chunks", ids=["quote'single", "back\\slash", "never-stored"])
@@ -162,13 +179,13 @@ def test_delete_by_ids_and_by_where(store: MilvusVectorStore) -> None:
         store.delete("chunks", where={"id": "plain"})  # only the spec's scalar fields are filterable
 
 
-def test_delete_by_ids_and_where_together_needs_both(store: MilvusVectorStore) -> None:
+def test_delete_by_ids_and_where_together_needs_both(store: VectorStore) -> None:
     store.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"doc_id": "d1"}, {"doc_id": "d2"}])
     store.delete("chunks", ids=["a", "b"], where={"doc_id": "d2"})
     assert set(store.get("chunks", ["a", "b"])) == {"a"}
 
 
-def test_fields_by_ids_by_where_or_of_every_row(store: MilvusVectorStore) -> None:
+def test_fields_by_ids_by_where_or_of_every_row(store: VectorStore) -> None:
     ids = ["plain", "quote'single", "third"]
     store.upsert("chunks", ids, unit(np.eye(4)[:3].tolist()), [{"doc_id": "d1", "level": 1}, {"doc_id": "d2"}, {"doc_id": "d2", "level": 3}])
     assert store.fields("chunks", ["doc_id"]) == {"plain": {"doc_id": "d1"}, "quote'single": {"doc_id": "d2"}, "third": {"doc_id": "d2"}}
@@ -180,7 +197,7 @@ def test_fields_by_ids_by_where_or_of_every_row(store: MilvusVectorStore) -> Non
         store.fields("chunks", ["vector"])
 
 
-def test_search_orders_best_first_with_cosine_scores(store: MilvusVectorStore) -> None:
+def test_search_orders_best_first_with_cosine_scores(store: VectorStore) -> None:
     vectors = unit([[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0.5, 0.5, 0.5, 0], [0, 0, 0, 1], [-1, 0, 0, 0]])
     ids = ["v0", "v1", "v2", "v3", "v4"]
     store.upsert("chunks", ids, vectors, [{"doc_id": "even" if i % 2 == 0 else "odd"} for i in range(5)])
@@ -203,7 +220,7 @@ def test_search_orders_best_first_with_cosine_scores(store: MilvusVectorStore) -
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
-def test_hostile_filter_values_match_only_themselves(store: MilvusVectorStore, hostile: str) -> None:
+def test_hostile_filter_values_match_only_themselves(store: VectorStore, hostile: str) -> None:
     store.upsert("chunks", ["target", "other"], unit([[1, 0, 0, 0], [0.9, 0.1, 0, 0]]), [{"doc_id": hostile}, {"doc_id": "x"}])
     [hits] = store.search("chunks", unit([[1, 0, 0, 0]]), limit=5, where={"doc_id": hostile}, output_fields=["doc_id"])
     assert [(h.id, h.fields["doc_id"]) for h in hits] == [("target", hostile)]
@@ -211,7 +228,7 @@ def test_hostile_filter_values_match_only_themselves(store: MilvusVectorStore, h
     assert set(store.get("chunks", ["target", "other"])) == {"other"}
 
 
-def test_hostile_field_names_are_refused(store: MilvusVectorStore) -> None:
+def test_hostile_field_names_are_refused(store: VectorStore) -> None:
     store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]), [{"doc_id": "d"}])
     for name in ('doc_id == "d" or doc_id', "meta", "vector", "level or 1"):
         with pytest.raises(InputError):
@@ -226,7 +243,7 @@ def test_quote_literal_round_trips_every_special_character() -> None:
     assert quote_literal("a\\b\n") == '"a\\\\b\\n"'
 
 
-def test_int_and_float_filters(store: MilvusVectorStore) -> None:
+def test_int_and_float_filters(store: VectorStore) -> None:
     store.upsert("chunks", ["a", "b"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]), [{"level": 1, "rank": 0.25}, {"level": 2, "rank": 0.5}])
     [hits] = store.search("chunks", unit([[1, 1, 0, 0]]), 5, where={"level": 2})
     assert [h.id for h in hits] == ["b"]
@@ -258,6 +275,7 @@ def test_reopen_after_close_keeps_data_and_searches(db_path: str) -> None:
             s.ensure_collection(CollectionSpec("chunks", dim=3, fields=FIELDS))
 
 
+@INTEGRATION
 def test_two_stores_on_one_path_in_one_process_share_it(lite_path: str) -> None:
     first = MilvusVectorStore(lite_path)
     second = MilvusVectorStore(lite_path)
@@ -278,7 +296,7 @@ def test_prefix_separates_collections(db_path: str) -> None:
             two.count("chunks")
 
 
-def test_drop_removes_the_collection(store: MilvusVectorStore) -> None:
+def test_drop_removes_the_collection(store: VectorStore) -> None:
     store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]))
     store.drop("chunks")
     store.drop("chunks")  # dropping a missing collection is fine
@@ -286,11 +304,13 @@ def test_drop_removes_the_collection(store: MilvusVectorStore) -> None:
         store.count("chunks")
 
 
+@INTEGRATION
 def test_lite_path_must_end_in_db(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         MilvusVectorStore(str(tmp_path / "milvus"))
 
 
+@INTEGRATION
 def test_locked_data_dir_names_the_problem_and_the_fix(lite_path: str) -> None:
     holder = textwrap.dedent(
         """
@@ -316,6 +336,7 @@ def test_locked_data_dir_names_the_problem_and_the_fix(lite_path: str) -> None:
         s.ensure_collection(SPEC)
 
 
+@INTEGRATION
 def test_an_unreachable_server_is_a_backend_error_naming_it() -> None:
     with socket.socket() as sock:  # a loopback port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -326,7 +347,7 @@ def test_an_unreachable_server_is_a_backend_error_naming_it() -> None:
     assert uri in str(err.value)
 
 
-def test_a_collection_records_its_owner_and_refuses_another(store: MilvusVectorStore) -> None:
+def test_a_collection_records_its_owner_and_refuses_another(store: VectorStore) -> None:
     """One collection prefix holds one site: the owner is stored with the collection (a property)."""
     assert store.collection_owner("owned") is None  # absent
     store.ensure_collection(CollectionSpec(name="owned", dim=2, fields={"doc_id": "str"}, owner="site-a"))
@@ -341,6 +362,7 @@ def test_a_collection_records_its_owner_and_refuses_another(store: MilvusVectorS
     assert store.collection_owner("owned") is None
 
 
+@INTEGRATION
 def test_an_index_file_a_crash_cut_short_is_rebuilt_and_no_row_is_lost(lite_path: str, caplog: pytest.LogCaptureFixture) -> None:
     """Milvus Lite writes each segment's index sidecar in place; a process killed mid-write leaves
     it truncated and every later load failed (seen in the kill -9 drills). The store rebuilds the
