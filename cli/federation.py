@@ -56,13 +56,16 @@ class LocalFederation:
         serving_embedder: Callable[[Any], Any] | None = None,
         llm: Any = None,
         gateway_transport: Callable[[Any, Any], Any] | None = None,
+        site_app: Callable[[str, Any], Any] | None = None,
     ) -> None:
         """`site_cache` (a hansa.evaluation.sitecache.SiteCache): build each site into the cache, or
         reuse the cached build of identical content and configuration (`hansa eval`).
         `serving_embedder`: wraps each built site's embedder for serving only (scripts/bench_load.py
         memoizes it, so real sites answer in time and the drill loads the gateway, not site CPU).
         `llm` (the LLM port): the gateway synthesizes its answers with it (None: extractive answers).
-        `gateway_transport(identity, config)`: the gateway's SiteTransport (None: signed HTTP)."""
+        `gateway_transport(identity, config)`: the gateway's SiteTransport (None: signed HTTP).
+        `site_app(site_id, ctx)`: the WSGI app served for a site, or None for hansa's own
+        (scripts/bench_adversarial.py serves an enrolled site that lies with it)."""
         self.workdir = workdir
         self.site_cache = site_cache
         self.serving_embedder = serving_embedder
@@ -73,6 +76,7 @@ class LocalFederation:
         self.gateway_env = dict(gateway_env or {})
         self.llm = llm
         self.gateway_transport = gateway_transport
+        self.site_app = site_app
         self.sites: dict[str, SiteHandle] = {}
         self.setup_seconds = 0.0
         self._stack = ExitStack()
@@ -106,7 +110,8 @@ class LocalFederation:
             ctx, info = self._open_site(site_id, docs, gateway_key)
             if self.serving_embedder is not None:
                 ctx = dataclasses.replace(ctx, embedder=self.serving_embedder(ctx.embedder))
-            server = self._stack.enter_context(BackgroundServer(create_site_app(ctx)))
+            app = self.site_app(site_id, ctx) if self.site_app else None
+            server = self._stack.enter_context(BackgroundServer(app or create_site_app(ctx)))
             self.sites[site_id] = SiteHandle(site_id, ctx, server, {"url": server.url, **info})
 
         gw_home = self.workdir / "gateway"

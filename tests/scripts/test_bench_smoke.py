@@ -360,3 +360,29 @@ def test_refresh_drift_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     for store in ("embedded", "neo4j"):
         assert set(doc["targets"]) >= {f"{store}:modularity", f"{store}:largest_community", f"{store}:refresh_seconds"}
         assert doc["results"]["initial_full_build"][store]["communities"] > 0
+
+
+ADVERSARIAL_FIELDS = {"attack", "honest_sites", "questions", "honest_gold_site_recall", "honest_gold_site_recall_baseline",
+                      "attacker_answer_share", "attacker_final_reliability_rank", "sites_ranked"}
+
+
+def test_adversarial_smoke(tmp_path: Path) -> None:
+    doc = run_bench("adversarial", tmp_path)
+    records = {r["attack"]: r for r in doc["results"]["records"]}
+    assert set(records) == {"routing_hog", "echoer", "injector"}
+    for attack, r in records.items():
+        assert ADVERSARIAL_FIELDS <= set(r), attack
+        assert r["questions"] == doc["params"]["questions"] >= 4 and r["honest_sites"] == doc["params"]["honest_sites"]
+        assert r["honest_gold_site_recall_baseline"] == doc["results"]["baseline"]["honest_gold_site_recall"] > 0
+        for key in ("honest_gold_site_recall", "attacker_answer_share", "attacker_routed_share"):
+            assert 0.0 <= r[key] <= 1.0, (attack, key)
+        assert 1 <= r["attacker_final_reliability_rank"] <= r["sites_ranked"] == r["honest_sites"] + 1, attack
+    assert 0.0 <= records["injector"]["instruction_obeyed_share"] <= 1.0
+    # The harness measures, it asserts no attack's success (a defence may rightly bring any share to 0);
+    # what must hold either way: the hog's hand-made publication was built and the gateway answered it,
+    # and the echoer's text reaches only answers of questions it was asked.
+    hog = records["routing_hog"]["hog_publication"]
+    assert hog["terms"] > 100 and hog["summaries"] > 20 and isinstance(hog["accepted"], bool)
+    echo = records["echoer"]
+    assert echo["attacker_answer_share"] <= echo["attacker_routed_share"]
+    assert records["injector"]["instruction_obeyed_share"] <= records["injector"]["attacker_routed_share"]
