@@ -147,7 +147,10 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                      f"{record['modularity_full_rebuild']}), refresh {record['refresh_seconds']} s / full "
                      f"{record['full_build_seconds']} s")
     finally:
-        ctx.close()
+        try:
+            ctx.graph.uninstall()  # a Neo4j given with --neo4j-uri is left as it was found
+        finally:
+            ctx.close()
     return records, start
 
 

@@ -65,6 +65,7 @@ def squad_site(site_env: dict[str, str], shared_dir: Path, tmp_path: Path) -> It
     with SiteContext.open(cfg) as ctx:
         ctx.graph.install()
         yield ctx, folder, rows
+        ctx.graph.uninstall()  # the session's Neo4j is shared: later tests expect it free of hansa data
 
 
 def _largest(groups: Any) -> int:
