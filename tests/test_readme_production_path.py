@@ -73,7 +73,7 @@ def test_the_readme_production_path_runs_as_written(tmp_path: Path) -> None:
     # both services counted the question
     assert 'hansa_gateway_queries_total{outcome="answered"} 1.0' in out, out
     assert re.search(r'^hansa_site_retrieve_requests_total\{status="200"\} [1-9]', out, re.M), out
-    # the admin view (JSON, cut at 300 bytes by the block) shows the enrolled site
+    # the admin view (JSON, cut at 600 bytes by the block) shows the enrolled site
     admin = out[out.index('{"generated_at"'):]
     assert '"site_id":"acme"' in admin.replace(" ", ""), admin
     # two workers on each side: gunicorn logged each one booting, in the JSON the block asked for
