@@ -57,13 +57,18 @@ EMBEDDER_BACKENDS = ("onnx", "sentence-transformers", "openai")
 @dataclass
 class EmbedderConfig:
     # "onnx" (ONNX Runtime, no torch: the default, chosen by benchmarks/embed.json), "sentence-transformers"
-    # (same vectors, same model_id), or "openai" (an OpenAI-compatible /v1/embeddings server: another space).
+    # (the `export` extra: same vectors, same model_id, another file hash), or "openai" (an
+    # OpenAI-compatible /v1/embeddings server: another space).
     backend: str = "onnx"
-    model: str = "all-MiniLM-L6-v2"  # a local path or the packaged model; for "openai", the served model's name
+    # a catalog name (`hansa embedder list`), or a local sentence-transformers directory; for "openai",
+    # the served model's name. Why this default: benchmarks/README.md, "Embedders side by side".
+    model: str = "all-MiniLM-L6-v2"
     device: str = "cpu"  # sentence-transformers only
     batch_size: int = 64
     precision: str = "auto"  # sentence-transformers: "fp32", "bf16" (CPU autocast; same space), "auto": bf16 where the CPU has it
-    cache_dir: str = ""  # "onnx": where the exported graph is cached; default ~/.cache/hansa/onnx (shared: keyed by model digest)
+    # "onnx": where catalog models (default ~/.cache/hansa/models) and a local model's export (default
+    # ~/.cache/hansa/onnx) are kept; shared safely: files are checked by hash, exports keyed by digest
+    cache_dir: str = ""
     threads: int = 0  # "onnx": intra-op threads; 0 lets ONNX Runtime choose (one per core)
     base_url: str = ""  # "openai": e.g. http://127.0.0.1:8080/v1
     api_key: str = ""  # "openai": better HANSA_EMBEDDER_API_KEY
