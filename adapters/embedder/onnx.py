@@ -33,9 +33,9 @@ from hansa.adapters.embedder import model_files
 from hansa.adapters.embedder.base import Embedder, checked_texts, unit_rows
 from hansa.adapters.embedder.catalog import CatalogModel, catalog_model
 from hansa.adapters.embedder.local_model import max_seq_length, mean_pooled_dim, resolve_model
+from hansa.adapters.embedder.onnx_export import INPUTS  # every graph hansa runs takes these (no torch import)
 from hansa.core.errors import BackendError, InputError
 
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # every graph hansa runs takes these three
 POOLINGS = ("mean", "cls")
 
 _RUNTIMES: dict[tuple[str, str, int, int], tuple[Any, Any]] = {}  # (graph, tokenizer, length, threads) -> runtime
