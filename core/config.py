@@ -166,6 +166,14 @@ class GatewayConfig:
     # benchmarks/answer_coverage_fit.json); on the report split it ranks the gold document higher
     # (MRR +3 points) without raising evidence recall@10 (benchmarks/README.md).
     fusion_answer_coverage: float = 0.5
+    # The reader the gateway judges answers with (gateway/reading.py): "packaged" (the cross-encoder
+    # shipped in adapters/reader/model, its card beside it), "none", or a model directory. Its
+    # score replaces cosine as an answer sentence's relevance; below `reader_floor` (negative: the
+    # model's own fit-split calibration) a sentence supports nothing, and with none above it the
+    # gateway abstains. `reader_pool`: sentences read per question (the best by cosine).
+    reader: str = "none"
+    reader_floor: float = -1.0
+    reader_pool: int = 12
     # How long a round of site calls may take, counted from when the gateway began working toward
     # it (the query's arrival, or the previous round's end): the gateway's own routing and
     # assessment come out of it.

@@ -65,6 +65,14 @@ def token_f1(prediction: str, references: Sequence[str]) -> float:
     return max((_f1(pred, normalize_answer(r).split()) for r in references), default=0.0)
 
 
+def offtopic_share(used_docs: Sequence[str], gold: Sequence[str]) -> float:
+    """Share of an answer's sentences (by their documents) from neither a gold passage nor its
+    article (SQuAD's passage ids are `<article>#NNN`; elsewhere the passage id itself)."""
+    articles = {g.split("#", 1)[0] for g in gold}
+    off = [d for d in used_docs if d not in gold and d.split("#", 1)[0] not in articles]
+    return len(off) / len(used_docs) if used_docs else 0.0
+
+
 def contains_answer(prediction: str, references: Sequence[str]) -> float:
     """1.0 when some normalized reference occurs, token-aligned, inside the normalized prediction."""
     pred = f" {normalize_answer(prediction)} "

@@ -8,6 +8,9 @@ Which questions each figure is over (so no number mixes populations):
 - `abstain_unanswerable`: unanswerable (and MTRAG-UN underspecified) questions;
   `answered_answerable`: answerable ones;
 - cost and latency: every question asked.
+`answer_f1` scores the reader's span (`short_answer`) where the gateway has a reader, else the
+whole answer; `offtopic_sentence_share` is the share of a non-abstaining answer's sentences from
+neither a gold passage nor its article (evaluation.metrics.offtopic_share).
 A figure with no question to stand on is null, never 0.
 
 With an LLM (`hansa eval --llm`), `answer_*` score the answer the gateway gave (synthesized when the
@@ -31,7 +34,7 @@ log = get_logger(__name__)
 RECORD_COLUMNS = (
     "federation_sites", "strategy", "questions", "gold_site_recall", "all_gold_sites_called", "all_gold_sites_called_spanning",
     "evidence_recall_at_10", "mrr", "answer_contains", "answer_f1", "answer_rouge_l", "abstain_unanswerable", "answered_answerable",
-    "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
+    "offtopic_sentence_share", "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
 )
 
 
@@ -108,6 +111,8 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
     short = [o for o in answerable if o.question.answers]
     long_ref = [o for o in answerable if o.question.references]
     text = {id(o): metrics.answer_text(o.answer) for o in short + long_ref}
+    # F1 of what answers: the reader's span where there is one (a 4-sentence answer is not a short answer)
+    brief = {id(o): o.short_answer or text[id(o)] for o in short + long_ref}
     rc = metrics.risk_coverage([0.0 if o.abstained else o.confidence for o in outcomes], [correct(o) for o in outcomes])
     return {
         "dataset": dataset,
@@ -127,8 +132,12 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "mrr": _mean(metrics.reciprocal_rank(o.ranked_docs, o.question.gold) for o in answerable),
         "answer_contains": _mean(metrics.contains_answer(text[id(o)], o.question.answers) for o in short),
         "answer_em": _mean(metrics.exact_match(text[id(o)], o.question.answers) for o in short),
-        "answer_f1": _mean([metrics.token_f1(text[id(o)], o.question.answers) for o in short]
-                           or [metrics.token_f1(text[id(o)], o.question.references) for o in long_ref]),
+        "answer_f1": _mean([metrics.token_f1(brief[id(o)], o.question.answers) for o in short]
+                           or [metrics.token_f1(brief[id(o)], o.question.references) for o in long_ref]),
+        "offtopic_sentence_share": _mean(metrics.offtopic_share(o.used_docs, o.question.gold)
+                                         for o in answerable if not o.abstained and o.used_docs),
+        "reader": outcomes[0].reader or None,
+        "second_hop_rounds": _mean(float(o.second_hop_rounds) for o in outcomes),
         "answer_rouge_l": _mean(metrics.rouge_l(text[id(o)], o.question.references) for o in long_ref),
         "answer_words_mean": _mean(len(metrics.answer_text(o.answer).split()) for o in outcomes if not o.abstained),
         "abstain_unanswerable": _mean(float(o.abstained) for o in unanswerable),

@@ -168,6 +168,10 @@ class Outcome:
     site_calls: int = 0  # calls made (a refine round's follow-up asks a site again: more than asked_sites)
     router: str = ""  # the router the engine ranked sites with (the trace's router name)
     budget: dict[str, int] = field(default_factory=dict)  # the request's budget (empty: none given)
+    short_answer: str = ""  # with a reader: its span in the answer's leading sentence
+    used_docs: list[str] = field(default_factory=list)  # documents of the answer's sentences
+    reader: str = ""  # the reader's name (empty: none)
+    second_hop_rounds: int = 0  # follow-up rounds that asked a bridge entity (engine.hops)
 
 
 @dataclass
@@ -257,6 +261,10 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
         synthesis=str(synthesis.get("answer", "")), llm_tokens=int((synthesis.get("tokens") or {}).get("total", 0)),
         router=str((trace.get("router") or {}).get("name", "")),
         budget=dict((trace.get("budget") or {}).get("given") or {}),
+        short_answer=str(response.get("short_answer", "")),
+        used_docs=[str(c["doc_id"]) for c in response.get("citations", []) if c.get("used")],
+        reader=str((trace.get("reading") or {}).get("name", "")),
+        second_hop_rounds=sum(1 for r in trace.get("rounds", []) if r.get("kind") == "second_hop"),
     )
 
 

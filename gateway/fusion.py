@@ -45,6 +45,7 @@ from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
 from hansa.gateway.lexical import AnswerCoverage
+from hansa.gateway.reading import ReadingStage
 from hansa.gateway import relevance
 from hansa.gateway.relevance import (
     MAX_MEASURED,
@@ -85,6 +86,13 @@ class FusedAnswer:
     conflicts: tuple[Conflict, ...] = ()  # contradictions between sources, and how each was settled
     measured: int = 0  # sentences the gateway embedded to measure their relevance
     site_coverage: Mapping[str, float] = field(default_factory=dict)  # the AnswerCoverage factor per site
+    short_answer: str = ""  # with a reader: the answer's words in the leading sentence
+    reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
+
+    @property
+    def unsupported(self) -> bool:
+        """The reader read the offered sentences and none reached its floor: nothing answers."""
+        return self.reading is not None and not self.sentences and int(self.reading.get("read", 0)) > 0
 
     def conflicts_json(self) -> list[dict[str, object]]:
         return [c.to_json() for c in self.conflicts]
@@ -104,6 +112,9 @@ class _Candidate:
     checked: bool = False  # `measured` holds the gateway's measurement (else the claim bounds it)
     base: float = 0.0  # reliability x trusted relevance x confidence
     weight: float = 0.0  # base x support
+    read: float | None = None  # with a reader: its score if at least the floor, else 0 (replaces cosine)
+    reader_score: float | None = None  # the reader's own score (trace)
+    span: str = ""
 
     def attribution(self) -> tuple[bool, float, float]:
         return (self.cited, self.confidence, self.weight)
@@ -207,11 +218,14 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
 
 
 def _relevance(cand: _Candidate) -> float:
+    if cand.read is not None:
+        return cand.read
     return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
 
 
 def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], copies: Sequence[set[str]],
-          duplicate_jaccard: float, max_sentences: int) -> tuple[Resolution, set[int], list[_Candidate]]:
+          duplicate_jaccard: float, max_sentences: int,
+          whole_documents: bool = False) -> tuple[Resolution, set[int], list[_Candidate]]:
     """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance as
     measured, or bounded by its claim while unmeasured (sets `base` and `weight`). `copies[i]`: the
     other sites holding a near-verbatim copy of candidate i (support that does not depend on weights)."""
@@ -220,6 +234,9 @@ def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict
     statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, claims[i]) for i, c in enumerate(candidates) if c.base > 0]
     resolution = resolve(statements)
     rejected = set(resolution.rejected)
+    if whole_documents:  # a document that lost a conflict on this question loses all its sentences
+        lost = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
+        rejected |= {i for i, c in enumerate(candidates) if (c.site_id, c.doc_id) in lost}
     for i, cand in enumerate(candidates):
         others = set(resolution.agreeing_sites.get(i, set())) | copies[i]
         cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
@@ -238,6 +255,33 @@ def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict
 def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batch: Sequence[int], embedder: Embedder) -> None:
     for i, value in zip(batch, measure(question_vector, [candidates[i].text for i in batch], embedder)):
         candidates[i].measured, candidates[i].checked = float(value), True
+
+
+def _pool(candidates: Sequence[_Candidate], trust: dict[str, float], size: int, question_vector: np.ndarray,
+          embedder: Embedder) -> list[_Candidate]:
+    """The `size` candidates with the highest measured weight (reliability x cosine x confidence):
+    what the reader reads. Claims only bound the unmeasured (relevance.trusted), so the top is
+    measured until it holds no claim: a site claiming 1.0 everywhere gets no sentence read unmeasured."""
+    while True:
+        for cand in candidates:
+            cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
+        top = sorted(candidates, key=lambda c: (-c.base, c.order))[:size]
+        need = [c.order for c in top if not c.checked]
+        if not need:
+            return top
+        _measure(question_vector, candidates, need, embedder)
+
+
+def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], candidates: Sequence[_Candidate]) -> dict[str, object]:
+    """Score the pool with the reader; everything else, and what is below the floor, weighs 0."""
+    for cand in candidates:
+        cand.read = 0.0
+    for cand, got in zip(pool, reading.read(question, [c.text for c in pool])):
+        cand.reader_score, cand.span = got.score, got.span
+        cand.read = got.score if got.score >= reading.floor else 0.0
+    scores = [c.reader_score or 0.0 for c in pool]
+    return {**reading.to_json(), "read": len(pool), "supported": sum(s >= reading.floor for s in scores),
+            "best": round(max(scores, default=0.0), 4)}
 
 
 def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
@@ -261,12 +305,15 @@ def fuse(
     eager_below: int | None = None,
     site_prior: Mapping[str, float] | None = None,
     coverage: AnswerCoverage | None = None,
+    reading: ReadingStage | None = None,
+    question: str = "",
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
     (when `learn`) this answer is recorded; without, every site weighs 1. `site_prior` (site ->
     factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
     much of the question each site's answer uses. Up to `eager_below` candidates (default
-    relevance.EAGER_BELOW, read per call) are all measured in one batch."""
+    relevance.EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
+    `question` it reads against), the reader judges the best-measured candidates (gateway.reading)."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     covered = ({c.site_id: coverage.factor(t for t, _, _ in _support(c.answer)) for c in ok if c.answer is not None}
                if coverage is not None else {})
@@ -307,6 +354,11 @@ def fuse(
         liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
         to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
 
+    read_trace: dict[str, object] | None = None
+    if reading is not None:
+        read_trace = _read(reading, question, _pool(candidates, trust, reading.pool, question_vector, embedder), candidates)
+        resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences,
+                                             whole_documents=True)
     checked = [c for c in candidates if c.checked]
     if reliability is not None and learn:
         reliability.observe(_observations(checked, chosen, resolution, rejected, candidates))
@@ -314,17 +366,24 @@ def fuse(
     citations = _rank_citations(ok, checked, chosen, trust, lost_docs, site_prior)
     if not chosen:
         note = _why_no_answer(calls)
+        if read_trace is not None and read_trace["read"]:
+            note = (f"no offered sentence answers the question: the reader's best score {read_trace['best']:.2f} "
+                    f"is below its floor {reading.floor:.2f}" if reading is not None else note)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
-                           conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered)
+                           conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
+                           reading=read_trace)
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
         FusedSentence(c.text, c.site_id, c.doc_id, c.weight, index[(c.site_id, c.doc_id)]) for c in chosen
     )
     answer = " ".join(f"{s.text} [{s.citation}]" for s in sentences)
+    short = chosen[0].span.strip() if reading is not None else ""
+    if short:
+        answer = f"{short} [{sentences[0].citation}]. {answer}"
     in_answer = {(s.site_id, s.doc_id) for s in sentences}
     notes = [c.summary() for c in resolution.conflicts if in_answer & set(c.winner.documents)]
     if notes:
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
-                       measured=len(checked), site_coverage=covered)
+                       measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace)

@@ -10,6 +10,8 @@ shared contract), so a fake that drifts from its port fails there, not silently 
   so texts sharing words are near and texts sharing none are (nearly) orthogonal.
 - `InMemoryVectorStore` (adapters.vector.base.VectorStore): exact cosine/IP search over dicts, with
   the same input checks as the Milvus store (one spec validator, the same limits).
+- `WordReader` (adapters.reader.base.Reader): a sentence answers as far as it holds the question's
+  content words; its span is the first capitalized word or number the question does not hold.
 - `ScriptedSiteTransport` (gateway.transport.SiteTransport): canned answers per site, signed with
   the site's real key and checked by the gateway's real verification (check_signed_response,
   check_answer), plus scripted hangs, unsigned or foreign-signed replies and invalid bodies.
@@ -76,6 +78,31 @@ class HashEmbedder(Embedder):
 
 
 # -- the vector store -------------------------------------------------------------------------------
+class WordReader:
+    """The reader port without a model: score = share of the question's content words in the sentence."""
+
+    name = "word-reader (test double)"
+    model_sha256 = "0" * 64
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[str, tuple[str, ...]]] = []
+
+    def read(self, question: str, sentences: Sequence[str]) -> list[Any]:
+        from hansa.adapters.reader.base import Reading
+        from hansa.core.text import content_words
+
+        self.reads.append((question, tuple(sentences)))
+        asked = content_words(question)
+        out = []
+        for sentence in sentences:
+            held = content_words(sentence)
+            score = len(asked & held) / len(asked) if asked else 0.0
+            span = next((m for m in re.finditer(r"\b(?:[A-Z][a-z]+|\d+)\b", sentence)
+                         if m.group(0).casefold() not in question.casefold()), None)
+            out.append(Reading(score, span.group(0), span.start(), span.end()) if span else Reading(score))
+        return out
+
+
 @dataclass
 class _Collection:
     spec: CollectionSpec

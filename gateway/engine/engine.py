@@ -41,7 +41,7 @@ from hansa.core.errors import ConfigError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
 from hansa.gateway.client import MAX_RESPONSE_BYTES, TIMEOUT, SiteCall
-from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, budget_cut_text, no_answer_text
+from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
 from hansa.gateway.engine.assess import Assessment, passages
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
@@ -59,6 +59,7 @@ from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.history import SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.lexical import AnswerCoverage
+from hansa.gateway.reading import ReadingStage, open_reading
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
@@ -93,6 +94,8 @@ class QueryResult:
             out["confidence"] = round(self.abstention.score, 4)
         if self.fused.conflicts:
             out["conflicts"] = self.fused.conflicts_json()
+        if self.fused.short_answer and not self.abstained:
+            out["short_answer"] = self.fused.short_answer  # the reader's span in the leading sentence
         return out
 
 
@@ -205,7 +208,8 @@ class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, calibration: Calibration | None = None,
                  reliability: SiteReliability | None = None, history: SiteHistory | None = None,
-                 llm: Any = None) -> None:
+                 llm: Any = None, reading: ReadingStage | str | None = "config") -> None:
+        """`reading`: the reader's stage; "config" opens what `[gateway] reader` names (gateway.reading)."""
         if not 0.0 <= cfg.fusion_site_prior <= 1.0:
             raise ConfigError(f"[gateway] fusion_site_prior must lie in 0..1 (0: no routing prior), not {cfg.fusion_site_prior}")
         if cfg.finish_reserve_max_ms < 0:
@@ -224,6 +228,7 @@ class QueryEngine:
         self.history = history  # which sites final answers cite (a tier signal); None: not kept
         self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
         self.finish = FinishReserve(cfg.finish_reserve_max_ms)  # what rounds keep back for the work after them
+        self.reading = open_reading(cfg.reader, cfg.reader_floor, cfg.reader_pool) if reading == "config" else reading
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
         """The policy's stages, the gateway's where it names none. A calibration with an `escalate`
@@ -233,9 +238,11 @@ class QueryEngine:
         if router is None and refiner is None and self.calibration.escalate is not None:
             escalation = escalation_policy(self.calibration, self.cfg.site_margin, self.cfg.lexical_weight)
             router, refiner = escalation.router, escalation.refiner
+        # With a reader, the reader decides abstention after fusion (nothing reaches its floor); the
+        # calibrated abstainer was fit on cosine evidence, before there was one.
+        abstainer = policy.abstainer or (EvidenceRule() if self.reading is not None else default_abstainer(self.calibration))
         return (router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight),
-                policy.gate or default_gate(self.calibration), refiner or OneRound(),
-                policy.abstainer or default_abstainer(self.calibration))
+                policy.gate or default_gate(self.calibration), refiner or OneRound(), abstainer)
 
     def _records(self) -> tuple[dict[str, SiteRecord], set[str]]:
         """Every enrolled site's record, and the sites routable now."""
@@ -349,8 +356,8 @@ class QueryEngine:
             note = "the query's time budget cut the call to every site asked"  # no site could answer: no abstaining
             fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
                                 sentences=(), note=note)
-        elif judged.best is not None:
-            fused = judged.best  # the best answer seen, whichever round gave it
+        elif judged.best is not None and self.reading is None:
+            fused = judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
         else:
             abstention = abstainer.judge(request.question, assessment)
             t = clock.add("abstain", t)
@@ -360,7 +367,17 @@ class QueryEngine:
             else:
                 fusion_prior = prior(calls.called)
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                    site_prior=fusion_prior, coverage=coverage)
+                                    site_prior=fusion_prior, coverage=coverage, reading=self.reading,
+                                    question=request.question)
+                if fused.unsupported and self.reading is not None:  # the reader found nothing that answers
+                    best = float((fused.reading or {}).get("best", 0.0))
+                    abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
+                                                 self.reading.floor)
+                    fused = replace(fused, answer=no_answer_text(calls.called, best))
+                elif fused.reading is not None and abstention is not None:
+                    abstention = replace(abstention, score=float(fused.reading.get("best", abstention.score)),
+                                         reason="the reader supports the answer", threshold=self.reading.floor
+                                         if self.reading is not None else None)
         t = clock.add("fuse", t)
         if calls.cut_at_deadline:  # what this question's finishing added to its deadline
             self.finish.record(clock.elapsed_ms() - calls.finish_from_ms)
@@ -393,6 +410,8 @@ class QueryEngine:
         if abstention is not None:
             trace["abstention"] = abstention.to_json()
         trace["router"] = router_json(router)
+        if fused.reading is not None:
+            trace["reading"] = dict(fused.reading)
         answer = synthesis.answer if synthesis is not None else fused.answer
         return QueryResult(answer, readable_citations(fused, answer), trace, fused, tuple(calls.calls), decision, assessment,
                            abstention, extractive_answer=fused.answer, sites=site_summary(calls.calls, calls.skipped),

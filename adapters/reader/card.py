@@ -1,0 +1,77 @@
+"""The reader's model card, written from what training recorded and what the measurement found.
+
+Why generated: a card typed by hand drifts from the file it describes; this one is rewritten with
+the graph's sha256, the training arguments and the figures every time the model is made
+(`python -m hansa.evaluation.reader DIR --squad ... --write`).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+
+def _row(name: str, r: Mapping[str, Any]) -> str:
+    return (f"| {name} | {r['questions']} | {r['exact']:.3f} | {r['f1']:.3f} | {r['has_ans_f1']:.3f} | "
+            f"{r['no_ans_accuracy']:.3f} | {r['answered_answerable']:.3f} | {r['answer_sentence_accuracy']:.3f} |")
+
+
+def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mapping[str, Any], chosen: str, limit: int) -> str:
+    args = train["args"]
+    lines = [
+        f"# {meta['name']}: the gateway's reader",
+        "",
+        "A cross-encoder over (question, sentence): `answers` (probability that the sentence answers the",
+        "question) and an answer span within the sentence. hansa's gateway uses it as the relevance floor of",
+        "an answer, the abstention score, the judge of which side of a conflict answers the question, and the",
+        "source of a second hop's follow-up (gateway/reading.py).",
+        "",
+        "## Files",
+        f"- graph `{meta['graph']['file']}` sha256 `{meta['graph']['sha256']}` ({meta['graph']['size']:,} bytes)",
+        f"- tokenizer `{meta['tokenizer']['file']}` sha256 `{meta['tokenizer']['sha256']}`",
+        f"- token cap {meta['max_length']}; shipped calibration: floor {meta['calibration']['floor']:.3f}"
+        f" ({meta['calibration']['fit']})",
+        "",
+        "## Training",
+        f"- Base: {train['base']} (Apache-2.0), first {train['layers']} layers; word embeddings and the lowest "
+        f"{args.get('freeze_layers', 0)} layers frozen.",
+        "- Data: SQuAD v1.1 **train** questions of hansa's fit split only (evaluation/split.py), "
+        f"{args['questions']} sampled with seed {args['seed']}: {train['pairs']:,} pairs, {train['positives']:,} positive "
+        "(the gold sentence holding a reference answer); hard negatives are the other sentences of the gold paragraph and "
+        "the sentences of other paragraphs of the same article with the most question words, plus one sentence of "
+        "another article (adapters/reader/pairs.py). SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from "
+        "Wikipedia); no dev article was read in training.",
+        f"- Recipe: {args['epochs']} epoch(s), batch {args['batch']}, AdamW lr {args['lr']}, span loss weight "
+        f"{args['span_weight']}, seed {args['seed']}, on {train['device']} ({train['pairs_per_s']} pairs/s, "
+        f"{train['train_s'] / 60:.0f} min).",
+        "- Command: `python -m hansa.adapters.reader.train --squad ../shared/datasets/squad --out DIR "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items() if k in ("questions", "layers", "freeze_layers") and v)
+        + "`, then `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write`.",
+        "",
+        "## Measured as a reader: SQuAD 2.0 dev (each question against the paragraph it was written on)",
+        f"{'All 11,873 questions' if not limit else f'{limit} questions sampled'}; threshold chosen on the fit part "
+        "(max F1), figures on the report part; official SQuAD 2.0 rules (an unanswerable question is right only "
+        "when the prediction is empty). Published MiniLM-size SQuAD 2.0 readers reach ~76-79 F1 with a full "
+        "paragraph, trained on SQuAD 2.0 train (with its unanswerables); this one sees one sentence at a time and "
+        "never saw an unanswerable question in training.",
+        "",
+        "| graph, part | questions | EM | F1 | HasAns F1 | NoAns acc | answered (answerable) | best sentence holds answer |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for variant, r in results.items():
+        for part in ("fit", "report", "all"):
+            lines.append(_row(f"{variant} {part} (t={r['threshold_fit']:.3f})", r[part]))
+    lines += [
+        "",
+        f"Shipped: `{chosen}` (int8 when its report F1 is within 0.01 of fp32). Reading speed on this machine: "
+        + ", ".join(f"{v} {r['pairs_per_s']} pairs/s" for v, r in results.items()) + ".",
+        "",
+        "## Limits",
+        "- Trained on Wikipedia questions written against their paragraph: it rewards word overlap more than a "
+        "reader trained on natural questions would.",
+        "- One sentence at a time: an answer that needs the previous sentence (\"It was built in 1850.\") scores low.",
+        "- English only.",
+        "",
+        "Training log tail: `" + json.dumps(train.get("log", [])[-1:]) + "`",
+        "",
+    ]
+    return "\n".join(lines)

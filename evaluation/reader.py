@@ -1,0 +1,170 @@
+"""The reader measured as a reader: SQuAD 2.0 dev, each question against the paragraph it was
+written on, scored with the official rules (an unanswerable question is right only when the
+prediction is empty; EM and token F1 otherwise).
+
+    python -m hansa.evaluation.reader MODEL_DIR --squad ../shared/datasets/squad [--limit N] [--write]
+
+Prediction: the reader reads every sentence of the paragraph; the best sentence's span is the
+answer when its score reaches the threshold, else no answer. The threshold is chosen on the
+*fit* part of the dev questions (evaluation.split: the hash split every table uses) to maximize F1,
+and the figures are reported on the *report* part (and, for comparison with published readers, on
+all 11,873). None of these articles was read in training (adapters/reader/pairs.py trains on v1.1
+train articles only).
+
+With `--write`, the model directory's `reader.json` (files, sha256, token cap, calibration) and
+model card `README.md` are written from the measurement: the graph shipped is the int8 one when it
+stays within INT8_TOLERANCE F1 of the fp32 one.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from hansa.adapters.reader.pairs import load_paragraphs, load_questions
+from hansa.evaluation.metrics import exact_match, token_f1
+from hansa.evaluation.split import sample, split_of
+
+SOURCES = ("squad1.1-dev+squad2.0-dev", "squad2.0-dev")  # the 11,873 SQuAD 2.0 dev questions
+INT8_TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Read:
+    id: str
+    answerable: bool
+    answers: tuple[str, ...]
+    score: float  # the best sentence's reader score
+    span: str
+    sentence_holds_answer: bool  # the best sentence holds a reference answer (answerable only)
+
+
+def _sample_rows(rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    if not limit:
+        return rows
+    from hansa.evaluation.datasets import Question
+
+    by_id = {r["id"]: r for r in rows}
+    return [by_id[q.id] for q in sample([Question(r["id"], r["question"]) for r in rows], limit)]
+
+
+def read_all(reader: Any, squad_dir: Path, limit: int = 0, progress: bool = True) -> tuple[list[Read], float]:
+    paragraphs = load_paragraphs(squad_dir)
+    rows = _sample_rows([r for r in load_questions(squad_dir) if r["source"] in SOURCES], limit)
+    out: list[Read] = []
+    pairs = 0
+    t0 = time.perf_counter()
+    for n, r in enumerate(rows):
+        para = paragraphs[r["gold_passages"][0] if r["answerable"] else r["context_passage"]]
+        readings = reader.read(r["question"], list(para.sentences))
+        pairs += len(readings)
+        best = int(np.argmax([x.score for x in readings])) if readings else -1
+        hit = best >= 0 and any(a and a in para.sentences[best] for a in r["answers"])
+        out.append(Read(r["id"], bool(r["answerable"]), tuple(r["answers"]), readings[best].score if best >= 0 else 0.0,
+                        readings[best].span if best >= 0 else "", bool(r["answerable"] and hit)))
+        if progress and n % 1000 == 999:
+            print(f"  read {n + 1}/{len(rows)} questions", flush=True)
+    seconds = time.perf_counter() - t0
+    return out, pairs / seconds if seconds else 0.0
+
+
+def scores(reads: Sequence[Read], threshold: float) -> dict[str, float]:
+    """Official SQuAD 2.0 EM/F1 (overall, HasAns, NoAns) at `threshold`."""
+    em, f1, has, no = [], [], [], []
+    for r in reads:
+        pred = r.span if r.score >= threshold else ""
+        if r.answerable:
+            e, f = (exact_match(pred, r.answers), token_f1(pred, r.answers)) if pred else (0.0, 0.0)
+            has.append(f)
+        else:
+            e = f = float(pred == "")
+            no.append(f)
+        em.append(e)
+        f1.append(f)
+    mean = lambda xs: round(float(np.mean(xs)), 4) if xs else 0.0  # noqa: E731
+    answered = [r.score >= threshold for r in reads if r.answerable]
+    return {"questions": len(reads), "exact": mean(em), "f1": mean(f1), "has_ans_f1": mean(has),
+            "no_ans_accuracy": mean(no), "answered_answerable": mean(answered),
+            "answer_sentence_accuracy": mean([r.sentence_holds_answer for r in reads if r.answerable])}
+
+
+def best_threshold(reads: Sequence[Read]) -> float:
+    """The threshold maximizing F1 on `reads` (the fit part)."""
+    grid = sorted({round(r.score, 3) for r in reads} | {0.0, 1.01})
+    return max(grid, key=lambda t: (scores(reads, t)["f1"], -t))
+
+
+def measure(reader: Any, squad_dir: Path, limit: int = 0) -> dict[str, Any]:
+    reads, rate = read_all(reader, squad_dir, limit)
+    fit = [r for r in reads if split_of(r.id) == "fit"]
+    report = [r for r in reads if split_of(r.id) == "report"]
+    threshold = best_threshold(fit)
+    return {"threshold_fit": threshold, "fit": scores(fit, threshold), "report": scores(report, threshold),
+            "all": scores(reads, threshold), "pairs_per_s": round(rate, 1), "reads": reads}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _entry(path: Path) -> dict[str, Any]:
+    return {"file": path.name, "sha256": _sha(path), "size": path.stat().st_size}
+
+
+def write_model(model_dir: Path, squad_dir: Path, limit: int) -> dict[str, Any]:
+    """Measure fp32 and int8, choose, and write reader.json and README.md into `model_dir`."""
+    from hansa.adapters.reader.card import card_text
+    from hansa.adapters.reader.onnx import META, OnnxReader
+
+    train = json.loads((model_dir / "train.json").read_text())
+    results: dict[str, Any] = {}
+    for variant in ("reader-int8.onnx", "reader.onnx"):
+        path = model_dir / variant
+        if not path.is_file():
+            continue
+        meta = {"name": "hansa-reader-minilm-l6", "graph": _entry(path), "tokenizer": _entry(model_dir / "tokenizer.json"),
+                "max_length": train["args"]["max_length"]}
+        (model_dir / META).write_text(json.dumps(meta, indent=1) + "\n")
+        print(f"measuring {variant}", flush=True)
+        results[variant] = measure(OnnxReader(model_dir), squad_dir, limit)
+    int8, fp32 = results.get("reader-int8.onnx"), results.get("reader.onnx")
+    chosen = "reader-int8.onnx" if int8 and (not fp32 or int8["report"]["f1"] >= fp32["report"]["f1"] - INT8_TOLERANCE) \
+        else "reader.onnx"
+    best = results[chosen]
+    meta = {"name": "hansa-reader-minilm-l6", "graph": _entry(model_dir / chosen),
+            "tokenizer": _entry(model_dir / "tokenizer.json"), "max_length": train["args"]["max_length"],
+            "calibration": {"floor": best["threshold_fit"], "fit": "SQuAD 2.0 dev, fit split (max F1)"}}
+    (model_dir / META).write_text(json.dumps(meta, indent=1) + "\n")
+    summary = {v: {k: r[k] for k in ("threshold_fit", "fit", "report", "all", "pairs_per_s")} for v, r in results.items()}
+    (model_dir / "README.md").write_text(card_text(meta, train, summary, chosen, limit))
+    return {"chosen": chosen, "results": summary}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model_dir", help="a reader model directory (reader.json; with --write: train.json and the graphs)")
+    ap.add_argument("--squad", required=True, help="the SQuAD folder")
+    ap.add_argument("--limit", type=int, default=0, help="questions sampled (stable hash order; 0: all 11,873)")
+    ap.add_argument("--write", action="store_true", help="choose fp32/int8, write reader.json and the model card")
+    ap.add_argument("--json", default="", help="also write the figures here")
+    args = ap.parse_args(argv)
+    if args.write:
+        out = write_model(Path(args.model_dir), Path(args.squad), args.limit)
+    else:
+        from hansa.adapters.reader.onnx import OnnxReader
+
+        got = measure(OnnxReader(args.model_dir), Path(args.squad), args.limit)
+        out = {k: v for k, v in got.items() if k != "reads"}
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The gateway reads: which offered sentences answer the question, by a reader the gateway owns.
+
+Why: cosine similarity to the question says a sentence is *about* the question, not that it
+*answers* it; off-topic filler from the same site, a misinformation sentence one word away from the
+truth and a near-miss paragraph all score alike. A cross-encoder trained here for this
+(adapters/reader, its card in adapters/reader/model/README.md) reads each (question, sentence).
+
+How fusion uses it (gateway.fusion): cosine (cheap, already measured to verify claims) picks a pool
+of the POOL best candidates; the reader reads the pool; its probability replaces cosine as the
+relevance, and a sentence below the floor weighs nothing: it fills no slot, takes no side in a
+conflict, and when no sentence reaches the floor the gateway abstains (engine). A site's own score
+is never used to raise anything.
+
+Configured by `[gateway] reader` ("packaged": the shipped model; "none": no reader; or a model
+directory) and `[gateway] reader_floor` (negative: the model's own fit-split calibration).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from hansa.adapters.reader.base import Reader, Reading
+from hansa.core.errors import ConfigError
+
+POOL = 12  # sentences read per question: 4 answer slots and their competitors (cost: reading_ms)
+NONE = ("none", "off", "")
+
+
+@dataclass(frozen=True)
+class ReadingStage:
+    reader: Reader
+    floor: float  # a sentence whose reader score is below this supports nothing
+    pool: int = POOL
+
+    def read(self, question: str, sentences: Sequence[str]) -> list[Reading]:
+        return self.reader.read(question, list(sentences))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.reader.name, "model_sha256": self.reader.model_sha256, "floor": round(self.floor, 4),
+                "pool": self.pool}
+
+
+def open_reading(reader: str, floor: float = -1.0, pool: int = POOL) -> ReadingStage | None:
+    """The reading stage `[gateway] reader` names, or None for "none". A missing or corrupt model is
+    an error naming the file and the command that makes it (adapters.reader.onnx), never a fallback."""
+    if reader.strip().lower() in NONE:
+        return None
+    from hansa.adapters.reader.onnx import OnnxReader
+
+    model = OnnxReader(None if reader.strip().lower() == "packaged" else Path(reader).expanduser())
+    chosen = float(model.calibration.get("floor", 0.5)) if floor < 0 else float(floor)
+    if not 0.0 <= chosen <= 1.0:
+        raise ConfigError(f"[gateway] reader_floor must lie in 0..1 (or be negative: the model's calibration), not {floor}")
+    if pool < 1:
+        raise ConfigError(f"[gateway] reader_pool must be 1 or more, not {pool}")
+    return ReadingStage(model, chosen, pool)

@@ -1,0 +1,96 @@
+"""fuse() with a reader (gateway.reading): the floor, the short answer, whole documents losing a
+conflict, abstention when nothing is supported. Fast tier: HashEmbedder and WordReader are
+doubles of hansa's own ports (tests/fakes.py); the real reader has its own tests
+(tests/adapters/reader)."""
+from __future__ import annotations
+
+import pytest
+
+from hansa.core.errors import BackendError, ConfigError
+from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.fusion import fuse
+from hansa.gateway.reading import ReadingStage, open_reading
+from hansa.sync.wire import Citation, PartialAnswer
+from tests.fakes import HashEmbedder, WordReader
+
+QUESTION = "When did the Virgin Mary appear to Bernadette at Lourdes?"
+# squad:University_of_Notre_Dame#000 (SQuAD v1.1, CC BY-SA 4.0), shortened
+ANSWER = "The Virgin Mary reputedly appeared to Saint Bernadette at Lourdes in 1858."
+FILLER = "The college also runs a bookstore and two dining halls."
+NEAR = "Lourdes lies in the foothills of the Pyrenees."
+
+
+def site(site_id: str, sentences: list[tuple], confidence: float = 0.8) -> SiteCall:
+    docs = list(dict.fromkeys(s[1] for s in sentences))
+    answer = PartialAnswer(site_id, " ".join(s[0] for s in sentences),
+                           tuple(Citation(site_id, d, d.title(), 0.5) for d in docs), confidence, tuple(sentences))
+    return SiteCall(site_id, OK, 5.0, 10, 10, answer=answer)
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+def test_sentences_below_the_floor_fill_no_slot_and_the_span_leads(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.5)
+    q = embedder.embed_query(QUESTION)
+    calls = [site("a", [(ANSWER, "nd"), (FILLER, "college")]), site("b", [(NEAR, "geo")])]
+    fused = fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert [s.text for s in fused.sentences] == [ANSWER]  # filler and the near miss are below the floor
+    assert fused.short_answer == "Saint"  # the double's span: the first capitalized word the question lacks
+    assert fused.answer.startswith("Saint [1]. " + ANSWER)
+    assert fused.reading is not None and fused.reading["read"] == 3 and fused.reading["supported"] == 1
+    without = fuse(q, calls, embedder)
+    assert FILLER in without.answer or NEAR in without.answer  # cosine alone stitches them in
+
+
+def test_nothing_above_the_floor_is_unsupported_and_says_why(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.9)
+    q = embedder.embed_query(QUESTION)
+    fused = fuse(q, [site("a", [(FILLER, "college"), (NEAR, "geo")])], embedder, reading=reading, question=QUESTION)
+    assert fused.sentences == () and fused.unsupported
+    assert "below its floor 0.90" in (fused.note or "")
+
+
+def test_the_pool_bounds_what_is_read(embedder: HashEmbedder) -> None:
+    reader = WordReader()
+    reading = ReadingStage(reader, floor=0.1, pool=2)
+    q = embedder.embed_query(QUESTION)
+    calls = [site(f"s{i}", [(f"{ANSWER} Item {i}.", f"d{i}")]) for i in range(5)]
+    fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert len(reader.reads) == 1 and len(reader.reads[0][1]) == 2
+
+
+def test_a_document_that_loses_a_conflict_loses_all_its_sentences(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.3)
+    q = embedder.embed_query(QUESTION)
+    wrong = ANSWER.replace("1858", "1878")
+    extra = "The Virgin Mary at Lourdes drew pilgrims to Bernadette's grotto."
+    calls = [site("a", [(ANSWER, "nd")]), site("b", [(ANSWER, "nd2")]), site("c", [(wrong, "bad"), (extra, "bad")])]
+    fused = fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert fused.conflicts and fused.conflicts[0].winner.value == "1858"
+    assert all(s.doc_id != "bad" for s in fused.sentences)  # its other sentence goes with it
+    cosine = fuse(q, calls, embedder)
+    assert any(s.text == extra for s in cosine.sentences)  # without a reader the loser's other sentence stays
+
+
+def test_config_names_the_reader(tmp_path) -> None:
+    assert open_reading("none") is None
+    with pytest.raises(BackendError, match="reader.json is missing.*hansa.adapters.reader.train"):
+        open_reading(str(tmp_path))
+
+
+def test_a_served_gateway_answers_with_the_span_and_abstains_on_what_the_reader_does_not_support(tmp_path) -> None:
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    body = fed.query({"question": RIVER_Q}).get_json()
+    assert body["abstained"] is False and body["short_answer"] == "The"  # the double's span: first new capital
+    assert body["answer"].startswith("The [1]. The Rhone river flows through Lyon. [1]")
+    assert body["trace"]["reading"]["name"].startswith("word-reader") and body["trace"]["reading"]["supported"] == 1
+    assert body["confidence"] == 1.0  # the reader's score, not cosine
+    body = fed.query({"question": "Which river flows through Lyon in the rain festival season?"}).get_json()
+    assert body["abstained"] is True and body["answer"].startswith("The federation holds no answer")
+    assert "below its floor" in body["trace"]["abstention"]["reason"] and "short_answer" not in body
