@@ -174,6 +174,9 @@ class GatewayConfig:
     reader: str = "none"
     reader_floor: float = -1.0
     reader_pool: int = 12
+    # With a reader: follow-up rounds that ask about the names in the best-read sentence while the
+    # reader supports no answer (gateway/engine/hops.py); 0: none. Bounded by the request's budget.
+    second_hops: int = 1
     # How long a round of site calls may take, counted from when the gateway began working toward
     # it (the query's arrival, or the previous round's end): the gateway's own routing and
     # assessment come out of it.

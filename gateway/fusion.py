@@ -88,6 +88,7 @@ class FusedAnswer:
     site_coverage: Mapping[str, float] = field(default_factory=dict)  # the AnswerCoverage factor per site
     short_answer: str = ""  # with a reader: the answer's words in the leading sentence
     reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
+    best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
 
     @property
     def unsupported(self) -> bool:
@@ -272,7 +273,7 @@ def _pool(candidates: Sequence[_Candidate], trust: dict[str, float], size: int, 
         _measure(question_vector, candidates, need, embedder)
 
 
-def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], candidates: Sequence[_Candidate]) -> dict[str, object]:
+def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], candidates: Sequence[_Candidate]) -> tuple[dict[str, object], str]:
     """Score the pool with the reader; everything else, and what is below the floor, weighs 0."""
     for cand in candidates:
         cand.read = 0.0
@@ -280,8 +281,9 @@ def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], cand
         cand.reader_score, cand.span = got.score, got.span
         cand.read = got.score if got.score >= reading.floor else 0.0
     scores = [c.reader_score or 0.0 for c in pool]
+    best = max(pool, key=lambda c: c.reader_score or 0.0).text if pool else ""
     return {**reading.to_json(), "read": len(pool), "supported": sum(s >= reading.floor for s in scores),
-            "best": round(max(scores, default=0.0), 4)}
+            "best": round(max(scores, default=0.0), 4)}, best
 
 
 def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
@@ -355,8 +357,9 @@ def fuse(
         to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
 
     read_trace: dict[str, object] | None = None
+    best_read = ""
     if reading is not None:
-        read_trace = _read(reading, question, _pool(candidates, trust, reading.pool, question_vector, embedder), candidates)
+        read_trace, best_read = _read(reading, question, _pool(candidates, trust, reading.pool, question_vector, embedder), candidates)
         resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences,
                                              whole_documents=True)
     checked = [c for c in candidates if c.checked]
@@ -371,7 +374,7 @@ def fuse(
                     f"is below its floor {reading.floor:.2f}" if reading is not None else note)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
                            conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
-                           reading=read_trace)
+                           reading=read_trace, best_read=best_read)
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
@@ -386,4 +389,5 @@ def fuse(
     if notes:
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
-                       measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace)
+                       measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace,
+                       best_read=best_read)

@@ -49,6 +49,7 @@ from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.finish import FinishReserve
 from hansa.gateway.engine.fuse import fuse_answer, measure_early
 from hansa.gateway.engine.gate import Gate, GateDecision
+from hansa.gateway.engine.hops import bridge_entities
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
@@ -348,6 +349,7 @@ class QueryEngine:
 
         abstention: AbstainDecision | None = None
         fusion_prior: Mapping[str, float] | None = None
+        second_hops: list[str] = []
         if not calls.calls and stop_reason in ("budget", "deadline"):
             note = ("the query's budget ran out before any site could be asked" if stop_reason == "budget" else
                     "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
@@ -369,6 +371,10 @@ class QueryEngine:
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
                                     site_prior=fusion_prior, coverage=coverage, reading=self.reading,
                                     question=request.question)
+                fused, hops = self._second_hops(request, fused, calls, records, routable, router, coverage,
+                                                fusion_prior)
+                if hops:
+                    second_hops = hops
                 if fused.unsupported and self.reading is not None:  # the reader found nothing that answers
                     best = float((fused.reading or {}).get("best", 0.0))
                     abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
@@ -412,10 +418,40 @@ class QueryEngine:
         trace["router"] = router_json(router)
         if fused.reading is not None:
             trace["reading"] = dict(fused.reading)
+        if second_hops:
+            trace["second_hops"] = second_hops  # the follow-ups asked, in order
         answer = synthesis.answer if synthesis is not None else fused.answer
         return QueryResult(answer, readable_citations(fused, answer), trace, fused, tuple(calls.calls), decision, assessment,
                            abstention, extractive_answer=fused.answer, sites=site_summary(calls.calls, calls.skipped),
                            routing=routing)
+
+    def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: _Calls, records: Mapping[str, SiteRecord],
+                     routable: set[str], router: Router, coverage: AnswerCoverage | None,
+                     prior: Mapping[str, float] | None) -> tuple[FusedAnswer, list[str]]:
+        """engine.hops: while the reader supports nothing, ask about what the best-read sentence names."""
+        asked: list[str] = []
+        for _ in range(self.cfg.second_hops if self.reading is not None else 0):
+            if not fused.unsupported or calls.out_of_budget or calls.out_of_time:
+                break
+            names = bridge_entities(request.question, fused.best_read)
+            follow = f"{request.question} {' '.join(names)}"
+            if not names or follow in asked:
+                break
+            # routed by the names alone (what the second paragraph is about), asked with the question too
+            hop = route(" ".join(names), embedder=self.embedder, index=self.index, records=records, routable=routable,
+                        top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router)
+            called = set(calls.called)
+            sites = [s for s in hop.selected if s not in called] or [s.site_id for s in hop.considered
+                                                                     if s.site_id not in called][:1]
+            if not sites:
+                break
+            wire = _followup(request, follow)
+            asked.append(follow)
+            if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
+                break
+            fused = fuse_answer(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+                                site_prior=prior, coverage=coverage, reading=self.reading, question=follow)
+        return fused, asked
 
     @staticmethod
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,

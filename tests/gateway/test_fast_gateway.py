@@ -64,7 +64,8 @@ class FakeFederation:
         return self.client.post("/v1/query", json=body, headers=headers, **kw)
 
 
-def open_gateway(root: Path, replies: Mapping[str, Reply | Sequence[Reply]], **cfg: Any) -> FakeFederation:
+def open_gateway(root: Path, replies: Mapping[str, Reply | Sequence[Reply]], summaries: Mapping[str, str] = SUMMARIES,
+                 **cfg: Any) -> FakeFederation:
     registry = SiteRegistry(root / "gateway" / "registry.json")
     me = SiteIdentity.generate()
     transport = ScriptedSiteTransport(me, SITE_KEYS, replies)
@@ -73,7 +74,7 @@ def open_gateway(root: Path, replies: Mapping[str, Reply | Sequence[Reply]], **c
                            api_keys=ApiKeyStore(root / "gateway" / API_KEYS_FILE))
     fed = FakeFederation(service, transport, service.api_keys.create("fast-tests"))
     space = EmbeddingSpace.of(EMBEDDER)
-    for site, text in SUMMARIES.items():  # each site enrolls and publishes one signed summary
+    for site, text in summaries.items():  # each site enrolls and publishes one signed summary
         registry.enroll(site, f"https://{site}.example", [SITE_KEYS[site].public_key_b64])
         record = SummaryRecord("c0", 1, encode_vector(EMBEDDER.embed_one(text)), Richness(5, 3, 2), level=0)
         envelope = build_publication(SITE_KEYS[site], site, 1, space, [record], timedelta(hours=1))

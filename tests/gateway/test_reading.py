@@ -94,3 +94,32 @@ def test_a_served_gateway_answers_with_the_span_and_abstains_on_what_the_reader_
     body = fed.query({"question": "Which river flows through Lyon in the rain festival season?"}).get_json()
     assert body["abstained"] is True and body["answer"].startswith("The federation holds no answer")
     assert "below its floor" in body["trace"]["abstention"]["reason"] and "short_answer" not in body
+
+
+def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
+    from tests.fakes import Reply
+    from tests.gateway.test_fast_gateway import SUMMARIES, answer, open_gateway
+
+    question = "Which dish is the speciality of the city the Rhone flows through?"
+    bridge = "The Rhone river flows through Lyon."
+    dish = "Quenelles are the speciality dish of Lyon, the city on the Rhone river."
+    summaries = {**SUMMARIES, "rivers": "The river Rhone flows through Lyon and south to the sea.",
+                 "kitchen": "Quenelles are the pride of Lyon cooks."}
+    replies = {"rivers": Reply(answer("rivers", bridge, "rhone")),
+               "kitchen": Reply(lambda req: answer("kitchen", dish if "Lyon" in req.question else "Bread.", "quenelles")),
+               "castles": Reply(answer("castles", "Castles had moats.", "moats"))}
+    for hops, expect_answer in ((1, True), (0, False)):
+        fed = open_gateway(tmp_path / str(hops), replies, summaries, second_hops=hops)
+        fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+        body = fed.query({"question": question}).get_json()
+        trace = body["trace"]
+        if expect_answer:
+            (follow,) = trace["second_hops"]
+            assert follow.startswith(f"{question} Lyon")  # the name the question lacked comes first
+            assert [r["kind"] for r in trace["rounds"]] == ["routed", "second_hop"]
+            assert trace["sites_called"] == ["rivers", "kitchen"]
+            assert body["abstained"] is False and dish in body["answer"]
+            assert [r.question for r in fed.transport.asked("kitchen")] == [follow]
+        else:
+            assert "second_hops" not in trace and trace["sites_called"] == ["rivers"] and body["abstained"] is True
+        fed.service.close()

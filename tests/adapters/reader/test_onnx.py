@@ -1,0 +1,83 @@
+"""The reader on ONNX Runtime: the packaged model reads as its card says, its files are checked,
+and the training command makes a usable model (a tiny one: the CI smoke of training)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hansa.adapters.reader.onnx import META, PACKAGED_DIR, OnnxReader, best_span, load_files
+from hansa.core.errors import BackendError
+from hansa.gateway.reading import open_reading
+
+QUESTION = "What year was Casimir Pulaski born in Warsaw?"
+# squad:Warsaw#000 and its question 5733a5f54776f41900660f48 (SQuAD v1.1 dev, CC BY-SA 4.0): an
+# article the reader never read in training
+ANSWER = "Casimir Pulaski, a Polish general and hero of the American Revolutionary War, was born here in 1745."
+NEAR = ("Though Chopin was born in the village of Żelazowa Wola, about 60 km (37 mi) from Warsaw, he moved to the "
+        "city with his family when he was seven months old.")
+FILLER = "The college also runs a bookstore and two dining halls."
+
+
+def test_best_span_keeps_order_length_and_the_allowed_tokens() -> None:
+    start = np.array([9.0, 1.0, 5.0, 0.0, 0.0])
+    end = np.array([0.0, 0.0, 1.0, 4.0, 9.0])
+    allowed = np.array([False, True, True, True, False])  # token 0 is the question, 4 the [SEP]
+    assert best_span(start, end, allowed) == (2, 3)
+    assert best_span(start, end, allowed, max_tokens=1) == (2, 2)
+    assert best_span(start, end, np.zeros(5, dtype=bool)) == (-1, -1)
+
+
+def test_the_packaged_reader_finds_the_answer_and_its_words() -> None:
+    reader = OnnxReader()
+    floor = reader.calibration["floor"]
+    answer, near, filler, empty = reader.read(QUESTION, [ANSWER, NEAR, FILLER, " "])
+    assert answer.score >= floor > max(near.score, filler.score)
+    assert answer.span == "1745" and ANSWER[answer.start:answer.end] == "1745"
+    assert empty.score == 0.0 and empty.span == ""
+    assert reader.read(QUESTION, []) == []
+    stage = open_reading("packaged")
+    assert stage is not None and stage.floor == floor and stage.reader.model_sha256 == load_files().sha256
+
+
+def _copy(tmp_path: Path) -> Path:
+    target = tmp_path / "model"
+    shutil.copytree(PACKAGED_DIR, target)
+    return target
+
+
+def test_a_corrupt_or_missing_file_is_refused_naming_it_and_the_command(tmp_path: Path) -> None:
+    model = _copy(tmp_path)
+    graph = model / json.loads((model / META).read_text())["graph"]["file"]
+    data = bytearray(graph.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    graph.write_bytes(bytes(data))
+    with pytest.raises(BackendError, match=rf"{graph.name}.*does not match.*hansa.adapters.reader.train"):
+        OnnxReader(model)
+    graph.unlink()
+    with pytest.raises(BackendError, match=rf"{graph.name} is missing.*hansa.adapters.reader.train"):
+        OnnxReader(model)
+    (model / META).write_text("{not json")
+    with pytest.raises(BackendError, match="not a reader description"):
+        load_files(model)
+
+
+def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared_dir: Path) -> None:
+    from hansa.adapters.reader.train import main as train
+    from hansa.evaluation.reader import main as measure
+
+    out = tmp_path / "tiny"
+    squad = shared_dir / "datasets" / "squad"
+    train(["--squad", str(squad), "--out", str(out), "--questions", "24", "--layers", "1", "--freeze-layers", "0",
+           "--threads", "1"])
+    assert json.loads((out / "train.json").read_text())["pairs"] > 24
+    measure([str(out), "--squad", str(squad), "--limit", "40", "--write"])
+    meta = json.loads((out / META).read_text())
+    assert meta["graph"]["file"] in ("reader.onnx", "reader-int8.onnx") and 0.0 <= meta["calibration"]["floor"] <= 1.01
+    card = (out / "README.md").read_text()
+    assert meta["graph"]["sha256"] in card and "CC BY-SA 4.0" in card
+    readings = OnnxReader(out).read(QUESTION, [ANSWER, FILLER])
+    assert len(readings) == 2 and all(0.0 <= r.score <= 1.0 for r in readings)
