@@ -190,6 +190,12 @@ class GatewayConfig:
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary
     # matching until a usable model exists). gateway/learned/ says how it learns.
     router: str = "summary"
+    # The strategy HTTP queries run with (gateway/engine/policy.py named_policy): "hansa" (the
+    # engine's defaults: calibrated escalation when the calibration holds one, else one round of
+    # summary routing), "one_round", "tiers" / "refine" (SCOUT-RAG's tiers, with budgeted
+    # refinement), "escalate", "gated" (an origin's own answer first) or "learned" (RAGRoute's router).
+    # Every strategy `hansa eval` reports can be served.
+    strategy: str = "hansa"
     router_explore_share: float = 0.05  # share of questions that also ask router_explore_sites random sites
     router_explore_sites: int = 2
     router_log_max_records: int = 50_000  # outcome log: kept records = at most twice this

@@ -269,30 +269,13 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
 
 
 def policy_for(strategy: str, gateway: Any, router_model: Path | None = None) -> Any:
-    """The QueryPolicy of an engine strategy, built against the federation's gateway (`learned`
-    with `router_model`: that model file)."""
-    from hansa.gateway.engine.policy import gated, refine_policy, tiers_policy
+    """The QueryPolicy of an engine strategy: the same one `[gateway] strategy` serves
+    (gateway.engine.policy.named_policy), built against the federation's gateway."""
+    from hansa.gateway.engine.policy import named_policy
 
-    if strategy == "gated":
-        return gated(gateway.calibration)
-    if strategy == "tiers":
-        return tiers_policy(gateway)
-    if strategy == "refine":
-        return refine_policy(gateway)
-    cfg = gateway.cfg
-    if strategy == "escalate":
-        from hansa.gateway.engine.policy import escalation_policy
-
-        return escalation_policy(gateway.calibration, cfg.site_margin, cfg.lexical_weight)
-    if strategy == "one_round":
-        from hansa.gateway.engine.policy import one_round_policy
-
-        return one_round_policy(cfg.site_margin, cfg.lexical_weight)
-    if strategy == "learned":
-        from hansa.gateway.learned.router import learned_policy
-
-        return learned_policy(gateway, model_path=router_model)
-    raise InputError(f"not an engine strategy: {strategy!r}")
+    if strategy not in ENGINE_STRATEGIES:
+        raise InputError(f"not an engine strategy: {strategy!r}")
+    return named_policy(strategy, gateway, router_model=router_model)
 
 
 def ask(fed: Any, body: dict[str, Any], policy: Any = None) -> tuple[dict[str, Any], float]:

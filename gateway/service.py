@@ -221,10 +221,14 @@ class Gateway:
                                   self.history, llm=llm)
         # The router HTTP queries get: None keeps the engine's default (summary matching).
         self.router = None
-        if cfg.router == "learned":
+        if cfg.router == "learned" or cfg.strategy == "learned":
             from hansa.gateway.learned.router import open_router
 
             self.router = open_router(cfg, index, registry.path.parent)
+        # The policy HTTP queries run with ([gateway] strategy; None: the engine's defaults).
+        from hansa.gateway.engine.policy import named_policy
+
+        self.policy = None if cfg.strategy == "learned" else named_policy(cfg.strategy, self)
         self._owned = resources_to_close or ExitStack()
         self._closed = False
         self._followed_at = time.monotonic()  # a follower's index was loaded from the mirror at open
@@ -329,6 +333,7 @@ class Gateway:
                 except RateLimited:
                     metrics.RATE_LIMITED.labels(limit="query").inc()
                     raise
+                policy = policy or self.policy
                 if self.router is not None and (policy is None or policy.router is None):
                     policy = replace(policy or QueryPolicy(), router=self.router)
                 result = self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client))

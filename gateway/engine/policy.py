@@ -1,9 +1,10 @@
-"""A query policy: which router, gate and refiner one query runs with — chosen in-process only.
+"""A query policy: which router, gate and refiner one query runs with — the operator's choice.
 
-Why not from HTTP: a client must not pick a strategy that costs the federation more (every site,
-say) or skips the gate; the operator's configured policy answers HTTP queries. `hansa eval` (and
-tests, benchmarks) run several strategies through the *same* Gateway service and sites by passing a
-policy per call:
+Served: `[gateway] strategy` names the policy every HTTP query runs with (`named_policy`: one of
+STRATEGIES; "hansa" is the engine's defaults). Why not from HTTP: a client must not pick a strategy
+that costs the federation more (every site, say) or skips the gate. `hansa eval` (and tests,
+benchmarks) run several strategies through the *same* Gateway service and sites by passing a
+policy per call, built by the same `named_policy`:
 
     from hansa.gateway.engine import QueryPolicy, QueryRequest
     result = gateway.query(QueryRequest(question=q, origin="govt"), client="eval",
@@ -99,6 +100,34 @@ def tiered_router(gateway: Any, cutoffs: TierCutoffs | None = None) -> TieredRou
 def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolicy:
     """SCOUT-RAG Stages I-II: tiered sites, HIGH asked globally and MODERATE locally, one round."""
     return QueryPolicy(name="tiers", router=tiered_router(gateway, cutoffs))
+
+
+STRATEGIES = ("hansa", "one_round", "tiers", "refine", "escalate", "gated", "learned")
+
+
+def named_policy(name: str, gateway: Any, router_model: Any = None) -> QueryPolicy | None:
+    """The policy `name` (STRATEGIES) built against `gateway` (a hansa.gateway.service.Gateway);
+    None for "hansa", the engine's defaults. `router_model`: the learned router's model file."""
+    from hansa.core.errors import ConfigError
+
+    cfg = gateway.cfg
+    if name == "hansa":
+        return None
+    if name == "one_round":
+        return one_round_policy(cfg.site_margin, cfg.lexical_weight)
+    if name == "tiers":
+        return tiers_policy(gateway)
+    if name == "refine":
+        return refine_policy(gateway)
+    if name == "escalate":
+        return escalation_policy(gateway.calibration, cfg.site_margin, cfg.lexical_weight)
+    if name == "gated":
+        return gated(gateway.calibration)
+    if name == "learned":
+        from hansa.gateway.learned.router import learned_policy
+
+        return learned_policy(gateway, model_path=router_model)
+    raise ConfigError(f"[gateway] strategy {name!r} is not one of {', '.join(STRATEGIES)}")
 
 
 def refine_policy(gateway: Any, cutoffs: TierCutoffs | None = None, refiner: BudgetedRefiner | None = None) -> QueryPolicy:
