@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hansa.evaluation.datasets import Question
-from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows, tier_rows
+from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows, reader_rows, tier_rows
 
 
 # How deep escalate rows follow a question's ranking: every schedule the fit chooses among ends at
@@ -32,6 +32,7 @@ def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequen
     origins = ([gold_sites[0]] if gold_sites else []) + ([other] if other else [])
     rows = gate_rows(gateway, [labelled], origins) if question.answerable and gold_sites else []
     rows += escalate_rows(gateway, [labelled], max_sites=min(ESCALATE_ROW_SITES, len(gateway.registry.list())))
+    rows += reader_rows(gateway, [labelled]) if gateway.engine.reading is not None else []
     return rows + abstain_rows(gateway, [labelled])
 
 

@@ -17,6 +17,10 @@ the features are known:
   prefix of the ranking assessed (`step` = its length); label = every gold site is in the prefix. The
   escalation model's threshold and schedule are then chosen by replaying the stopping rule on
   these rows (`replay`): the fewest sites on average at the target gold-site recall.
+- reader rows (a gateway with a reader): each question asked as served, the best reader score over
+  what its answer read (`reader_best`), label = answerable; the floor is the highest that still
+  answers the target share of answerable questions (fit_reader_floor), and the gateway uses it for
+  the reader it was fit with.
 - tiers rows: each answerable question is ranked by the gateway's tiered router, no site called
   (`QueryEngine.rank`); one row per ranked site with its gap to the leader (`site` names it), label
   = the site holds gold evidence, and one row per gold site the ranking missed (`ranked` 0). The
@@ -30,6 +34,7 @@ without sites.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -61,9 +66,10 @@ class LabelledQuestion:
     answerable: bool = True
 
 
-# What rows may feed: the logistic models, the tier cut-offs and the learned router
-# (gateway.learned.train.train_from_rows: `hansa gateway router train --rows`).
-ROW_KINDS = MODELS + ("tiers", "router")
+# What rows may feed: the logistic models, the tier cut-offs, the learned router
+# (gateway.learned.train.train_from_rows: `hansa gateway router train --rows`) and the reader's floor
+# (`site` holds the reader's sha256).
+ROW_KINDS = MODELS + ("tiers", "router", "reader")
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,8 @@ class Row:
         example = Example.from_json(obj)
         if obj["model"] == "tiers" and example.features.get("ranked", 0.0) > 0 and "gap" not in example.features:
             raise InputError("a tiers row of a ranked site needs its 'gap' feature")
+        if obj["model"] == "reader" and "reader_best" not in example.features:
+            raise InputError("a reader row needs its 'reader_best' feature")
         return cls(obj["model"], example, str(obj.get("origin", "")), step, str(obj.get("site", "")))
 
 
@@ -132,6 +140,43 @@ def abstain_rows(gateway: Any, questions: Iterable[LabelledQuestion], top_k_site
     return [Row("abstain", Example(_features(gateway.engine.run(QueryRequest(question=q.text, top_k_sites=top_k_sites),
                                                                  policy=policy).assessment), q.answerable, q.id))
             for q in questions]
+
+
+def reader_rows(gateway: Any, questions: Iterable[LabelledQuestion], top_k_sites: int | None = None) -> list[Row]:
+    """One row per question with the gateway's reader: the best reader score over what the served
+    answer read (`reader_best`), labelled answerable (fit_reader_floor)."""
+    reading = gateway.engine.reading
+    if reading is None:
+        raise InputError("reader rows need a gateway with a reader ([gateway] reader = \"packaged\")")
+    rows = []
+    for q in questions:
+        result = gateway.engine.run(QueryRequest(question=q.text, top_k_sites=top_k_sites))
+        read = result.trace.get("reading") or {}
+        features = {"reader_best": float(read.get("best", 0.0)), "passages": float(result.assessment.passages)
+                    if result.assessment is not None else 0.0}
+        rows.append(Row("reader", Example(features, q.answerable, q.id), site=reading.reader.model_sha256))
+    return rows
+
+
+def fit_reader_floor(rows: Sequence[Row], min_answerable_answered: float, note: str = "") -> tuple[float, dict[str, Any]] | None:
+    """The highest floor that still answers `min_answerable_answered` of the answerable questions
+    (a question whose best reader score reaches the floor is answered), with its fit rates; None
+    without answerable reader rows. Rows of one reader only (their `site` holds its sha256)."""
+    mine = [r for r in rows if r.model == "reader"]
+    shas = {r.site for r in mine}
+    if len(shas) > 1:
+        raise InputError(f"reader rows of {len(shas)} different readers: collect them with one")
+    answerable = sorted((r.example.features["reader_best"] for r in mine if r.example.label), reverse=True)
+    if not answerable:
+        return None
+    keep = max(1, math.ceil(min_answerable_answered * len(answerable)))
+    floor = answerable[keep - 1]
+    unanswerable = [r.example.features["reader_best"] for r in mine if not r.example.label]
+    fit = {"model_sha256": next(iter(shas)), "min_answerable_answered": min_answerable_answered,
+           "answered_answerable": round(sum(b >= floor for b in answerable) / len(answerable), 4),
+           "abstain_unanswerable": round(sum(b < floor for b in unanswerable) / len(unanswerable), 4) if unanswerable else None,
+           "answerable_rows": len(answerable), "unanswerable_rows": len(unanswerable), "note": note}
+    return round(float(floor), 6), fit
 
 
 def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites: int = 16) -> list[Row]:
@@ -312,8 +357,12 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
     if labels == {True, False}:
         models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall,
                                                                          max_sites=max_sites, note=note)
+    floor = fit_reader_floor(rows, min_answerable_answered, note=note)
+    if floor is not None:
+        models["reader_floor"], models["reader_fit"] = floor
     if not models:
-        raise InputError("no model could be fit: each needs rows with both labels (tier cut-offs: a ranked gold site)")
+        raise InputError("no model could be fit: each needs rows with both labels (tier cut-offs: a ranked gold site; "
+                         "the reader's floor: answerable reader rows)")
     return replace(onto, **models, source="fitted") if onto is not None else Calibration(**models, source="fitted")
 
 

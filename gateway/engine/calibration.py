@@ -124,7 +124,16 @@ class Calibration:
     # SCOUT-RAG's tier cut-offs fit on the fit split (None: the tiered router's own, around the margin)
     tiers: TierCutoffs | None = None
     tiers_fit: Mapping[str, Any] = field(default_factory=dict)  # what they were fit on
+    # The reader's floor fit on the organization's own questions (gateway.calibrate.fit_reader_floor;
+    # None: the model card's floor), with the reader it was fit for: another model ignores it.
+    reader_floor: float | None = None
+    reader_fit: Mapping[str, Any] = field(default_factory=dict)
     source: str = "defaults"  # where it came from (a path, or why the defaults apply)
+
+    def floor_for(self, model_sha256: str) -> float | None:
+        """The fitted floor when it was fit with this reader, else None."""
+        return self.reader_floor if self.reader_floor is not None and self.reader_fit.get("model_sha256") == model_sha256 \
+            else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": VERSION}
@@ -136,6 +145,8 @@ class Calibration:
             out["escalate_schedule"] = list(self.escalate_schedule)
         if self.tiers is not None:
             out["tiers"] = {**self.tiers.to_json(), "fit": dict(self.tiers_fit)}
+        if self.reader_floor is not None:
+            out["reader"] = {"floor": self.reader_floor, "fit": dict(self.reader_fit)}
         return out
 
     @classmethod
@@ -149,8 +160,15 @@ class Calibration:
         if not isinstance(schedule, list):
             raise InputError("'escalate_schedule' must be a list of site counts")
         tiers, tiers_fit = _tiers_from_json(obj.get("tiers"))
+        reader = obj.get("reader")
+        floor, reader_fit = None, {}
+        if reader is not None:
+            if not isinstance(reader, dict) or not _finite(reader.get("floor")) or not 0.0 <= reader["floor"] <= 1.0 \
+                    or not isinstance(reader.get("fit", {}), dict):
+                raise InputError("'reader' must be an object with a 'floor' in [0, 1] and its 'fit'")
+            floor, reader_fit = float(reader["floor"]), dict(reader.get("fit", {}))
         return cls(**models, escalate_schedule=check_schedule(schedule) if "escalate" in models else (),
-                   tiers=tiers, tiers_fit=tiers_fit, source=source)
+                   tiers=tiers, tiers_fit=tiers_fit, reader_floor=floor, reader_fit=reader_fit, source=source)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

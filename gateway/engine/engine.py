@@ -229,7 +229,16 @@ class QueryEngine:
         self.history = history  # which sites final answers cite (a tier signal); None: not kept
         self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
         self.finish = FinishReserve(cfg.finish_reserve_max_ms)  # what rounds keep back for the work after them
-        self.reading = open_reading(cfg.reader, cfg.reader_floor, cfg.reader_pool) if reading == "config" else reading
+        self.reading = self._open_reading() if reading == "config" else reading
+
+    def _open_reading(self) -> ReadingStage | None:
+        """`[gateway] reader`, at the floor `[gateway] reader_floor` names, else the one the
+        calibration fit for this reader (`hansa gateway calibrate`), else the model card's."""
+        stage = open_reading(self.cfg.reader, self.cfg.reader_floor, self.cfg.reader_pool)
+        if stage is None or self.cfg.reader_floor >= 0:
+            return stage
+        fitted = self.calibration.floor_for(stage.reader.model_sha256)
+        return replace(stage, floor=fitted) if fitted is not None else stage
 
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
         """The policy's stages, the gateway's where it names none. A calibration with an `escalate`

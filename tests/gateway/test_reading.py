@@ -123,3 +123,23 @@ def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
         else:
             assert "second_hops" not in trace and trace["sites_called"] == ["rivers"] and body["abstained"] is True
         fed.service.close()
+
+
+def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:
+    from hansa.gateway.calibrate import Row, calibrate, fit_reader_floor
+    from hansa.gateway.engine.calibration import Calibration, Example
+
+    sha = "a" * 64
+    rows = [Row("reader", Example({"reader_best": b, "passages": 3.0}, label, f"q{i}"), site=sha)
+            for i, (b, label) in enumerate([(0.9, True), (0.8, True), (0.7, True), (0.2, True), (0.1, False), (0.75, False)])]
+    floor, fit = fit_reader_floor(rows, 0.75)
+    assert floor == 0.7 and fit["answered_answerable"] == 0.75 and fit["abstain_unanswerable"] == 0.5
+    assert fit["model_sha256"] == sha
+    cal = calibrate(rows, min_answerable_answered=0.75)  # reader rows alone are enough to calibrate
+    again = Calibration.from_json(cal.to_json())
+    assert again.floor_for(sha) == 0.7 and again.floor_for("b" * 64) is None  # fit for another reader: ignored
+    assert Row.from_json(rows[0].to_json()) == rows[0]
+    with pytest.raises(Exception, match="different readers"):
+        fit_reader_floor([*rows, Row("reader", Example({"reader_best": 0.5}, True, "x"), site="b" * 64)], 0.9)
+    with pytest.raises(Exception, match="'reader' must be an object"):
+        Calibration.from_json({**cal.to_json(), "reader": {"floor": 2.0}})
