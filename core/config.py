@@ -127,6 +127,11 @@ class SiteConfig:
     # site-relative <source>/<path>), its source and path ("relative") or neither, under a short
     # opaque id ("hidden") (answer_sources).
     answer_max_sentences: int = 3
+    # Distributed reading (plugin/retrieval.py): "packaged" ranks this site's candidate sentences
+    # with the reader the gateway uses (adapters/reader), so what leaves answers the question rather
+    # than resembles it; "none" ranks by cosine; or a reader model directory. The site holds the
+    # text, so the reading work scales with the federation; the gateway re-reads what arrives.
+    reader: str = "none"
     answer_max_citations: int = 10
     answer_unused_documents: bool = False
     answer_titles: bool = True

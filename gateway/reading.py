@@ -17,14 +17,12 @@ directory) and `[gateway] reader_floor` (negative: the model's own fit-split cal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 from hansa.adapters.reader.base import Reader, Reading
 from hansa.core.errors import ConfigError
 
 POOL = 12  # sentences read per question: 4 answer slots and their competitors (cost: reading_ms)
-NONE = ("none", "off", "")
 
 
 @dataclass(frozen=True)
@@ -44,11 +42,11 @@ class ReadingStage:
 def open_reading(reader: str, floor: float = -1.0, pool: int = POOL) -> ReadingStage | None:
     """The reading stage `[gateway] reader` names, or None for "none". A missing or corrupt model is
     an error naming the file and the command that makes it (adapters.reader.onnx), never a fallback."""
-    if reader.strip().lower() in NONE:
-        return None
-    from hansa.adapters.reader.onnx import OnnxReader
+    from hansa.adapters.reader.onnx import open_reader
 
-    model = OnnxReader(None if reader.strip().lower() == "packaged" else Path(reader).expanduser())
+    model = open_reader(reader)
+    if model is None:
+        return None
     chosen = float(model.calibration.get("floor", 0.5)) if floor < 0 else float(floor)
     if not 0.0 <= chosen <= 1.0:
         raise ConfigError(f"[gateway] reader_floor must lie in 0..1 (or be negative: the model's calibration), not {floor}")

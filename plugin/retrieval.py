@@ -13,7 +13,10 @@ Two modes, as the gateway asks:
 Which sentences answer: statements only (plugin.answer_candidates). They are ranked by cosine
 with the question plus a small bonus for sharing its content words, which favours the sentence
 that talks about what was asked ("items") over one that merely shares its topic. Their vectors were
-computed at ingest (plugin.sentence_vectors): a request embeds only the question.
+computed at ingest (plugin.sentence_vectors): a request embeds only the question. With `[site]
+reader` (distributed reading), the reader re-ranks the READ_CANDIDATES best of them by whether they
+answer the question; the relevance the site reports stays the cosine (the gateway's measurement
+bounds it, gateway.relevance), so the reader changes only which sentences leave.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ log = get_logger(__name__)
 
 EXPAND_LIMIT = 10  # graph neighbours added to the vector seeds
 ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
+READ_CANDIDATES = 12  # with [site] reader: sentences read per request, the best by cosine
 MAX_CANDIDATES = 40  # sentences ranked per request (vectors stored at ingest)
 MAX_ANSWER_SENTENCES = 3  # default of [site] answer_max_sentences: counting those brought along (see _ANAPHORA)
 ANSWER_MARGIN = 0.15  # a further sentence may join the answer if within this cosine of the best one
@@ -193,6 +197,11 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
     relevance = cosines + OVERLAP_BONUS * np.array([_overlap(asked, s.scored_text) for s in candidates], dtype=np.float32)
     floor = float(cosines.max()) - ANSWER_MARGIN
     eligible = [i for i in np.argsort(-relevance, kind="stable").tolist() if cosines[i] >= floor]
+    if ctx.reader is not None:  # distributed reading: the reader ranks the best candidates by cosine
+        eligible = eligible[:READ_CANDIDATES]
+        for i, reading in zip(eligible, ctx.reader.read(question, [candidates[i].text for i in eligible])):
+            relevance[i] = reading.score
+        eligible.sort(key=lambda i: -float(relevance[i]))
     chosen: list[int] = []
     closest = np.zeros(len(candidates), dtype=np.float32)  # cosine with the nearest chosen sentence
     picked: dict[str, _Sentence] = {}  # by text: overlapping chunks repeat sentences

@@ -11,6 +11,7 @@ from pathlib import Path
 from hansa.adapters.embedder import Embedder, open_embedder
 from hansa.adapters.graph import GraphStore, open_graph_store
 from hansa.adapters.llm import LLM, open_llm
+from hansa.adapters.reader.base import Reader
 from hansa.adapters.vector import CollectionSpec, VectorStore
 from hansa.core.config import Config
 from hansa.core.errors import ConfigError
@@ -44,6 +45,7 @@ class SiteContext:
     vectors: VectorStore
     embedder: Embedder
     llm: LLM | None
+    reader: Reader | None = None  # [site] reader: ranks answer sentences (plugin.retrieval)
 
     @property
     def site_id(self) -> str:
@@ -66,7 +68,10 @@ class SiteContext:
         except BaseException:
             graph.close()
             raise
-        return cls(cfg=cfg, graph=graph, vectors=vectors, embedder=open_embedder(cfg), llm=open_llm(cfg))
+        from hansa.adapters.reader.onnx import open_reader
+
+        return cls(cfg=cfg, graph=graph, vectors=vectors, embedder=open_embedder(cfg), llm=open_llm(cfg),
+                   reader=open_reader(cfg.site.reader))
 
     def close(self) -> None:
         try:

@@ -60,6 +60,8 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
     for variant, r in results.items():
         for part in ("fit", "report", "all"):
             lines.append(_row(f"{variant} {part} (t={r['threshold_fit']:.3f})", r[part]))
+        if "report_on_fp32_sample" in r:
+            lines.append(_row(f"{variant} report, fp32's sample and threshold", r["report_on_fp32_sample"]))
     lines += [
         "",
         f"Shipped: `{chosen}` (int8 when its report F1 is within 0.01 of fp32). Reading speed on this machine: "

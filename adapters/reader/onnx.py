@@ -121,6 +121,15 @@ def best_span(start: np.ndarray, end: np.ndarray, allowed: np.ndarray, max_token
     return int(idx[i]), int(idx[j])
 
 
+def open_reader(name: str) -> "OnnxReader | None":
+    """What a `reader` setting names: "none" (or empty) -> None, "packaged" -> the shipped model,
+    anything else -> that model directory."""
+    key = name.strip().lower()
+    if key in ("", "none", "off"):
+        return None
+    return OnnxReader(None if key == "packaged" else Path(name).expanduser())
+
+
 class OnnxReader:
     """The Reader port on a model directory (default: the packaged reader)."""
 

@@ -222,3 +222,27 @@ def test_an_answer_covers_what_was_asked_not_only_the_topic(
     assert {c.doc_id for c in answer.citations} <= set(SAFE_ROOM_DOCS)
     _check_statements(answer, passages)
     assert any(re.search(r"suppl(y|ies)|duct tape|plastic sheeting", text, re.I) for text, *_ in answer.sentences), answer.answer
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [("Who designed the Brightwater Lighthouse?", "Margaret Ellison"), ("When did Mount Teravik last erupt?", "1912")],
+)
+def test_a_site_with_the_reader_sends_the_sentences_it_reads_as_answering(built_site: SiteContext, question: str,
+                                                                          fact: str) -> None:
+    """Distributed reading ([site] reader): the packaged reader ranks the candidates; the site
+    still reports cosine as each sentence's relevance (the gateway bounds it by its own measure)."""
+    from dataclasses import replace
+
+    from hansa.adapters.reader.onnx import open_reader
+
+    reader = open_reader("packaged")
+    reading = replace(built_site, reader=reader)
+    read = retrieve(reading, RetrieveRequest(question=question, top_k=3))
+    scores = [r.score for r in reader.read(question, [s[0] for s in read.sentences])]
+    assert fact in read.sentences[int(np.argmax(scores))][0]  # what the reader reads as answering is sent
+    plain = retrieve(built_site, RetrieveRequest(question=question, top_k=3))
+    by_text = {s[0]: s[2] for s in plain.sentences}
+    for text, _, relevance in read.sentences:  # the same cosine where both sent a sentence
+        if text in by_text:
+            assert relevance == pytest.approx(by_text[text])
