@@ -8,7 +8,7 @@ Prediction: the reader reads every sentence of the paragraph; the best sentence'
 answer when its score reaches the threshold, else no answer. The threshold is chosen on the
 *fit* part of the dev questions (evaluation.split: the hash split every table uses) to maximize F1,
 and the figures are reported on the *report* part (and, for comparison with published readers, on
-all 11,873). None of these articles was read in training (adapters/reader/pairs.py trains on v1.1
+all 11,873). None of these articles was read in training (evaluation/reader_pairs.py trains on v1.1
 train articles only).
 
 With `--write`, the model directory's `reader.json` (files, sha256, token cap, calibration) and
@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hansa.adapters.reader.pairs import load_paragraphs, load_questions
+from hansa.evaluation.reader_pairs import load_paragraphs, load_questions
 from hansa.evaluation.metrics import exact_match, token_f1
 from hansa.evaluation.split import sample, split_of
 
@@ -121,7 +121,7 @@ def _entry(path: Path) -> dict[str, Any]:
 def write_model(model_dir: Path, squad_dir: Path, limit: int, fp32_limit: int = 3000) -> dict[str, Any]:
     """Measure int8 (on `limit` questions) and fp32 (on a sample of `fp32_limit`), choose, and write
     reader.json and README.md into `model_dir`."""
-    from hansa.adapters.reader.card import card_text
+    from hansa.evaluation.reader_card import card_text
     from hansa.adapters.reader.onnx import META, OnnxReader
 
     train = json.loads((model_dir / "train.json").read_text())

@@ -3,7 +3,7 @@
 Why: cosine similarity to the question says a sentence is *about* the question, not that it
 *answers* it; off-topic filler from the same site, a misinformation sentence one word away from the
 truth and a near-miss paragraph all score alike. A cross-encoder trained here for this
-(adapters/reader, its card in adapters/reader/model/README.md) reads each (question, sentence).
+(adapters/reader; its card, adapters/reader/model/README.md, is written by evaluation/reader.py) reads each (question, sentence).
 
 How fusion uses it (gateway.fusion): cosine (cheap, already measured to verify claims) picks a pool
 of the POOL best candidates; the reader reads the pool; its probability replaces cosine as the

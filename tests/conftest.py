@@ -293,7 +293,7 @@ REAL_COMPONENT_MODULES = frozenset({
     "subprocess", "multiprocessing",
     "hansa.adapters.vector.milvus", "hansa.adapters.vector.lite_server",
     "hansa.adapters.embedder.onnx", "hansa.adapters.embedder.sentence_transformers",
-    "hansa.adapters.reader.onnx", "hansa.adapters.reader.train",
+    "hansa.adapters.reader.onnx", "hansa.evaluation.reader_train",
     "hansa.adapters.graph.neo4j_gds", "hansa.adapters.llm.openai_compat",
     "hansa.cli.federation", "hansa.cli.demo", "hansa.plugin.site", "hansa.evaluation.runner",
     "tests.served", "neo4j", "pymilvus", "xllamacpp", "selenium",

@@ -2,7 +2,7 @@
 at the answer's words, without torch.
 
 Files (a model directory; the package ships one in `model/`, made by `python -m
-hansa.adapters.reader.train`): `reader.json` names the graph and tokenizer with their sha256 and
+hansa.evaluation.reader_train`): `reader.json` names the graph and tokenizer with their sha256 and
 size, the token cap and the calibration the gateway ships (floor, abstention); every file is
 checked against it before use, so a truncated or swapped graph is refused naming the file and the
 command that makes it, never replaced by a weaker judgement in silence.
@@ -33,8 +33,8 @@ PACKAGED_DIR = Path(__file__).resolve().parent / "model"
 META = "reader.json"
 MAX_SPAN_TOKENS = 30
 BATCH = 32
-TRAIN_COMMAND = ("python -m hansa.adapters.reader.train --squad ../shared/datasets/squad --out DIR "
-                 "(then python -m hansa.adapters.reader.card DIR)")
+TRAIN_COMMAND = ("python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR, then "
+                 "python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write")
 
 _CACHE: dict[tuple[str, int], tuple[Any, Any]] = {}
 _LOCK = threading.Lock()

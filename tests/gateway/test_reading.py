@@ -77,7 +77,7 @@ def test_a_document_that_loses_a_conflict_loses_all_its_sentences(embedder: Hash
 
 def test_config_names_the_reader(tmp_path) -> None:
     assert open_reading("none") is None
-    with pytest.raises(BackendError, match="reader.json is missing.*hansa.adapters.reader.train"):
+    with pytest.raises(BackendError, match="reader.json is missing.*hansa.evaluation.reader_train"):
         open_reading(str(tmp_path))
 
 

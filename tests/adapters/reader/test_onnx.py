@@ -55,10 +55,10 @@ def test_a_corrupt_or_missing_file_is_refused_naming_it_and_the_command(tmp_path
     data = bytearray(graph.read_bytes())
     data[len(data) // 2] ^= 0xFF
     graph.write_bytes(bytes(data))
-    with pytest.raises(BackendError, match=rf"{graph.name}.*does not match.*hansa.adapters.reader.train"):
+    with pytest.raises(BackendError, match=rf"{graph.name}.*does not match.*hansa.evaluation.reader_train"):
         OnnxReader(model)
     graph.unlink()
-    with pytest.raises(BackendError, match=rf"{graph.name} is missing.*hansa.adapters.reader.train"):
+    with pytest.raises(BackendError, match=rf"{graph.name} is missing.*hansa.evaluation.reader_train"):
         OnnxReader(model)
     (model / META).write_text("{not json")
     with pytest.raises(BackendError, match="not a reader description"):
@@ -66,7 +66,7 @@ def test_a_corrupt_or_missing_file_is_refused_naming_it_and_the_command(tmp_path
 
 
 def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared_dir: Path) -> None:
-    from hansa.adapters.reader.train import main as train
+    from hansa.evaluation.reader_train import main as train
     from hansa.evaluation.reader import main as measure
 
     out = tmp_path / "tiny"

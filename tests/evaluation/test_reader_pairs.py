@@ -1,11 +1,11 @@
-"""The reader's training pairs (adapters/reader/pairs.py) on a small SQuAD-shaped folder: fast tier."""
+"""The reader's training pairs (evaluation/reader_pairs.py) on a small SQuAD-shaped folder: fast tier."""
 from __future__ import annotations
 
 import gzip
 import json
 from pathlib import Path
 
-from hansa.adapters.reader.pairs import Paragraph, answer_sentence, question_pairs, sentences_of, training_pairs
+from hansa.evaluation.reader_pairs import Paragraph, answer_sentence, question_pairs, sentences_of, training_pairs
 from hansa.evaluation.split import split_of
 
 GOLD = ("The Grotto is a Marian place of prayer. It is a replica of the grotto at Lourdes, where the Virgin Mary "

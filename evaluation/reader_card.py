@@ -2,7 +2,8 @@
 
 Why generated: a card typed by hand drifts from the file it describes; this one is rewritten with
 the graph's sha256, the training arguments and the figures every time the model is made
-(`python -m hansa.evaluation.reader DIR --squad ... --write`).
+(`python -m hansa.evaluation.reader DIR --squad ... --write`). Lives with the evaluation: the
+product never writes a card.
 """
 from __future__ import annotations
 
@@ -38,12 +39,12 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         f"{args['questions']} sampled with seed {args['seed']}: {train['pairs']:,} pairs, {train['positives']:,} positive "
         "(the gold sentence holding a reference answer); hard negatives are the other sentences of the gold paragraph and "
         "the sentences of other paragraphs of the same article with the most question words, plus one sentence of "
-        "another article (adapters/reader/pairs.py). SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from "
+        "another article (evaluation/reader_pairs.py). SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from "
         "Wikipedia); no dev article was read in training.",
         f"- Recipe: {args['epochs']} epoch(s), batch {args['batch']}, AdamW lr {args['lr']}, span loss weight "
         f"{args['span_weight']}, seed {args['seed']}, on {train['device']} ({train['pairs_per_s']} pairs/s, "
         f"{train['train_s'] / 60:.0f} min).",
-        "- Command: `python -m hansa.adapters.reader.train --squad ../shared/datasets/squad --out DIR "
+        "- Command: `python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items() if k in ("questions", "layers", "freeze_layers") and v)
         + "`, then `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write`.",
         "",

@@ -1,6 +1,6 @@
 """Train the gateway's reader from SQuAD's fit split, export it to ONNX, and write its model card.
 
-    python -m hansa.adapters.reader.train --squad ../shared/datasets/squad --out adapters/reader/model
+    python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out adapters/reader/model
 
 Needs the `export` extra (torch, transformers, onnx); the product never imports this module.
 
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from hansa.adapters.reader.pairs import Pair, training_pairs
+from hansa.evaluation.reader_pairs import Pair, training_pairs
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUTS = ("answers", "start_logits", "end_logits")
