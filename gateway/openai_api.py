@@ -14,7 +14,9 @@ function) and content parts other than text are refused.
 
 Citations and the per-site summary travel in the response twice over: as the message's
 `annotations` (OpenAI's url_citation shape: `url` is `hansa://<site>/<doc>`, plus title, snippet,
-page and source) and in the documented extension field `hansa: {citations, sites, trace}`.
+page and source) and in the documented extension field `hansa: {citations, sites, trace,
+abstained, confidence, short_answer}`. An abstaining answer says so in its content ("The federation
+holds no answer to this question ...") and with `hansa.abstained: true`.
 A streamed answer carries them on its last content chunk.
 
 Every refusal is OpenAI's error object `{"error": {"message", "type", "param", "code"}}` with a
@@ -221,7 +223,9 @@ def create_openai_blueprint(gateway: Gateway) -> Blueprint:
             raise UpstreamError(result.sites)
         message = {"role": "assistant", "content": result.answer, "refusal": None,
                    "annotations": annotations(result.answer, result.citations)}
-        extension = {"citations": result.citations, "sites": result.sites, "trace": result.trace}
+        body = result.to_json()  # abstained, confidence, short_answer: what /v1/query says beside the answer
+        extension = {"citations": result.citations, "sites": result.sites, "trace": result.trace,
+                     **{k: body[k] for k in ("abstained", "confidence", "short_answer") if k in body}}
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": MODEL_ID}
         if not stream:
             return _json({**head, "object": "chat.completion",

@@ -143,3 +143,17 @@ def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:
         fit_reader_floor([*rows, Row("reader", Example({"reader_best": 0.5}, True, "x"), site="b" * 64)], 0.9)
     with pytest.raises(Exception, match="'reader' must be an object"):
         Calibration.from_json({**cal.to_json(), "reader": {"floor": 2.0}})
+
+
+def test_the_openai_endpoint_says_plainly_when_it_abstains(tmp_path) -> None:
+    from tests.gateway.test_fast_gateway import ANSWERS, open_gateway
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    ask = {"model": "hansa-federation", "messages": [{"role": "user", "content": "Which tiramisu recipe uses Lyon river water?"}]}
+    resp = fed.client.post("/v1/chat/completions", json=ask, headers={"Authorization": f"Bearer {fed.key}"})
+    body = resp.get_json()
+    assert resp.status_code == 200, body
+    assert body["choices"][0]["message"]["content"].startswith("The federation holds no answer")
+    assert body["hansa"]["abstained"] is True and "short_answer" not in body["hansa"]
+    fed.service.close()
