@@ -138,6 +138,8 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
                                          for o in answerable if not o.abstained and o.used_docs),
         "reader": outcomes[0].reader or None,
         "second_hop_rounds": _mean(float(o.second_hop_rounds) for o in outcomes),
+        "reading_ms_p50": _pct([o.reading_ms for o in outcomes if o.reading_ms is not None], 50),
+        "reading_ms_p95": _pct([o.reading_ms for o in outcomes if o.reading_ms is not None], 95),
         "answer_rouge_l": _mean(metrics.rouge_l(text[id(o)], o.question.references) for o in long_ref),
         "answer_words_mean": _mean(len(metrics.answer_text(o.answer).split()) for o in outcomes if not o.abstained),
         "abstain_unanswerable": _mean(float(o.abstained) for o in unanswerable),

@@ -172,6 +172,7 @@ class Outcome:
     used_docs: list[str] = field(default_factory=list)  # documents of the answer's sentences
     reader: str = ""  # the reader's name (empty: none)
     second_hop_rounds: int = 0  # follow-up rounds that asked a bridge entity (engine.hops)
+    reading_ms: float | None = None  # the gateway's reader time (None: no reader)
 
 
 @dataclass
@@ -265,6 +266,7 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
         used_docs=[str(c["doc_id"]) for c in response.get("citations", []) if c.get("used")],
         reader=str((trace.get("reading") or {}).get("name", "")),
         second_hop_rounds=sum(1 for r in trace.get("rounds", []) if r.get("kind") == "second_hop"),
+        reading_ms=(trace.get("reading") or {}).get("ms"),
     )
 
 

@@ -35,6 +35,7 @@ With a `reliability` store, each fused answer also teaches it (see _observations
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
@@ -277,13 +278,16 @@ def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], cand
     """Score the pool with the reader; everything else, and what is below the floor, weighs 0."""
     for cand in candidates:
         cand.read = 0.0
-    for cand, got in zip(pool, reading.read(question, [c.text for c in pool])):
+    t0 = time.perf_counter()
+    got_all = reading.read(question, [c.text for c in pool])
+    ms = (time.perf_counter() - t0) * 1000
+    for cand, got in zip(pool, got_all):
         cand.reader_score, cand.span = got.score, got.span
         cand.read = got.score if got.score >= reading.floor else 0.0
     scores = [c.reader_score or 0.0 for c in pool]
     best = max(pool, key=lambda c: c.reader_score or 0.0).text if pool else ""
     return {**reading.to_json(), "read": len(pool), "supported": sum(s >= reading.floor for s in scores),
-            "best": round(max(scores, default=0.0), 4)}, best
+            "best": round(max(scores, default=0.0), 4), "ms": round(ms, 2)}, best
 
 
 def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
