@@ -13,7 +13,9 @@ and the kept set is its maximum-weight clique; contradictions only link claims w
 the clique decomposes into one small clique problem per slot, solved exactly (igraph's maximal
 cliques) up to EXACT_LIMIT claims and greedily beyond. A set's weight counts each site once (its
 best claim) plus DOC_SUPPORT of each further document of that site stating it: independent sites
-are independent evidence, one site's copies of a text mostly are not.
+are independent evidence, one site's copies of a text mostly are not. One source against one whose
+weights are within NEAR_TIE is left unresolved: both sentences stay, and the answer says the
+sources disagree without picking one (a 0.01 margin of relevance is not evidence of truth).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ MIN_POLARITY_WORDS = 3
 CONTEXT_MIN = 0.34
 STATEMENT_MIN = 0.3  # sentences sharing fewer words than this are never compared claim by claim
 DOC_SUPPORT = 0.25
+NEAR_TIE = 0.8  # a single source weighing at least this share of the other single source's: unresolved
 EXACT_LIMIT = 24
 
 
@@ -69,6 +72,7 @@ class Conflict:
     kind: str
     sides: tuple[Side, ...]  # the winner first
     reason: str
+    unresolved: bool = False  # two single sources of nearly equal weight: neither side is kept over the other
 
     @property
     def winner(self) -> Side:
@@ -76,10 +80,13 @@ class Conflict:
 
     def to_json(self) -> dict[str, object]:
         return {"claim": {"subject": self.subject, "predicate": self.predicate, "kind": self.kind},
-                "sides": [s.to_json() for s in self.sides], "winner": self.winner.value, "reason": self.reason}
+                "sides": [s.to_json() for s in self.sides], "winner": None if self.unresolved else self.winner.value,
+                "reason": self.reason, "unresolved": self.unresolved}
 
     def summary(self) -> str:
         """One sentence for the answer: the chosen value, and that sources disagree."""
+        if self.unresolved:
+            return "Sources disagree, unresolved: " + " / ".join(f"{s.value} ({', '.join(s.sites)})" for s in self.sides) + "."
         others = "; ".join(f"{s.value} ({', '.join(s.sites)})" for s in self.sides[1:])
         return (f"Sources disagree: {self.winner.value} ({', '.join(self.winner.sites)}) against {others}; "
                 f"{self.winner.value} is kept because {self.reason}.")
@@ -225,6 +232,12 @@ def resolve(statements: Sequence[Statement]) -> Resolution:
         if len(sides) < 2 or not sides[0].won:
             continue
         head = items[groups[0][0]][1]
+        if len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1 and sides[1].weight >= NEAR_TIE * sides[0].weight:
+            # one source against one, weighing nearly the same: nothing here says which is right
+            reason = (f"one source against one of nearly equal weight ({sides[0].weight:.2f} against "
+                      f"{sides[1].weight:.2f}): unresolved")
+            conflicts.append(Conflict(head.subject, head.predicate, head.kind, tuple(sides), reason, unresolved=True))
+            continue
         conflicts.append(Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1])))
         winners = set(sides[0].sites)
         # Sides outvoted by more independent sites; one decided by weight says nothing of who is wrong.

@@ -259,6 +259,12 @@ def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batc
         candidates[i].measured, candidates[i].checked = float(value), True
 
 
+def _involved(conflict: Conflict) -> set[tuple[str, str]]:
+    """The documents a conflict's note speaks for: the winner's, or every side's when unresolved."""
+    sides = conflict.sides if conflict.unresolved else conflict.sides[:1]
+    return {d for side in sides for d in side.documents}
+
+
 def _pool(candidates: Sequence[_Candidate], trust: dict[str, float], size: int, question_vector: np.ndarray,
           embedder: Embedder) -> list[_Candidate]:
     """The `size` candidates with the highest measured weight (reliability x cosine x confidence):
@@ -386,10 +392,12 @@ def fuse(
     )
     answer = " ".join(f"{s.text} [{s.citation}]" for s in sentences)
     short = chosen[0].span.strip() if reading is not None else ""
+    if any(c.unresolved and (chosen[0].site_id, chosen[0].doc_id) in _involved(c) for c in resolution.conflicts):
+        short = ""  # the leading sentence is disputed, one source against one: no answer is picked
     if short:
         answer = f"{short} [{sentences[0].citation}]. {answer}"
     in_answer = {(s.site_id, s.doc_id) for s in sentences}
-    notes = [c.summary() for c in resolution.conflicts if in_answer & set(c.winner.documents)]
+    notes = [c.summary() for c in resolution.conflicts if in_answer & _involved(c)]
     if notes:
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,

@@ -98,3 +98,16 @@ def test_related_sentences_about_different_things_are_not_disputes() -> None:
     a = "Napoleon was crowned Emperor of the French in 1804 at Notre-Dame de Paris."
     b = "Napoleon was exiled to the island of Saint Helena in 1815 by the British."
     assert resolve([st(0, "a", a), st(1, "b", b)]).conflicts == ()
+
+
+def test_one_source_against_one_of_nearly_equal_weight_is_left_unresolved() -> None:
+    liar = LOURDES.replace("1858", "1878")
+    res = resolve([st(0, "a", LOURDES, weight=0.50), st(1, "b", liar, weight=0.45)])
+    (conflict,) = res.conflicts
+    assert conflict.unresolved and res.rejected == frozenset()  # both sentences stay
+    assert "unresolved" in conflict.reason and "0.50 against 0.45" in conflict.reason
+    assert conflict.summary() == "Sources disagree, unresolved: 1858 (a) / 1878 (b)."
+    assert conflict.to_json()["winner"] is None and conflict.to_json()["unresolved"] is True
+    assert res.won == {} and res.lost == {}
+    clear = resolve([st(0, "a", LOURDES, weight=0.50), st(1, "b", liar, weight=0.30)])  # 0.6 of it: kept
+    assert not clear.conflicts[0].unresolved and clear.rejected == {1}

@@ -157,3 +157,13 @@ def test_the_openai_endpoint_says_plainly_when_it_abstains(tmp_path) -> None:
     assert body["choices"][0]["message"]["content"].startswith("The federation holds no answer")
     assert body["hansa"]["abstained"] is True and "short_answer" not in body["hansa"]
     fed.service.close()
+
+
+def test_one_source_against_one_that_both_answer_is_shown_unresolved(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.3)
+    q = embedder.embed_query(QUESTION)
+    wrong = ANSWER.replace("1858", "1878")
+    fused = fuse(q, [site("a", [(ANSWER, "nd")]), site("b", [(wrong, "bad")])], embedder, reading=reading, question=QUESTION)
+    assert {s.text for s in fused.sentences} == {ANSWER, wrong}  # neither is dropped for a margin of weight
+    assert fused.conflicts[0].unresolved and fused.short_answer == ""
+    assert "Sources disagree, unresolved: " in fused.answer and "(a)" in fused.answer and "(b)" in fused.answer
