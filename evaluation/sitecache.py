@@ -6,8 +6,9 @@ site's home (its embedded graph, Milvus Lite data, keys, ingested documents) liv
 `<cache>/sites/<site_id>-<digest>/`, where the digest covers
 
 - the site id and every document (id, title, text, in order),
-- the site's effective configuration (core.config.as_dict without `home` and the gateway's public
-  key, which is given to the site afresh each run and is not part of what the site built),
+- the site's effective configuration (core.config.as_dict without `home`, the gateway's public
+  key, which is given to the site afresh each run and is not part of what the site built, and the
+  QUERY_TIME_SETTINGS, which change how a site answers, not what it built),
 - the source of the code that builds a site (hansa.plugin, adapters, sync, cypher, core), so a
   changed chunker or extractor never reuses a stale site,
 - `FORMAT`, bumped when the cache layout changes.
@@ -40,6 +41,8 @@ MARKER = "COMPLETE"
 CACHE_ENV = "HANSA_EVAL_CACHE"
 # What a site is built by; a change to any of these files changes every digest.
 _BUILDING_PACKAGES = ("hansa.plugin", "hansa.adapters", "hansa.sync", "hansa.cypher", "hansa.core")
+# [site] settings read only when answering a request: a site built without them is the same site.
+QUERY_TIME_SETTINGS = ("reader",)
 # Per-run state that must not survive into the next run's fresh gateway.
 _PUBLICATION_STATE = ("publish_state.json", "outbox")
 
@@ -80,6 +83,8 @@ class SiteCache:
         settings = as_dict(cfg)
         settings.pop("home", None)
         settings.get("site", {}).pop("gateway_public_key", None)
+        for key in QUERY_TIME_SETTINGS:  # how a built site answers, not what it built
+            settings.get("site", {}).pop(key, None)
         h = hashlib.sha256()
         h.update(json.dumps({"format": FORMAT, "site_id": site_id, "code": self._code, "config": settings},
                             sort_keys=True, default=str).encode())
