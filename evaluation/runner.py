@@ -57,7 +57,7 @@ from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
-ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned", "escalate", "one_round")  # run in-process with a QueryPolicy (policy_for)
+ENGINE_STRATEGIES = ("gated", "tiers", "refine", "learned", "escalate", "one_round", "hansa_noreader")  # run in-process with a QueryPolicy (policy_for)
 EVAL_CLIENT = "eval"  # the in-process client name: no API key record, so no origin allow-list
 Progress = Callable[[str], None]
 

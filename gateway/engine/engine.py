@@ -240,6 +240,10 @@ class QueryEngine:
         fitted = self.calibration.floor_for(stage.reader.model_sha256)
         return replace(stage, floor=fitted) if fitted is not None else stage
 
+    def reading_for(self, policy: QueryPolicy) -> ReadingStage | None:
+        """The reader a query runs with: the gateway's, unless the policy turns it off."""
+        return None if policy.reading is False else self.reading
+
     def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
         """The policy's stages, the gateway's where it names none. A calibration with an `escalate`
         model makes escalation the gateway's routing (engine.escalate); a policy that names its own
@@ -250,7 +254,8 @@ class QueryEngine:
             router, refiner = escalation.router, escalation.refiner
         # With a reader, the reader decides abstention after fusion (nothing reaches its floor); the
         # calibrated abstainer was fit on cosine evidence, before there was one.
-        abstainer = policy.abstainer or (EvidenceRule() if self.reading is not None else default_abstainer(self.calibration))
+        abstainer = policy.abstainer or (EvidenceRule() if self.reading_for(policy) is not None
+                                         else default_abstainer(self.calibration))
         return (router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight),
                 policy.gate or default_gate(self.calibration), refiner or OneRound(), abstainer)
 
@@ -278,6 +283,7 @@ class QueryEngine:
         if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
             request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
+        reading = self.reading_for(policy)
         clock = _Clock()
         records, routable = self._records()
         authorize_origin(request, records, allowed_origins)
@@ -367,7 +373,7 @@ class QueryEngine:
             note = "the query's time budget cut the call to every site asked"  # no site could answer: no abstaining
             fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
                                 sentences=(), note=note)
-        elif judged.best is not None and self.reading is None:
+        elif judged.best is not None and reading is None:
             fused = judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
         else:
             abstention = abstainer.judge(request.question, assessment)
@@ -378,21 +384,21 @@ class QueryEngine:
             else:
                 fusion_prior = prior(calls.called)
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                    site_prior=fusion_prior, coverage=coverage, reading=self.reading,
+                                    site_prior=fusion_prior, coverage=coverage, reading=reading,
                                     question=request.question)
                 fused, hops = self._second_hops(request, fused, calls, records, routable, router, coverage,
-                                                fusion_prior)
+                                                fusion_prior, reading)
                 if hops:
                     second_hops = hops
-                if fused.unsupported and self.reading is not None:  # the reader found nothing that answers
+                if fused.unsupported and reading is not None:  # the reader found nothing that answers
                     best = float((fused.reading or {}).get("best", 0.0))
                     abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
-                                                 self.reading.floor)
+                                                 reading.floor)
                     fused = replace(fused, answer=no_answer_text(calls.called, best))
                 elif fused.reading is not None and abstention is not None:
                     abstention = replace(abstention, score=float(fused.reading.get("best", abstention.score)),
-                                         reason="the reader supports the answer", threshold=self.reading.floor
-                                         if self.reading is not None else None)
+                                         reason="the reader supports the answer",
+                                         threshold=reading.floor if reading is not None else None)
         t = clock.add("fuse", t)
         if calls.cut_at_deadline:  # what this question's finishing added to its deadline
             self.finish.record(clock.elapsed_ms() - calls.finish_from_ms)
@@ -436,10 +442,10 @@ class QueryEngine:
 
     def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: _Calls, records: Mapping[str, SiteRecord],
                      routable: set[str], router: Router, coverage: AnswerCoverage | None,
-                     prior: Mapping[str, float] | None) -> tuple[FusedAnswer, list[str]]:
+                     prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
         """engine.hops: while the reader supports nothing, ask about what the best-read sentence names."""
         asked: list[str] = []
-        for _ in range(self.cfg.second_hops if self.reading is not None else 0):
+        for _ in range(self.cfg.second_hops if reading is not None else 0):
             if not fused.unsupported or calls.out_of_budget or calls.out_of_time:
                 break
             names = bridge_entities(request.question, fused.best_read)
@@ -459,7 +465,7 @@ class QueryEngine:
             if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
                 break
             fused = fuse_answer(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                site_prior=prior, coverage=coverage, reading=self.reading, question=follow)
+                                site_prior=prior, coverage=coverage, reading=reading, question=follow)
         return fused, asked
 
     @staticmethod

@@ -42,12 +42,15 @@ class QueryPolicy:
     mode: str = "local"  # the retrieval mode sites are asked for (a tiered router's sites: their tier's)
     site_prior: float | None = None  # fusion's routing prior weight (None: [gateway] fusion_site_prior)
     answer_coverage: float | None = None  # fusion's answer-coverage weight (None: [gateway] fusion_answer_coverage)
+    reading: bool | None = None  # False: no reader for this query (None: the gateway's [gateway] reader)
 
     def to_json(self, router: Router, gate: Gate, refiner: Refiner, abstainer: Abstainer | None = None) -> dict[str, Any]:
         out = {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),
                "refiner": getattr(refiner, "name", type(refiner).__name__), "mode": self.mode}
         if abstainer is not None:
             out["abstainer"] = getattr(abstainer, "name", type(abstainer).__name__)
+        if self.reading is False:
+            out["reading"] = "off"
         return out
 
 
@@ -102,7 +105,7 @@ def tiers_policy(gateway: Any, cutoffs: TierCutoffs | None = None) -> QueryPolic
     return QueryPolicy(name="tiers", router=tiered_router(gateway, cutoffs))
 
 
-STRATEGIES = ("hansa", "one_round", "tiers", "refine", "escalate", "gated", "learned")
+STRATEGIES = ("hansa", "one_round", "tiers", "refine", "escalate", "gated", "learned", "hansa_noreader")
 
 
 def named_policy(name: str, gateway: Any, router_model: Any = None) -> QueryPolicy | None:
@@ -113,6 +116,8 @@ def named_policy(name: str, gateway: Any, router_model: Any = None) -> QueryPoli
     cfg = gateway.cfg
     if name == "hansa":
         return None
+    if name == "hansa_noreader":  # the engine's defaults without the reader: [gateway] reader = "none"
+        return QueryPolicy(name="hansa_noreader", reading=False)
     if name == "one_round":
         return one_round_policy(cfg.site_margin, cfg.lexical_weight)
     if name == "tiers":

@@ -167,3 +167,18 @@ def test_one_source_against_one_that_both_answer_is_shown_unresolved(embedder: H
     assert {s.text for s in fused.sentences} == {ANSWER, wrong}  # neither is dropped for a margin of weight
     assert fused.conflicts[0].unresolved and fused.short_answer == ""
     assert "Sources disagree, unresolved: " in fused.answer and "(a)" in fused.answer and "(b)" in fused.answer
+
+
+def test_a_policy_can_turn_the_reader_off_for_one_query(tmp_path) -> None:
+    """What `hansa eval --strategies hansa,hansa_noreader` compares in one run (served: [gateway] reader = "none")."""
+    from hansa.gateway.engine import QueryRequest
+    from hansa.gateway.engine.policy import named_policy
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    off = named_policy("hansa_noreader", fed.service)
+    result = fed.service.query(QueryRequest(question=RIVER_Q), "t", policy=off)
+    assert "reading" not in result.trace and result.trace["policy"]["reading"] == "off" and not result.fused.short_answer
+    assert "reading" in fed.service.query(QueryRequest(question=RIVER_Q), "t").trace
+    fed.service.close()
