@@ -89,7 +89,8 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 @click.option("--max-passages", type=int, default=0,
               help="At most N passages per domain (SQuAD: in all), the asked questions' gold passages kept (0: all).")
 @click.option("--max-documents", type=int, default=0,
-              help="Only N whole documents (a stable hash sample, all their passages) and the questions on them (0: all).")
+              help="Only N whole documents (a stable hash sample, all their passages) and the questions on them (0: all); "
+                   "with --question-source dev|train, every document those questions were written on is kept first.")
 @click.option("--question-source", type=click.Choice(QUESTION_SOURCES), default="all", show_default=True,
               help="SQuAD: only dev or only train questions (all-MiniLM-L6-v2 was trained on the train ones, "
                    "so report headline figures on dev); each record says which it holds.")

@@ -204,14 +204,20 @@ def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: in
     return answerable + unanswerable
 
 
-def sample_documents(ds: Dataset, max_documents: int) -> Dataset:
+def sample_documents(ds: Dataset, max_documents: int, source: str = "all") -> Dataset:
     """A smaller corpus that keeps sites realistic: `max_documents` whole documents (every passage,
     distractors included) chosen by a stable hash of `doc_id`, and only the answerable questions
-    whose gold passages all stay (unanswerable ones are kept: they have no gold)."""
+    whose gold passages all stay (unanswerable ones are kept: they have no gold). With a question
+    `source` (dev / train), every document those questions were written on is kept first (SQuAD's
+    48 dev articles hold all of its unanswerable questions: without them an unanswerable question
+    would be trivially unanswerable), then the hash sample fills up to `max_documents`."""
     from hansa.evaluation.datasets import stable_hash
 
+    by_passage = {p.id: p.doc_id for p in ds.passages}
+    written_on = ({by_passage[g] for q in ds.questions if question_source(q) == source for g in q.gold if g in by_passage}
+                  if source != "all" else set())
     doc_ids = sorted({p.doc_id for p in ds.passages}, key=lambda d: stable_hash("hansa-eval-docs/v1", d))
-    keep = set(doc_ids[:max_documents])
+    keep = set(sorted(written_on)) | set([d for d in doc_ids if d not in written_on][:max(0, max_documents - len(written_on))])
     passages = tuple(p for p in ds.passages if p.doc_id in keep)
     ids = {p.id for p in passages}
     questions = tuple(q for q in ds.questions if not q.answerable or (q.gold and set(q.gold) <= ids))
@@ -550,7 +556,7 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
     budget_strategies(settings.budgets)  # a bad budget point fails here, before any site is built
     ds = load_dataset(settings.dataset, settings.data)
     if settings.max_documents:
-        ds = sample_documents(ds, settings.max_documents)
+        ds = sample_documents(ds, settings.max_documents, settings.question_source)
     if settings.calibration_rows is not None and settings.split != "fit":
         raise InputError("calibration rows are collected on the fit split only (--split fit): "
                          "a gate fit on report questions would be reported on what it was fit on")

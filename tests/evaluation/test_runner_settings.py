@@ -25,3 +25,20 @@ def test_gateway_settings_become_the_gateways_configuration_and_unknown_keys_are
     assert (cfg.gateway.lexical_weight, cfg.gateway.top_k_sites) == (2.5, 4)
     with pytest.raises(HansaError, match="unknown \\[gateway\\] setting 'lexical_wieght'"):
         setting_env("gateway", [("lexical_wieght", "2")])
+
+
+def test_a_document_sample_for_dev_questions_keeps_every_article_they_were_written_on() -> None:
+    from hansa.evaluation.datasets import UNANSWERABLE, Dataset, Passage, Question, shard_by_document
+    from hansa.evaluation.runner import sample_documents
+
+    passages = tuple(Passage(f"squad:A{i}#000", f"A{i}", "text", f"squad:A{i}") for i in range(20))
+    questions = (Question("d1", "q?", gold=("squad:A3#000",), answers=("x",), source="squad1.1-dev"),
+                 Question("d2", "q?", gold=("squad:A17#000",), answers=("x",), source="squad1.1-dev+squad2.0-dev"),
+                 Question("u1", "q?", kind=UNANSWERABLE, source="squad2.0-dev"),
+                 Question("t1", "q?", gold=("squad:A5#000",), answers=("x",), source="squad1.1-train"))
+    ds = Dataset("squad", passages, questions, "", shard_by_document)
+    small = sample_documents(ds, 5, "dev")
+    docs = {p.doc_id for p in small.passages}
+    assert len(docs) == 5 and {"squad:A3", "squad:A17"} <= docs
+    assert {q.id for q in small.questions} >= {"d1", "d2", "u1"}
+    assert len({p.doc_id for p in sample_documents(ds, 5).passages}) == 5  # without a source: the hash sample alone
