@@ -61,9 +61,16 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
     for variant, r in results.items():
         for part in ("fit", "report", "all"):
             lines.append(_row(f"{variant} {part} (t={r['threshold_fit']:.3f})", r[part]))
+        lines.append(_row(f"{variant} report at the gateway's floor (t={r['floor_fit']:.3f})", r["report_at_floor"]))
+        lines.append(_row(f"{variant} report, every question answered (the span alone)", r["report_answer_all"]))
         if "report_on_fp32_sample" in r:
             lines.append(_row(f"{variant} report, fp32's sample and threshold", r["report_on_fp32_sample"]))
     lines += [
+        "",
+        "The gateway's floor is not the max-F1 threshold: it is the highest score that still answers 0.92 of the fit "
+        "part's answerable questions (the target is to answer >= 0.90 while abstaining on >= 0.70 of unanswerable "
+        "ones). AUROC of the best sentence's score, answerable against unanswerable (report part): "
+        + ", ".join(f"{v} {r['report_auroc']:.3f}" for v, r in results.items() if r.get("report_auroc") is not None) + ".",
         "",
         f"Shipped: `{chosen}` (int8 when its report F1 is within 0.01 of fp32). Reading speed on this machine: "
         + ", ".join(f"{v} {r['pairs_per_s']} pairs/s" for v, r in results.items()) + ".",
