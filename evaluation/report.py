@@ -131,7 +131,7 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "evidence_recall_at_10": _mean(metrics.evidence_recall_at(o.ranked_docs, o.question.gold, 10) for o in answerable),
         "mrr": _mean(metrics.reciprocal_rank(o.ranked_docs, o.question.gold) for o in answerable),
         "answer_contains": _mean(metrics.contains_answer(text[id(o)], o.question.answers) for o in short),
-        "answer_em": _mean(metrics.exact_match(text[id(o)], o.question.answers) for o in short),
+        "answer_em": _mean(metrics.exact_match(brief[id(o)], o.question.answers) for o in short),
         "answer_f1": _mean([metrics.token_f1(brief[id(o)], o.question.answers) for o in short]
                            or [metrics.token_f1(brief[id(o)], o.question.references) for o in long_ref]),
         "offtopic_sentence_share": _mean(metrics.offtopic_share(o.used_docs, o.question.gold)
