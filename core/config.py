@@ -179,6 +179,7 @@ class GatewayConfig:
     reader: str = "none"
     reader_floor: float = -1.0
     reader_pool: int = 12
+    reader_relative_floor: float = 0.5  # a further answer sentence scores at least this share of the best one's
     # With a reader: follow-up rounds that ask about the names in the best-read sentence while the
     # reader supports no answer (gateway/engine/hops.py); 0: none. Bounded by the request's budget.
     second_hops: int = 1

@@ -287,9 +287,10 @@ def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], cand
     t0 = time.perf_counter()
     got_all = reading.read(question, [c.text for c in pool])
     ms = (time.perf_counter() - t0) * 1000
+    cut = max(reading.floor, reading.relative * max((g.score for g in got_all), default=0.0))
     for cand, got in zip(pool, got_all):
         cand.reader_score, cand.span = got.score, got.span
-        cand.read = got.score if got.score >= reading.floor else 0.0
+        cand.read = got.score if got.score >= cut else 0.0
     scores = [c.reader_score or 0.0 for c in pool]
     best = max(pool, key=lambda c: c.reader_score or 0.0).text if pool else ""
     return {**reading.to_json(), "read": len(pool), "supported": sum(s >= reading.floor for s in scores),

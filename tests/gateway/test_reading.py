@@ -182,3 +182,13 @@ def test_a_policy_can_turn_the_reader_off_for_one_query(tmp_path) -> None:
     assert "reading" not in result.trace and result.trace["policy"]["reading"] == "off" and not result.fused.short_answer
     assert "reading" in fed.service.query(QueryRequest(question=RIVER_Q), "t").trace
     fed.service.close()
+
+
+def test_a_further_sentence_must_score_near_the_best_one(embedder: HashEmbedder) -> None:
+    q = embedder.embed_query(QUESTION)  # content words: virgin, mary, bernadette, lourdes
+    weak = "Pilgrims still speak of Bernadette."  # 1 of 4: 0.25, above the floor
+    calls = [site("a", [(ANSWER, "nd")]), site("b", [(weak, "pilgrims")])]
+    strict = fuse(q, calls, embedder, reading=ReadingStage(WordReader(), floor=0.2), question=QUESTION)
+    assert [s.text for s in strict.sentences] == [ANSWER]  # 0.25 < 0.5 x 1.0
+    loose = fuse(q, calls, embedder, reading=ReadingStage(WordReader(), floor=0.2, relative=0.0), question=QUESTION)
+    assert [s.text for s in loose.sentences] == [ANSWER, weak]
