@@ -30,7 +30,10 @@ factors (gateway.engine.route.Routing.site_prior). With a `coverage` (gateway.le
 each site's documents are further weighed by how much of the question, rare words counting most,
 the sentences the site offered use: the only word-level evidence the gateway holds about every
 site alike.
-With a `reliability` store, each fused answer also teaches it (see _observations).
+With a `reliability` store, each fused answer also teaches it (see _observations). With a reader
+(gateway/reading.py), the reader's score replaces cosine as the relevance of the best-measured
+candidates it reads, everything unread or below its floor weighs 0, a document that loses a
+conflict loses all its sentences, and the answer leads with the reader's span.
 """
 from __future__ import annotations
 
@@ -380,9 +383,9 @@ def fuse(
     citations = _rank_citations(ok, checked, chosen, trust, lost_docs, site_prior)
     if not chosen:
         note = _why_no_answer(calls)
-        if read_trace is not None and read_trace["read"]:
+        if reading is not None and read_trace is not None and read_trace["read"]:
             note = (f"no offered sentence answers the question: the reader's best score {read_trace['best']:.2f} "
-                    f"is below its floor {reading.floor:.2f}" if reading is not None else note)
+                    f"is below its floor {reading.floor:.2f}")
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
                            conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
                            reading=read_trace, best_read=best_read)
