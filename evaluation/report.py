@@ -111,8 +111,9 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
     short = [o for o in answerable if o.question.answers]
     long_ref = [o for o in answerable if o.question.references]
     text = {id(o): metrics.answer_text(o.answer) for o in short + long_ref}
-    # F1 of what answers: the reader's span where there is one (a 4-sentence answer is not a short answer)
-    brief = {id(o): o.short_answer or text[id(o)] for o in short + long_ref}
+    # Against short references, F1 of what answers: the reader's span where there is one (a 4-sentence
+    # answer is not a short answer); against reference responses (MTRAG), the whole answer.
+    brief = {id(o): (o.short_answer if o.question.answers else "") or text[id(o)] for o in short + long_ref}
     rc = metrics.risk_coverage([0.0 if o.abstained else o.confidence for o in outcomes], [correct(o) for o in outcomes])
     return {
         "dataset": dataset,
