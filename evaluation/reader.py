@@ -19,7 +19,6 @@ stays within INT8_TOLERANCE F1 of the fp32 one on the same questions (fp32 is re
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -126,12 +125,10 @@ def measure(reader: Any, squad_dir: Path, limit: int = 0) -> dict[str, Any]:
             "pairs_per_s": round(rate, 1), "reads": reads}
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _entry(path: Path) -> dict[str, Any]:
-    return {"file": path.name, "sha256": _sha(path), "size": path.stat().st_size}
+    from hansa.adapters.reader.onnx import file_sha256
+
+    return {"file": path.name, "sha256": file_sha256(path), "size": path.stat().st_size}
 
 
 def write_model(model_dir: Path, squad_dir: Path, limit: int, fp32_limit: int = 3000) -> dict[str, Any]:
