@@ -47,6 +47,7 @@ import numpy as np
 from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.conduct import SiteConduct
 from hansa.gateway.conflicts import Conflict, Resolution, Statement, resolve
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage
@@ -62,6 +63,7 @@ from hansa.gateway.relevance import (
     upper_bound,
 )
 from hansa.gateway.reliability import Observation, SiteReliability
+from hansa.gateway.screening import ECHO, Screened, reason as screen_reason
 from hansa.sync.wire import Citation, PartialAnswer
 
 MAX_SENTENCES = 4
@@ -70,6 +72,7 @@ DUPLICATE_JACCARD = 0.8
 SUPPORT_STEP = 0.25
 MAX_SUPPORT = 2.0
 REJECTED_EVIDENCE = 0.25  # a document whose sentence lost a contradiction keeps this share of its score
+TEMPLATE = "repeats the site's fixed text around a different question"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class FusedAnswer:
     short_answer: str = ""  # with a reader: the answer's words in the leading sentence
     reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
     best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
+    screened: tuple[Screened, ...] = ()  # sentences refused as evidence (gateway.screening), with why
+    site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
 
     @property
     def unsupported(self) -> bool:
@@ -209,17 +214,42 @@ def _combined(prior: Mapping[str, float] | None, covered: Mapping[str, float]) -
 
 
 def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
-                  rejected: set[int], candidates: Sequence[_Candidate]) -> dict[str, Observation]:
-    """What this answer says about each site that offered sentences: a success when any of its
-    sentences made the answer or agreed with another site's, one per contradiction its side won by
-    more independent sites; a failure per time it stood against such a majority (a dispute settled
-    by weight teaches nothing: gateway.conflicts.Resolution), and one when it claimed relevance the
-    gateway did not measure."""
+                  rejected: set[int], candidates: Sequence[_Candidate], copies: Sequence[set[str]]) -> dict[str, Observation]:
+    """What this answer says about each site that offered sentences. A success only when something
+    independent of the site confirms it: another site states the same claim in its own words (a
+    near-verbatim copy confirms nothing: anyone can copy public text), or the gateway's reader
+    supports a sentence of it that made the answer; and one per contradiction its side won by more
+    independent sites. Being chosen alone earns nothing (an off-topic filler or a lie nobody
+    contradicts would earn). A failure per time it stood against such a majority (a dispute settled
+    by weight teaches nothing: gateway.conflicts.Resolution) and one when it claimed relevance the
+    gateway did not measure. (A sentence screened as an echo costs its site one failure in `fuse`.)"""
     sites = {c.site_id for c in candidates}
-    good = {c.site_id for c in chosen} | {candidates[k].site_id for k in resolution.agreeing_sites if k not in rejected}
+    confirmed = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
+                 if k not in rejected and set(others) - copies[k] - {candidates[k].site_id}}
+    confirmed |= {c.site_id for c in chosen if c.read is not None and c.read > 0}
     over = {c.site_id for c in checked if overclaimed(c.measured, c.reported)}
-    return {s: Observation(successes=(s in good) + resolution.won.get(s, 0),
+    return {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
                            failures=(s in over) + resolution.lost.get(s, 0)) for s in sites}
+
+
+def _screen(question: str, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
+            conduct: SiteConduct | None) -> tuple[list[list[tuple[SiteCall, str, str, float | None]]], list[Screened]]:
+    """Each site's offered sentences without those that are not evidence (gateway.screening; with
+    `conduct`, also a site's fixed text around a different question), and what was dropped."""
+    kept, dropped = [], []
+    for offered in per_site:
+        keep = []
+        for item in offered:
+            call, text, doc_id, _ = item
+            why = screen_reason(question, text)
+            if why is None and conduct is not None and question and conduct.templated(call.site_id, question, text):
+                why = TEMPLATE
+            if why is None:
+                keep.append(item)
+            else:
+                dropped.append(Screened(call.site_id, doc_id, why, text))
+        kept.append(keep)
+    return kept, dropped
 
 
 def _relevance(cand: _Candidate) -> float:
@@ -323,13 +353,16 @@ def fuse(
     coverage: AnswerCoverage | None = None,
     reading: ReadingStage | None = None,
     question: str = "",
+    conduct: SiteConduct | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
     (when `learn`) this answer is recorded; without, every site weighs 1. `site_prior` (site ->
     factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
     much of the question each site's answer uses. Up to `eager_below` candidates (default
     relevance.EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
-    `question` it reads against), the reader judges the best-measured candidates (gateway.reading)."""
+    `question` it reads against), the reader judges the best-measured candidates (gateway.reading).
+    Sentences that echo `question` or address the reader with instructions are screened out first
+    (gateway.screening), and with `conduct` a site's fixed text around different questions."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     covered = ({c.site_id: coverage.factor(t for t, _, _ in _support(c.answer)) for c in ok if c.answer is not None}
                if coverage is not None else {})
@@ -338,12 +371,16 @@ def fuse(
     for call in ok:
         assert call.answer is not None
         per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer)])
+    per_site, screened = _screen(question, per_site, conduct)
+    echoed = {s.site_id for s in screened if s.reason in (ECHO, TEMPLATE)}
+    if reliability is not None and learn and echoed:
+        reliability.observe({s: Observation(failures=1.0) for s in echoed})
     pairs = round_robin(per_site, max_measured)
     trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
     if not pairs:
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
-                           sentences=(), note=note, site_coverage=covered)
+                           sentences=(), note=note, site_coverage=covered, screened=tuple(screened))
     candidates: list[_Candidate] = []
     for i, (call, text, doc_id, rel) in enumerate(pairs):
         assert call.answer is not None
@@ -378,7 +415,10 @@ def fuse(
                                              whole_documents=True)
     checked = [c for c in candidates if c.checked]
     if reliability is not None and learn:
-        reliability.observe(_observations(checked, chosen, resolution, rejected, candidates))
+        reliability.observe(_observations(checked, chosen, resolution, rejected, candidates, copies))
+    site_best: dict[str, float] = {}
+    for c in checked:
+        site_best[c.site_id] = max(site_best.get(c.site_id, 0.0), trusted(c.measured, c.reported))
     lost_docs = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
     citations = _rank_citations(ok, checked, chosen, trust, lost_docs, site_prior)
     if not chosen:
@@ -388,7 +428,7 @@ def fuse(
                     f"is below its floor {reading.floor:.2f}")
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
                            conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
-                           reading=read_trace, best_read=best_read)
+                           reading=read_trace, best_read=best_read, screened=tuple(screened), site_best=site_best)
 
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
@@ -406,4 +446,4 @@ def fuse(
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
                        measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace,
-                       best_read=best_read)
+                       best_read=best_read, screened=tuple(screened), site_best=site_best)

@@ -6,9 +6,14 @@ CORI: for each question word w and site s, with df the number of s's documents u
 summed document counts, sf the number of sites using w and N the sites compared (Callan, Lu & Croft,
 "Searching distributed collections with inference networks", SIGIR 1995):
 
-    T = df / (df + 50 + 150 * cw / mean cw)        how much of s is about w
+    T = df / (df + 50 + 150 * cw / median cw)      how much of s is about w
     I = log((N + 0.5) / sf) / log(N + 1)           how rare w is among sites
     lexical(s) = mean over the question's words that some site uses of T * I
+
+CORI normalises a site's size by the mean; here by the median, so that no one site can move the
+yardstick: a member claiming every word at a high document frequency (a "routing hog", issue 32)
+inflated the mean by its own claims, and with it its share of every word. By the median its claimed
+mass counts against it alone (with 16 honest SQuAD sites of similar size the two agree).
 
 CORI's belief adds a constant 0.4 and scales T * I by 0.6; both change no ranking, so the score is
 left in T * I units and the router weighs it (gateway.router). Words no site uses say nothing about
@@ -44,7 +49,7 @@ def lexical_scores(question_keys: np.ndarray, sketches: Mapping[str, TermSketch]
     df, sf = df[:, known], sf[known]
     n = len(names)
     cw = np.array([max(sketches[s].total, 1) for s in names], dtype=np.float64)
-    t = df / (df + DF_BASE + DF_SCALE * (cw / cw.mean())[:, None])
+    t = df / (df + DF_BASE + DF_SCALE * (cw / np.median(cw))[:, None])
     i = np.log((n + 0.5) / sf) / np.log(n + 1.0)
     scores = (t * i).mean(axis=1)
     return {s: float(v) for s, v in zip(names, scores)}

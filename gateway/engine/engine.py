@@ -40,9 +40,9 @@ from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
-from hansa.gateway.client import MAX_RESPONSE_BYTES, TIMEOUT, SiteCall
+from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, TIMEOUT, SiteCall
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
-from hansa.gateway.engine.assess import Assessment, passages
+from hansa.gateway.engine.assess import Assessment
 from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
@@ -62,6 +62,7 @@ from hansa.gateway.index import SummaryIndex
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage, open_reading
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
+from hansa.gateway.conduct import SiteConduct
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
@@ -230,6 +231,7 @@ class QueryEngine:
         self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
         self.finish = FinishReserve(cfg.finish_reserve_max_ms)  # what rounds keep back for the work after them
         self.reading = self._open_reading() if reading == "config" else reading
+        self.conduct = SiteConduct()  # what each site answers against what it claims (routing discounts, screening)
 
     def _open_reading(self) -> ReadingStage | None:
         """`[gateway] reader`, at the floor `[gateway] reader_floor` names, else the one the
@@ -294,7 +296,8 @@ class QueryEngine:
         t = time.perf_counter()
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
-                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites)
+                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
+                        discounts=self.conduct.discounts())
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
         calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)
@@ -317,7 +320,8 @@ class QueryEngine:
             origin = calls.round("origin", [request.origin])
             origin_assessment = routing.assess(request.question, origin.calls if origin else ())
             with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
-            decision = (with_evidence(request.question, passages(origin.calls if origin else ()), origin_assessment)
+            decision = (with_evidence(request.question, routing.evidence(request.question, origin.calls if origin else ()),
+                                      origin_assessment)
                         if callable(with_evidence) else gate.decide(origin_assessment))
             if decision.answer and content_words(request.question):
                 # never abstain on the origin's word alone: what it cannot answer, the federation may
@@ -385,7 +389,7 @@ class QueryEngine:
                 fusion_prior = prior(calls.called)
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
                                     site_prior=fusion_prior, coverage=coverage, reading=reading,
-                                    question=request.question)
+                                    question=request.question, conduct=self.conduct)
                 fused, hops = self._second_hops(request, fused, calls, records, routable, router, coverage,
                                                 fusion_prior, reading)
                 if hops:
@@ -406,6 +410,7 @@ class QueryEngine:
         if self.llm is not None:
             synthesis = synthesize_answer(self.llm, asked, fused)  # the user's own words, not the routing text
             clock.add("synthesize", t)
+        self._observe_conduct(routing, calls.calls, fused)
         observe = getattr(router, "observe", None)  # a learning router logs what contributed
         if callable(observe):
             observe(request.question, routing.considered, routing.selected, calls.calls, fused)
@@ -454,7 +459,8 @@ class QueryEngine:
                 break
             # routed by the names alone (what the second paragraph is about), asked with the question too
             hop = route(" ".join(names), embedder=self.embedder, index=self.index, records=records, routable=routable,
-                        top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router)
+                        top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router,
+                        discounts=self.conduct.discounts())
             called = set(calls.called)
             sites = [s for s in hop.selected if s not in called] or [s.site_id for s in hop.considered
                                                                      if s.site_id not in called][:1]
@@ -465,8 +471,22 @@ class QueryEngine:
             if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
                 break
             fused = fuse_answer(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                site_prior=prior, coverage=coverage, reading=reading, question=follow)
+                                site_prior=prior, coverage=coverage, reading=reading, question=follow,
+                                conduct=self.conduct)
         return fused, asked
+
+    def _observe_conduct(self, routing: Routing, calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
+        """Teach the sites' conduct (gateway.conduct) what this question showed: who was routed,
+        and, when fusion measured the answers, each answering site's best summary similarity at
+        routing against the best relevance measured among its sentences."""
+        called = list(dict.fromkeys(c.site_id for c in calls))
+        if routing.selection == "routed":
+            self.conduct.routed(called)
+        if not fused.measured:
+            return  # nothing was measured (abstained before fusion, or no sentence): nothing to compare
+        claimed = {c.site_id: best for c in calls
+                   if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
+        self.conduct.observe_claims(claimed, fused.site_best)
 
     @staticmethod
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,
@@ -531,7 +551,7 @@ class _Judged:
         if self.quality is None or not calls.rounds:
             return
         fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
-                            coverage=self.coverage)
+                            coverage=self.coverage, question=self.question)
         self.latest = self.quality(self.question, fused)
         value = float(self.latest.value)
         self.values.append(value)

@@ -4,7 +4,8 @@ Contract: `fuse_answer(question_vector, calls, embedder, reliability=None, site_
 -> FusedAnswer` (gateway.fusion; `reliability` is the gateway's learned per-site weight, updated by
 fusion; `site_prior` weighs the citations by the sites' routing match, Routing.site_prior;
 `coverage` by how much of the question each site's answer uses, gateway.lexical.AnswerCoverage;
-`reading` the reader that judges the best candidates against `question`, gateway.reading): every
+`reading` the reader that judges the best candidates against `question`, gateway.reading;
+`conduct` the sites' record that screens a site's fixed text around questions, gateway.conduct): every
 sentence of the answer comes from an "ok" call and carries a citation marker; with no usable
 evidence the answer says why (`note`). The fusion module is looked up at call time, so a rewrite of
 `gateway.fusion.fuse` with the same signature is picked up without touching the engine.
@@ -26,6 +27,7 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.gateway import fusion
 from hansa.gateway.client import OnAnswer, SiteCall
+from hansa.gateway.conduct import SiteConduct
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage
@@ -35,9 +37,9 @@ from hansa.gateway.reliability import SiteReliability
 def fuse_answer(question_vector: np.ndarray, calls: Sequence[SiteCall], embedder: Embedder, *,
                 reliability: SiteReliability | None = None, site_prior: Mapping[str, float] | None = None,
                 coverage: AnswerCoverage | None = None, reading: ReadingStage | None = None,
-                question: str = "") -> FusedAnswer:
+                question: str = "", conduct: SiteConduct | None = None) -> FusedAnswer:
     return fusion.fuse(question_vector, calls, embedder, reliability=reliability, site_prior=site_prior,
-                       coverage=coverage, reading=reading, question=question)
+                       coverage=coverage, reading=reading, question=question, conduct=conduct)
 
 
 def measure_early(embedder: Embedder) -> OnAnswer | None:

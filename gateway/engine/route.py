@@ -13,17 +13,18 @@ implementing the same two methods.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Collection, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.gateway.client import SiteCall
-from hansa.gateway.engine.assess import Assessment, assess
+from hansa.gateway.engine.assess import Assessment, Passage, assess, passages
 from hansa.gateway.index import SummaryHit, SummaryIndex
 from hansa.gateway.registry import REVOKED, SiteRecord
 from hansa.gateway.lexical import QuestionWords, lexical_scores
+from hansa.gateway.relevance import measure
 from hansa.gateway.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
 from hansa.sync.terms import term_keys
 
@@ -78,6 +79,7 @@ class Routing:
     search_ms: float  # summary search, term scoring and ranking
     # the question's words weighed by their rarity among the routable sites (None: no word to weigh)
     words: QuestionWords | None = None
+    embedder: Embedder | None = None  # what the assessment measures passages with (None: sites' own figures)
 
     def best_summary(self, site_id: str) -> float | None:
         """The site's best summary similarity among the top-m hits (None: none of its summaries
@@ -119,6 +121,10 @@ class Routing:
         found = next((s.score for s in self.considered if counts(s.site_id)), None)
         return lead - found if found is not None else lead
 
+    def evidence(self, question: str, calls: Sequence[SiteCall]) -> list[Passage]:
+        """The passages of `calls` as the assessment weighs them (engine.assess.passages)."""
+        return passages(calls, question, self._measured if self.embedder is not None else None)
+
     def assess(self, question: str, calls: Sequence[SiteCall]) -> Assessment:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
         summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
@@ -131,7 +137,13 @@ class Routing:
         rank = {s.site_id: i for i, s in enumerate(self.considered)}
         ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
         return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
-                      routing_deficit=self.deficit(asked))
+                      routing_deficit=self.deficit(asked),
+                      measured=self._measured if self.embedder is not None else None)
+
+    def _measured(self, texts: Sequence[str]) -> Sequence[float]:
+        """The gateway's cosine of `texts` with the question (gateway.relevance.measure)."""
+        assert self.embedder is not None
+        return measure(self.question_vector, texts, self.embedder).tolist()
 
 
 def exclusion(rec: SiteRecord | None) -> str:
@@ -155,7 +167,10 @@ def route(
     k: int,
     router: Router,
     explicit: Sequence[str] | None = None,
+    discounts: Mapping[str, float] | None = None,
 ) -> Routing:
+    """`discounts`: what to subtract from a site's score, its routing claims' excess over what it
+    answered (gateway.conduct); applied to any router's ranking before the sites are selected."""
     t0 = time.perf_counter()
     vector = embedder.embed_query(question)
     t1 = time.perf_counter()
@@ -168,7 +183,7 @@ def route(
     words = QuestionWords.of(question, sketches)  # the question's words, hashed once for both uses
     keys = words.keys if words is not None else np.zeros(0, dtype=np.uint32)
     lexical = lexical_scores(keys, sketches) if reads_lexical(router) else None
-    considered = router.rank(vector, hits, routable, lexical=lexical)
+    considered = discounted(router.rank(vector, hits, routable, lexical=lexical), discounts)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]
     else:
@@ -178,7 +193,17 @@ def route(
                 for sid in sorted(({h.site_id for h in hits} | withdrawn) - set(routable))]
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
-                   (t1 - t0) * 1000, (t2 - t1) * 1000, words)
+                   (t1 - t0) * 1000, (t2 - t1) * 1000, words, embedder)
+
+
+def discounted(ranked: Sequence[SiteScore], discounts: Mapping[str, float] | None) -> list[SiteScore]:
+    """`ranked` with each discounted site's score lowered by its discount, best first again (ties
+    keep the router's order)."""
+    if not discounts or not any(s.site_id in discounts for s in ranked):
+        return list(ranked)
+    lowered = [replace(s, score=s.score - discounts[s.site_id]) if s.site_id in discounts else s for s in ranked]
+    order = {id(s): i for i, s in enumerate(lowered)}
+    return sorted(lowered, key=lambda s: (-s.score, order[id(s)]))
 
 
 def site_term_scores(question: str, index: SummaryIndex, routable: Collection[str]) -> dict[str, float]:

@@ -43,7 +43,7 @@ def test_supported_cited_sentences_survive_and_the_rest_is_dropped() -> None:
     reasons = [d["reason"] for d in out.trace["dropped"]]
     assert "words are in the cited evidence" in reasons[0] and "[3]" in reasons[1] and reasons[2] == "no [n] marker"
     prompt = llm.seen[0][-1]["content"]
-    assert f"[1] {RHONE}" in prompt and f"[2] {FEMA}" in prompt  # the evidence, and only it
+    assert f"<evidence id=\"1\">{RHONE}</evidence>" in prompt and f"<evidence id=\"2\">{FEMA}</evidence>" in prompt  # the evidence, and only it
 
 
 @pytest.mark.parametrize("reply", [BackendError("LLM timed out"), "Nothing I say is cited.", ""])

@@ -1,0 +1,154 @@
+"""What each site has lately done when asked, as the gateway saw it: how far its routing claims
+outrun its answers, how often it is routed, and whether its answers are a template around the
+question. Kept in this process's memory.
+
+Why the gateway keeps this at all: routing believes what a site publishes about itself (summary
+vectors, term statistics), and a validly enrolled member can publish anything. What it cannot fake
+is what it answers: the gateway measures every sentence it uses against the question itself
+(gateway.relevance). So every call is a check of the site's claim: routing matched the question
+to the site's best summary at similarity s, and the site's best answer sentence measured m. For an
+honest site the two move together (its summaries describe its documents); a site that publishes
+generic or stolen summaries to be asked everywhere answers far below what its summaries promised.
+
+- **Claim gap** (`discounts`): per site, an exponentially weighted mean of s - m over its calls.
+  The federation's median gap is what honest summaries promise beyond their sentences (summaries
+  are longer texts, their cosines run lower or higher by a site-independent amount); a site's
+  excess over that median, once it has MIN_CALLS calls, is subtracted from its routing score. A
+  site that overclaims by 0.3 is routed as if its summaries were 0.3 less similar: its inflation
+  undone by its own answers, while honest sites (excess ~0) are routed as before. Robust by
+  construction: one site cannot move the median, and a site that is not routed keeps its gap.
+- **Routing share** (`shares`): the share of the last WINDOW routed questions each site was asked,
+  for operators (gateway sites, the admin page): a member routed for most questions is visible.
+- **Templates** (`templated`): an answer sentence that differs between questions only by the
+  question's own words ("<question>: the verified answer is 1066") is not evidence, however it is
+  phrased; the first time it is seen nothing tells it from an honest sentence, the second time its
+  fixed part has repeated around a different question. Honest sentences repeat whole (the same
+  sentence for two questions about one paragraph), which this does not flag.
+
+Why in memory: the state is a few numbers per site and rebuilds within tens of questions; a
+restarted gateway routes as a new one would, with its learned reliability (gateway.reliability,
+persisted) still weighing every answer.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import statistics
+import threading
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Collection, Iterable, Mapping
+
+GAP_DECAY = 0.1  # EWMA weight of a new call's gap (~10 calls of memory)
+MIN_CALLS = 3  # calls before a site's gap is trusted enough to discount it
+EXCESS_FLOOR = 0.05  # excess gaps below this are noise, not a discount
+WINDOW = 200  # routed questions the routing share looks back over
+TEMPLATES_PER_SITE = 512  # remembered answer fingerprints per site (oldest forgotten first)
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def _digest(words: Iterable[str]) -> str:
+    return hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True)
+class SiteConductView:
+    site_id: str
+    claim_gap: float | None  # EWMA of best summary similarity minus best measured sentence relevance
+    calls: int  # calls whose gap was observed
+    discount: float  # what routing subtracts from the site's score now
+    routing_share: float  # share of the last WINDOW routed questions that asked it
+    templated: int  # answer sentences screened as templates around the question
+
+    def to_json(self) -> dict[str, object]:
+        return {"site_id": self.site_id, "claim_gap": None if self.claim_gap is None else round(self.claim_gap, 4),
+                "calls": self.calls, "routing_discount": round(self.discount, 4),
+                "routing_share": round(self.routing_share, 4), "templated_sentences": self.templated}
+
+
+class SiteConduct:
+    def __init__(self, *, decay: float = GAP_DECAY, min_calls: int = MIN_CALLS, window: int = WINDOW) -> None:
+        if not 0 < decay <= 1 or min_calls < 1 or window < 1:
+            raise ValueError("decay must lie in (0, 1], min_calls and window must be positive")
+        self.decay, self.min_calls = decay, min_calls
+        self._gap: dict[str, float] = {}
+        self._calls: dict[str, int] = {}
+        self._routed: deque[frozenset[str]] = deque(maxlen=window)
+        self._templates: dict[str, OrderedDict[str, str]] = {}
+        self._templated: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- claim gaps -----------------------------------------------------------------------------
+    def observe_claims(self, claimed: Mapping[str, float], answered: Mapping[str, float]) -> None:
+        """One question's calls: `claimed` each asked site's best summary similarity at routing,
+        `answered` the best relevance the gateway measured among its sentences (a site that
+        answered nothing measured: 0). Sites routing matched on no summary are not observed."""
+        with self._lock:
+            for site, s in claimed.items():
+                gap = float(s) - float(answered.get(site, 0.0))
+                old = self._gap.get(site)
+                self._gap[site] = gap if old is None else (1 - self.decay) * old + self.decay * gap
+                self._calls[site] = self._calls.get(site, 0) + 1
+
+    def _discounts(self) -> dict[str, float]:
+        settled = {s: g for s, g in self._gap.items() if self._calls.get(s, 0) >= self.min_calls}
+        if len(settled) < 2:
+            return {}
+        median = statistics.median(settled.values())
+        return {s: g - median for s, g in settled.items() if g - median >= EXCESS_FLOOR}
+
+    def discounts(self) -> dict[str, float]:
+        """Per site, what routing subtracts from its score: its claim gap's excess over the
+        federation's median (sites without one are absent)."""
+        with self._lock:
+            return self._discounts()
+
+    # -- routing share ----------------------------------------------------------------------------
+    def routed(self, sites: Collection[str]) -> None:
+        with self._lock:
+            self._routed.append(frozenset(sites))
+
+    def shares(self) -> dict[str, float]:
+        with self._lock:
+            n = len(self._routed)
+            counts: dict[str, int] = {}
+            for asked in self._routed:
+                for s in asked:
+                    counts[s] = counts.get(s, 0) + 1
+        return {s: c / n for s, c in counts.items()} if n else {}
+
+    # -- templates --------------------------------------------------------------------------------
+    def templated(self, site_id: str, question: str, sentence: str) -> bool:
+        """Whether `sentence` is this site's fixed text around a question: its words outside the
+        question's were seen before from this site in a sentence that differed (remembered)."""
+        q = set(_words(question))
+        words = _words(sentence)
+        rest = [w for w in words if w not in q]
+        if len(rest) < 3 or len(rest) == len(words):  # nothing of the question in it: not an echo
+            return False
+        fixed, whole = _digest(rest), _digest(words)
+        with self._lock:
+            seen = self._templates.setdefault(site_id, OrderedDict())
+            before = seen.get(fixed)
+            seen[fixed] = whole
+            seen.move_to_end(fixed)
+            while len(seen) > TEMPLATES_PER_SITE:
+                seen.popitem(last=False)
+            hit = before is not None and before != whole
+            if hit:
+                self._templated[site_id] = self._templated.get(site_id, 0) + 1
+        return hit
+
+    # -- views ------------------------------------------------------------------------------------
+    def view(self) -> dict[str, SiteConductView]:
+        shares = self.shares()
+        with self._lock:
+            discounts = self._discounts()
+            sites = set(self._gap) | set(shares) | set(self._templated)
+            return {s: SiteConductView(s, self._gap.get(s), self._calls.get(s, 0), discounts.get(s, 0.0),
+                                       shares.get(s, 0.0), self._templated.get(s, 0)) for s in sorted(sites)}
