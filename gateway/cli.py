@@ -501,17 +501,25 @@ def enroll(ctx: click.Context, site_id: str, site_url: str, public_keys: tuple[s
 @click.pass_context
 @_friendly
 def sites(ctx: click.Context, as_json: bool) -> None:
-    """Show the verified registry: its version and expiry, and each site's keys and publication."""
+    """Show the verified registry: its version and expiry, and each site's keys and publication,
+    with what this gateway learned of it: its reliability (a success only when independent sites or
+    the reader confirmed it, a failure when it lost a contradiction, overclaimed, echoed the
+    question or answered far below what its summaries promised), its claim gap (the routing
+    discount its answers earned, gateway.conduct) and any quarantine. Routing shares are kept by
+    the serving gateway: GET /v1/sites."""
     now = utc_now()
-    registry = open_registry(_config(ctx))
+    cfg = _config(ctx)
+    registry = open_registry(cfg)
     root, current, records = registry.root, registry.registry, registry.list()
+    learned, conduct, held = _learned(cfg)
     if as_json:
         click.echo(json.dumps({
             "root": None if root is None else {**root.to_json(), "expired": root.is_expired(now)},
             "registry": None if current is None else {
                 "version": current.version, "expires": current.expires, "expired": current.is_expired(now),
                 "gateway_url": current.gateway_url},
-            "sites": [r.view(now) for r in records],
+            "sites": [{**r.view(now), **({"reliability": learned[r.site_id]} if r.site_id in learned else {}),
+                       **({"conduct": conduct[r.site_id]} if r.site_id in conduct else {})} for r in records],
         }, indent=2))
         return
     if root is None or current is None:
@@ -524,15 +532,96 @@ def sites(ctx: click.Context, as_json: bool) -> None:
     if not records:
         click.echo("no sites enrolled (a site sends `hansa site join-request`; `hansa gateway approve` admits it)")
         return
-    header = ("SITE", "STATUS", "KEYS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "URL")
+    header = ("SITE", "STATUS", "KEYS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "RELIABILITY", "CLAIM GAP", "URL")
     rows_t = [
-        (r.site_id, r.status, f"v{r.keys_version}", "yes" if r.is_routable(now) else "no",
-         "-" if r.last_sequence is None else str(r.last_sequence), str(r.summary_count), r.expires or "-", r.url)
+        (r.site_id, r.status, f"v{r.keys_version}",
+         "quarantined" if r.site_id in held else "yes" if r.is_routable(now) else "no",
+         "-" if r.last_sequence is None else str(r.last_sequence), str(r.summary_count), r.expires or "-",
+         _reliability_cell(learned.get(r.site_id)), _gap_cell(conduct.get(r.site_id)), r.url)
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows_t]) for i in range(len(header))]
     for row in [header, *rows_t]:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def _learned(cfg: Config) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
+    """(reliability, conduct, quarantine) per site from the gateway's files, read as they stand."""
+    from hansa.gateway.conduct import FILE_NAME as CONDUCT_FILE, SiteConduct
+    from hansa.gateway.reliability import FILE_NAME as RELIABILITY_FILE, SiteReliability
+
+    home = gateway_home(cfg)
+    learned: dict[str, dict[str, Any]] = {}
+    conducts: dict[str, dict[str, Any]] = {}
+    held: dict[str, str] = {}
+    if (home / RELIABILITY_FILE).exists():  # a read: no file is created where none is
+        rel = SiteReliability.for_gateway(cfg, home)
+        try:
+            learned = {str(r["site_id"]): r for r in rel.view()}
+        finally:
+            rel.close()
+    if (home / CONDUCT_FILE).exists():
+        conduct = SiteConduct.open(home)
+        try:
+            conducts, held = {s: v.to_json() for s, v in conduct.view().items()}, conduct.quarantined()
+        finally:
+            conduct.close()
+    return learned, conducts, held
+
+
+def _reliability_cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    return f"{row['reliability']:.2f} (+{row['successes']:g}/-{row['failures']:g})"
+
+
+def _gap_cell(row: dict[str, Any] | None) -> str:
+    if row is None or row.get("claim_gap") is None:
+        return "-"
+    discount = row.get("routing_discount") or 0.0
+    return f"{row['claim_gap']:+.2f}" + (f" (-{discount:.2f})" if discount else "")
+
+
+@gateway.command()
+@click.argument("site_id")
+@click.option("--reason", default="", help="Why (shown in `hansa gateway sites` and in query traces). Required "
+              "to quarantine.")
+@click.option("--release", is_flag=True, help="Lift the site's quarantine instead.")
+@json_option("Print JSON instead of a sentence.")
+@click.pass_context
+@_friendly
+def quarantine(ctx: click.Context, site_id: str, reason: str, release: bool, as_json: bool) -> None:
+    """Stop routing to and asking SITE_ID at this gateway, without revoking it.
+
+    For a member that misbehaves (answers far below what its summaries promise, echoes questions,
+    contradicts everyone; `hansa gateway sites` shows its record) while the federation's admins
+    decide: a revocation needs their threshold of keys and a new enrollment to undo, a quarantine
+    is this gateway's own and `--release` lifts it. A serving gateway reads it on its next
+    question; a query naming the site, or with it as origin, is refused (403).
+
+    
+      hansa gateway quarantine clinic-b --reason "echoes questions since 2026-11-27"
+      hansa gateway quarantine clinic-b --release
+    """
+    from hansa.gateway.conduct import SiteConduct
+
+    cfg = _config(ctx)
+    open_registry(cfg).get(site_id)  # an enrolled site (404-style error otherwise)
+    conduct = SiteConduct.open(gateway_home(cfg))
+    try:
+        if release:
+            lifted = conduct.release(site_id)
+            _say(as_json, f"{site_id}: quarantine lifted" if lifted else f"{site_id} was not quarantined",
+                 {"site_id": site_id, "quarantined": False, "changed": lifted})
+            return
+        if not reason.strip():
+            raise InputError("--reason is required to quarantine a site: operators and query traces read it")
+        conduct.quarantine(site_id, reason)
+        _say(as_json, f"{site_id}: quarantined ({reason.strip()}); the gateway neither routes to nor asks it "
+                      f"until `hansa gateway quarantine {site_id} --release`",
+             {"site_id": site_id, "quarantined": True, "reason": reason.strip()})
+    finally:
+        conduct.close()
 
 
 from hansa.gateway.cli_keys import api_key  # noqa: E402  (it imports helpers defined above)

@@ -19,31 +19,55 @@ generic or stolen summaries to be asked everywhere answers far below what its su
   construction: one site cannot move the median, and a site that is not routed keeps its gap.
 - **Routing share** (`shares`): the share of the last WINDOW routed questions each site was asked,
   for operators (gateway sites, the admin page): a member routed for most questions is visible.
-- **Templates** (`templated`): an answer sentence that differs between questions only by the
+- **Templates** (`templated`): an answer sentence whose content words outside the question's are
+  the same for different questions, while the sentence itself differs: it differs only by the
   question's own words ("<question>: the verified answer is 1066") is not evidence, however it is
   phrased; the first time it is seen nothing tells it from an honest sentence, the second time its
   fixed part has repeated around a different question. Honest sentences repeat whole (the same
   sentence for two questions about one paragraph), which this does not flag.
 
-Why in memory: the state is a few numbers per site and rebuilds within tens of questions; a
-restarted gateway routes as a new one would, with its learned reliability (gateway.reliability,
-persisted) still weighing every answer.
+- **Quarantine** (`quarantine`, `release`): an operator's decision that this gateway routes to
+  and asks a site no more, without revoking its enrollment (`hansa gateway quarantine SITE`).
+
+Why SQLite, like gateway.reliability (`<home>/gateway/conduct.sqlite`): the claim gaps and the
+quarantine must survive a restart (a member whose discount vanished with every restart would only
+have to wait for one), and `hansa gateway sites` and `quarantine` work on the file while a gateway
+serves; the gateway reads the quarantine on every question, so an operator's decision acts on the
+next one. Routing shares and template fingerprints are kept in this process's memory: they
+rebuild within tens of questions. Several workers each keep their own gaps and write them back
+(the last write wins: each worker's estimate is of the same sites' conduct).
 """
 from __future__ import annotations
 
 import hashlib
 import re
+import sqlite3
 import statistics
 import threading
+import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Collection, Iterable, Mapping
+
+from hansa.core.text import content_words
 
 GAP_DECAY = 0.1  # EWMA weight of a new call's gap (~10 calls of memory)
 MIN_CALLS = 3  # calls before a site's gap is trusted enough to discount it
 EXCESS_FLOOR = 0.05  # excess gaps below this are noise, not a discount
+# One call whose gap exceeds the median by this much costs the site a reliability failure (its
+# summaries promised what its answer did not hold): chosen on the adversarial bench's fit split
+# (benchmarks/README.md, "A lying enrolled member").
+OVERROUTED_EXCESS = 0.25
 WINDOW = 200  # routed questions the routing share looks back over
 TEMPLATES_PER_SITE = 512  # remembered answer fingerprints per site (oldest forgotten first)
+FILE_NAME = "conduct.sqlite"
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS claim_gap (site_id TEXT PRIMARY KEY, gap REAL NOT NULL, calls INTEGER NOT NULL, "
+    "updated REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS quarantine (site_id TEXT PRIMARY KEY, reason TEXT NOT NULL, since REAL NOT NULL)",
+)
 
 _WORD = re.compile(r"\w+")
 
@@ -62,38 +86,75 @@ class SiteConductView:
     claim_gap: float | None  # EWMA of best summary similarity minus best measured sentence relevance
     calls: int  # calls whose gap was observed
     discount: float  # what routing subtracts from the site's score now
-    routing_share: float  # share of the last WINDOW routed questions that asked it
-    templated: int  # answer sentences screened as templates around the question
+    routing_share: float  # share of the last WINDOW routed questions that asked it (this process)
+    templated: int  # answer sentences screened as templates around the question (this process)
+    quarantined: str | None = None  # the operator's reason, when quarantined
 
     def to_json(self) -> dict[str, object]:
         return {"site_id": self.site_id, "claim_gap": None if self.claim_gap is None else round(self.claim_gap, 4),
                 "calls": self.calls, "routing_discount": round(self.discount, 4),
-                "routing_share": round(self.routing_share, 4), "templated_sentences": self.templated}
+                "routing_share": round(self.routing_share, 4), "templated_sentences": self.templated,
+                "quarantined": self.quarantined}
 
 
 class SiteConduct:
-    def __init__(self, *, decay: float = GAP_DECAY, min_calls: int = MIN_CALLS, window: int = WINDOW) -> None:
+    """The sites' conduct. `path=None` keeps everything in memory (tests, benchmarks)."""
+
+    def __init__(self, path: Path | None = None, *, decay: float = GAP_DECAY, min_calls: int = MIN_CALLS,
+                 window: int = WINDOW) -> None:
         if not 0 < decay <= 1 or min_calls < 1 or window < 1:
             raise ValueError("decay must lie in (0, 1], min_calls and window must be positive")
-        self.decay, self.min_calls = decay, min_calls
-        self._gap: dict[str, float] = {}
-        self._calls: dict[str, int] = {}
+        self.decay, self.min_calls, self.path = decay, min_calls, path
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
+                                   isolation_level=None, timeout=5.0)
+        if path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # as gateway.reliability: per-question writes
+        for statement in _SCHEMA:
+            self._db.execute(statement)
+        rows = self._db.execute("SELECT site_id, gap, calls FROM claim_gap").fetchall()
+        self._gap: dict[str, float] = {s: float(g) for s, g, _ in rows}
+        self._calls: dict[str, int] = {s: int(n) for s, _, n in rows}
         self._routed: deque[frozenset[str]] = deque(maxlen=window)
         self._templates: dict[str, OrderedDict[str, str]] = {}
         self._templated: dict[str, int] = {}
         self._lock = threading.Lock()
 
+    @classmethod
+    def open(cls, gateway_dir: Path, **kwargs) -> "SiteConduct":
+        """The gateway's file, beside its registry (`gateway_dir` is `<home>/gateway`)."""
+        return cls(Path(gateway_dir) / FILE_NAME, **kwargs)
+
+    def close(self) -> None:
+        self._db.close()
+
     # -- claim gaps -----------------------------------------------------------------------------
-    def observe_claims(self, claimed: Mapping[str, float], answered: Mapping[str, float]) -> None:
+    def observe_claims(self, claimed: Mapping[str, float], answered: Mapping[str, float]) -> dict[str, float]:
         """One question's calls: `claimed` each asked site's best summary similarity at routing,
         `answered` the best relevance the gateway measured among its sentences (a site that
-        answered nothing measured: 0). Sites routing matched on no summary are not observed."""
+        answered nothing measured: 0). Sites routing matched on no summary are not observed.
+        Returns each observed site's gap on this call beyond the federation's median gap (before
+        this call; empty while fewer than two sites have settled gaps)."""
         with self._lock:
+            settled = [g for s, g in self._gap.items() if self._calls.get(s, 0) >= self.min_calls]
+            median = statistics.median(settled) if len(settled) >= 2 else None
+            excess = {}
             for site, s in claimed.items():
                 gap = float(s) - float(answered.get(site, 0.0))
+                if median is not None:
+                    excess[site] = gap - median
                 old = self._gap.get(site)
                 self._gap[site] = gap if old is None else (1 - self.decay) * old + self.decay * gap
                 self._calls[site] = self._calls.get(site, 0) + 1
+            if claimed:
+                now = time.time()
+                self._db.executemany(
+                    "INSERT INTO claim_gap (site_id, gap, calls, updated) VALUES (?, ?, ?, ?) ON CONFLICT(site_id) "
+                    "DO UPDATE SET gap = excluded.gap, calls = excluded.calls, updated = excluded.updated",
+                    [(s, self._gap[s], self._calls[s], now) for s in claimed])
+            return excess
 
     def _discounts(self) -> dict[str, float]:
         settled = {s: g for s, g in self._gap.items() if self._calls.get(s, 0) >= self.min_calls}
@@ -107,6 +168,26 @@ class SiteConduct:
         federation's median (sites without one are absent)."""
         with self._lock:
             return self._discounts()
+
+    # -- quarantine --------------------------------------------------------------------------------
+    def quarantine(self, site_id: str, reason: str) -> None:
+        """Route to and ask `site_id` no more (an operator's decision; `release` lifts it)."""
+        if not reason.strip():
+            raise ValueError("a quarantine needs a reason: operators read it in `hansa gateway sites`")
+        with self._lock:
+            self._db.execute("INSERT INTO quarantine (site_id, reason, since) VALUES (?, ?, ?) ON CONFLICT(site_id) "
+                             "DO UPDATE SET reason = excluded.reason", (site_id, reason.strip(), time.time()))
+
+    def release(self, site_id: str) -> bool:
+        """Lift a quarantine; False when the site was not quarantined."""
+        with self._lock:
+            return self._db.execute("DELETE FROM quarantine WHERE site_id = ?", (site_id,)).rowcount > 0
+
+    def quarantined(self) -> dict[str, str]:
+        """Quarantined sites and the operator's reason, read from the file now (another process,
+        `hansa gateway quarantine`, may have changed it)."""
+        with self._lock:
+            return dict(self._db.execute("SELECT site_id, reason FROM quarantine").fetchall())
 
     # -- routing share ----------------------------------------------------------------------------
     def routed(self, sites: Collection[str]) -> None:
@@ -126,12 +207,12 @@ class SiteConduct:
     def templated(self, site_id: str, question: str, sentence: str) -> bool:
         """Whether `sentence` is this site's fixed text around a question: its words outside the
         question's were seen before from this site in a sentence that differed (remembered)."""
-        q = set(_words(question))
-        words = _words(sentence)
-        rest = [w for w in words if w not in q]
+        q = content_words(question)
+        words = content_words(sentence)
+        rest = words - q
         if len(rest) < 3 or len(rest) == len(words):  # nothing of the question in it: not an echo
             return False
-        fixed, whole = _digest(rest), _digest(words)
+        fixed, whole = _digest(sorted(rest)), _digest(_words(sentence))
         with self._lock:
             seen = self._templates.setdefault(site_id, OrderedDict())
             before = seen.get(fixed)
@@ -147,8 +228,10 @@ class SiteConduct:
     # -- views ------------------------------------------------------------------------------------
     def view(self) -> dict[str, SiteConductView]:
         shares = self.shares()
+        held = self.quarantined()
         with self._lock:
             discounts = self._discounts()
-            sites = set(self._gap) | set(shares) | set(self._templated)
+            sites = set(self._gap) | set(shares) | set(self._templated) | set(held)
             return {s: SiteConductView(s, self._gap.get(s), self._calls.get(s, 0), discounts.get(s, 0.0),
-                                       shares.get(s, 0.0), self._templated.get(s, 0)) for s in sorted(sites)}
+                                       shares.get(s, 0.0), self._templated.get(s, 0), held.get(s))
+                    for s in sorted(sites)}

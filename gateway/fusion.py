@@ -18,8 +18,8 @@ sentences sites already stand behind. Each candidate sentence is weighted by
 Claims (gateway/claims.py) are compared across sites; contradictions are resolved by the heaviest
 consistent set of claims (gateway/conflicts.py), losing sentences leave the answer, and the answer
 says that sources disagree. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
-better-attributed copy — one its site actually cites, then the more confident site, then the higher
-weight — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
+better-attributed copy — one its site actually cites, then the higher weight, then the more
+confident site — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
 indexing the citation list. Citations are ranked by what the gateway measured: a document's site
 score is capped at the best relevance the gateway measured for that site, times its reliability
 (each Citation keeps the site's own `score`; the order is the gateway's). With a `site_prior`, each
@@ -62,7 +62,7 @@ from hansa.gateway.relevance import (
     trusted,
     upper_bound,
 )
-from hansa.gateway.reliability import Observation, SiteReliability
+from hansa.gateway.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
 from hansa.gateway.screening import ECHO, Screened, reason as screen_reason
 from hansa.sync.wire import Citation, PartialAnswer
 
@@ -73,6 +73,7 @@ SUPPORT_STEP = 0.25
 MAX_SUPPORT = 2.0
 REJECTED_EVIDENCE = 0.25  # a document whose sentence lost a contradiction keeps this share of its score
 TEMPLATE = "repeats the site's fixed text around a different question"
+CONTRIBUTION = 0.5  # a chosen sentence at this share of the leading one's weight carries the answer
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,9 @@ class FusedAnswer:
     best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
     screened: tuple[Screened, ...] = ()  # sentences refused as evidence (gateway.screening), with why
     site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
+    # sites whose evidence carried the answer (confirmed, or near the leading sentence's weight):
+    # what a learning router is taught (gateway.learned), never a site's own claims
+    contributors: frozenset[str] = frozenset()
 
     @property
     def unsupported(self) -> bool:
@@ -127,7 +131,9 @@ class _Candidate:
     span: str = ""
 
     def attribution(self) -> tuple[bool, float, float]:
-        return (self.cited, self.confidence, self.weight)
+        # weight before the site's own confidence: a confidence any member may set to 1.0 must not
+        # win a verbatim copy of another site's sentence (issue 32)
+        return (self.cited, self.weight, self.confidence)
 
 
 def _support(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
@@ -224,12 +230,30 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     by weight teaches nothing: gateway.conflicts.Resolution) and one when it claimed relevance the
     gateway did not measure. (A sentence screened as an echo costs its site one failure in `fuse`.)"""
     sites = {c.site_id for c in candidates}
-    confirmed = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
-                 if k not in rejected and set(others) - copies[k] - {candidates[k].site_id}}
-    confirmed |= {c.site_id for c in chosen if c.read is not None and c.read > 0}
+    confirmed = _confirmed(chosen, resolution, rejected, candidates, copies)
     over = {c.site_id for c in checked if overclaimed(c.measured, c.reported)}
     return {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
-                           failures=(s in over) + resolution.lost.get(s, 0)) for s in sites}
+                           failures=(s in over) + resolution.lost.get(s, 0),
+                           why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
+            for s in sites}
+
+
+def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: set[int],
+               candidates: Sequence[_Candidate], copies: Sequence[set[str]]) -> set[str]:
+    """Sites something independent of them confirmed on this question: another site states the
+    same claim in its own words (not a near-verbatim copy), or the reader supports a sentence of
+    theirs that made the answer."""
+    out = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
+           if k not in rejected and set(others) - copies[k] - {candidates[k].site_id}}
+    return out | {c.site_id for c in chosen if c.read is not None and c.read > 0}
+
+
+def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozenset[str]:
+    """Sites whose evidence carried the answer: confirmed, or a chosen sentence weighing at least
+    CONTRIBUTION of the leading one (the gateway's measurement, not the site's word; filler that
+    only completes the answer does not count)."""
+    lead = chosen[0].weight if chosen else 0.0
+    return frozenset(c.site_id for c in chosen if c.site_id in confirmed or c.weight >= CONTRIBUTION * lead)
 
 
 def _screen(question: str, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
@@ -374,7 +398,7 @@ def fuse(
     per_site, screened = _screen(question, per_site, conduct)
     echoed = {s.site_id for s in screened if s.reason in (ECHO, TEMPLATE)}
     if reliability is not None and learn and echoed:
-        reliability.observe({s: Observation(failures=1.0) for s in echoed})
+        reliability.observe({s: Observation.failed(ECHOED) for s in echoed})
     pairs = round_robin(per_site, max_measured)
     trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
     if not pairs:
@@ -430,6 +454,7 @@ def fuse(
                            conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
                            reading=read_trace, best_read=best_read, screened=tuple(screened), site_best=site_best)
 
+    contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies))
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
         FusedSentence(c.text, c.site_id, c.doc_id, c.weight, index[(c.site_id, c.doc_id)]) for c in chosen
@@ -446,4 +471,4 @@ def fuse(
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
                        measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace,
-                       best_read=best_read, screened=tuple(screened), site_best=site_best)
+                       best_read=best_read, screened=tuple(screened), site_best=site_best, contributors=contributors)

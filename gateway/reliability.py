@@ -2,8 +2,10 @@
 over time, kept across restarts.
 
 Why a Beta posterior: each fused answer is a handful of Bernoulli-like observations about a site —
-its sentences survived fusion and agreed with other sites (successes), or it stood on the losing
-side of a contradiction or claimed a relevance the gateway could not measure (failures). The
+something independent of it confirmed its sentences (another site in its own words, or the
+gateway's reader: successes; being chosen alone earns nothing, issue 32), or it stood on the
+losing side of a contradiction, claimed a relevance the gateway could not measure, echoed the
+question, or answered far below what its summaries promised (failures, counted by kind). The
 posterior mean (alpha / (alpha + beta)) is the site's reliability weight; the prior keeps a site
 nobody has seen yet at PRIOR_MEAN, and a few observations cannot swing it to 0 or 1. Evidence is
 exponentially decayed toward the prior with a half-life, so a site that reforms (or is
@@ -19,7 +21,7 @@ import math
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -41,14 +43,35 @@ CREATE TABLE IF NOT EXISTS site_reliability (
     updated REAL NOT NULL
 )
 """
+_KINDS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS site_failure_kinds (
+    site_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    count REAL NOT NULL,
+    PRIMARY KEY (site_id, kind)
+)
+"""
 
 
 @dataclass(frozen=True)
 class Observation:
-    """What one fused answer says about one site."""
+    """What one fused answer says about one site. `why`: each failure's kind (LOST, OVERCLAIMED,
+    ECHOED, OVERROUTED) and count, kept undecayed for operators (`hansa gateway sites`)."""
 
     successes: float = 0.0
     failures: float = 0.0
+    why: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def failed(cls, kind: str, n: float = 1.0) -> "Observation":
+        return cls(failures=n, why=((kind, n),))
+
+
+# the kinds of failure (Observation.why)
+LOST = "lost a contradiction"  # stood against more independent sites (gateway.conflicts)
+OVERCLAIMED = "overclaimed relevance"  # reported more than the gateway measured (gateway.relevance)
+ECHOED = "echoed the question"  # offered the question back as an answer (gateway.screening, gateway.conduct)
+OVERROUTED = "answered far below its summaries"  # its routing claim not borne out (gateway.conduct)
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,7 @@ class SiteRecord:
     successes: float  # undecayed totals, for operators
     failures: float
     updated: float  # unix time of the last observation
+    failure_kinds: Mapping[str, float] = field(default_factory=dict)  # undecayed, by kind (Observation.why)
 
     @property
     def reliability(self) -> float:
@@ -67,7 +91,7 @@ class SiteRecord:
     def to_json(self) -> dict[str, object]:
         return {"site_id": self.site_id, "reliability": round(self.reliability, 4), "alpha": round(self.alpha, 3),
                 "beta": round(self.beta, 3), "successes": self.successes, "failures": self.failures,
-                "updated": self.updated}
+                "failures_by_kind": dict(sorted(self.failure_kinds.items())), "updated": self.updated}
 
 
 class SiteReliability:
@@ -90,6 +114,7 @@ class SiteReliability:
             # estimate does not miss) the commit left the tail of the load drill's fuse stage.
             self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(_SCHEMA)
+        self._db.execute(_KINDS_SCHEMA)
         self._lock = threading.Lock()
 
     @classmethod
@@ -119,11 +144,14 @@ class SiteReliability:
         now = self.clock()
         with self._lock:
             rows = self._db.execute("SELECT site_id, alpha, beta, successes, failures, updated FROM site_reliability").fetchall()
+            kinds: dict[str, dict[str, float]] = {}
+            for site_id, kind, count in self._db.execute("SELECT site_id, kind, count FROM site_failure_kinds"):
+                kinds.setdefault(site_id, {})[kind] = count
         out = {}
         for site_id, alpha, beta, s, f, updated in rows:
             if site_ids is None or site_id in site_ids:
                 a, b = self._decayed(alpha, beta, updated, now)
-                out[site_id] = SiteRecord(site_id, a, b, s, f, updated)
+                out[site_id] = SiteRecord(site_id, a, b, s, f, updated, kinds.get(site_id, {}))
         for site_id in site_ids or ():
             out.setdefault(site_id, SiteRecord(site_id, self.prior_alpha, self.prior_beta, 0.0, 0.0, 0.0))
         return out
@@ -157,6 +185,10 @@ class SiteReliability:
                         "beta = excluded.beta, successes = excluded.successes, failures = excluded.failures, "
                         "updated = excluded.updated",
                         (site_id, alpha + obs.successes, beta + obs.failures, s + obs.successes, f + obs.failures, now))
+                    self._db.executemany(
+                        "INSERT INTO site_failure_kinds (site_id, kind, count) VALUES (?, ?, ?) "
+                        "ON CONFLICT(site_id, kind) DO UPDATE SET count = count + excluded.count",
+                        [(site_id, kind, n) for kind, n in obs.why if n])
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -166,3 +198,4 @@ class SiteReliability:
         """Drop a site's record (a revoked site, or an operator's reset)."""
         with self._lock:
             self._db.execute("DELETE FROM site_reliability WHERE site_id = ?", (site_id,))
+            self._db.execute("DELETE FROM site_failure_kinds WHERE site_id = ?", (site_id,))

@@ -11,18 +11,23 @@ before fusion, before the gate's and abstention's assessment and before synthesi
 lists each with its reason, and an echo counts against its site's reliability (gateway.fusion).
 
 The echo rule: the sentence holds, as one contiguous run, at least ECHO_SHARE of the question's
-words (and at least ECHO_MIN_WORDS). Measured on SQuAD 1.1 dev (the 10,570 questions against every
-sentence of their own gold paragraph, the text most like the question an honest site holds) and on
-MTRAG's corpus and questions, the rule flags no honest sentence at 0.6 (`python -m
-hansa.gateway.screening --squad ../shared/datasets/squad`; benchmarks/README.md, "A lying enrolled
-member"). Writers of honest text paraphrase; an echo copies.
+words (and at least ECHO_MIN_WORDS), and that run includes the question's own question word (what,
+who, when, ...). SQuAD's question writers copied their sentence's words, so word overlap alone
+flags answers: at a 0.6 share 6,467 of 490,333 (question, sentence of its gold paragraph) pairs of
+SQuAD 1.1 were flagged, at 0.9 with the question word 50 (0.01%: sentences such as "..., who
+commanded the army, ..." for "Who commanded the army?"), measured by `python -m
+hansa.gateway.screening --squad ../shared/datasets/squad`. Writers of honest text state; an echo
+asks. A rephrased echo escapes this rule and is caught by its repetition across questions
+(gateway.conduct) and, having no independent support, earns its site nothing (gateway.fusion).
 
 The instruction rule: a handful of patterns for text that addresses its reader as an agent to be
 commanded (ignore/disregard previous instructions, "you are now", "answer every question with",
 a system prompt). Patterns and not a model because the families are few and well described
 (OWASP LLM01), a regex costs microseconds per sentence, and its false positives can be read and
-fixed; what it misses is bounded by the second line of defence: evidence reaches an LLM only as
-quoted data (gateway.synthesis) and an extractive answer is only ever sentences, never actions.
+fixed (the same command: 0 of SQuAD's 101,821 sentences flagged; 0 of the 23,992 sentences of the
+MTRAG corpus as the evaluation loads it). What it misses is bounded by the second line of defence:
+evidence reaches an LLM only as quoted data (gateway.synthesis) and an extractive answer is only
+ever sentences, never actions.
 """
 from __future__ import annotations
 
@@ -43,8 +48,8 @@ _INSTRUCTION = re.compile(
         r"all|any|other|your|the)\b[^.!?]{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|context)\b",
         r"\b(?:answer|respond|reply)(?: to)? (?:every|all|any|each) (?:questions?|quer(?:y|ies)|requests?|users?)\b"
         r"[^.!?]{0,20}?\bwith\b",
-        r"\b(?:you are now|from now on,? you(?: are| will| must)?|act as|pretend to be)\b[^.!?]{0,20}?"
-        r"\b(?:assistant|ai|chatbot|bot|model|agent|dan)\b",
+        r"\b(?:you are now|from now on,? you(?: are| will| must)?)\b[^.!?]{0,20}?"
+        r"\b(?:assistant|ai|chatbot|bot|language model|dan)\b",
         r"\b(?:new|updated|real) instructions?\s*:",
         r"\b(?:system|developer) (?:prompt|message|instructions?)\b",
         r"\bdo not (?:tell|inform|reveal to|mention (?:this )?to) the user\b",

@@ -50,6 +50,7 @@ from hansa.gateway.query_id import new_query_id, query_scope
 from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
 from hansa.gateway.recent_queries import RecentQueries, query_record
 from hansa.gateway.registry import REVOKED, SiteRegistry, utc_now
+from hansa.gateway.conduct import SiteConduct
 from hansa.gateway.reliability import SiteReliability
 from hansa.gateway.transport import HttpSiteTransport, SiteTransport
 from hansa.sync.keys import SiteIdentity
@@ -186,7 +187,7 @@ class Gateway:
                  transport: SiteTransport, api_keys: ApiKeyStore, identity: SiteIdentity,
                  calibration: Calibration | None = None, resources_to_close: ExitStack | None = None,
                  reliability: SiteReliability | None = None, shared: SharedState | None = None,
-                 llm: Any = None, staged: SummaryIndex | None = None) -> None:
+                 llm: Any = None, staged: SummaryIndex | None = None, conduct: SiteConduct | None = None) -> None:
         self.cfg = cfg
         if cfg.embedding_memo_entries > 0 and not isinstance(embedder, MemoEmbedder):
             embedder = MemoEmbedder(embedder, cfg.embedding_memo_entries)  # questions and measured sentences
@@ -218,7 +219,8 @@ class Gateway:
         self.reliability = reliability
         self.history = SiteHistory(registry.path.parent / HISTORY_FILE)  # tier signal; survives restarts
         self.engine = QueryEngine(cfg, embedder, index, registry, transport, self.calibration, reliability,
-                                  self.history, llm=llm)
+                                  self.history, llm=llm, conduct=conduct)
+        self.conduct = self.engine.conduct
         # The router HTTP queries get: None keeps the engine's default (summary matching).
         self.router = None
         if cfg.router == "learned" or cfg.strategy == "learned":
@@ -301,9 +303,11 @@ class Gateway:
             calibration = load_calibration(calibration_path(gcfg, gateway_dir))
             reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
             owned.callback(reliability.close)
+            conduct = SiteConduct.open(gateway_dir)
+            owned.callback(conduct.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
                      api_keys=api_keys, identity=identity, calibration=calibration, resources_to_close=owned,
-                     reliability=reliability, shared=shared, llm=llm, staged=staged)
+                     reliability=reliability, shared=shared, llm=llm, staged=staged, conduct=conduct)
         except BaseException:
             owned.close()
             raise
@@ -404,12 +408,15 @@ class Gateway:
         self.sync()
         now = utc_now()
         learned = {r["site_id"]: r for r in self.reliability.view()} if self.reliability else {}
+        conduct = {s: v.to_json() for s, v in self.conduct.view().items()}
         records = self.registry.list()
         terms = self.index.term_sketches([r.site_id for r in records])
         return {"sites": [{**r.view(now), "last_call": self.last_call(r.site_id),
                            # words in the site's published term statistics (None: it publishes none)
                            "terms": len(terms[r.site_id]) if r.site_id in terms else None,
-                           **({"reliability": learned[r.site_id]} if r.site_id in learned else {})}
+                           **({"reliability": learned[r.site_id]} if r.site_id in learned else {}),
+                           # what its answers showed against its claims (gateway.conduct)
+                           **({"conduct": conduct[r.site_id]} if r.site_id in conduct else {})}
                           for r in records]}
 
     def health(self) -> dict[str, Any]:

@@ -60,7 +60,7 @@ HOG_DF = 4000  # and the document frequency it claims for every word
 
 
 # -- data ----------------------------------------------------------------------------------------
-def corpus(root: Path, n_questions: int, max_passages: int, copies: int) -> tuple[list[Any], list[Any], list[Any], list[str]]:
+def corpus(root: Path, n_questions: int, max_passages: int, copies: int, split: str = "report") -> tuple[list[Any], list[Any], list[Any], list[str]]:
     """(questions, honest passages, passages attackers copy, train questions): report-split SQuAD dev
     questions whose gold passages fit under `max_passages` together with up to two sibling passages
     of the same article per question (distractors), in the split's stable order."""
@@ -73,7 +73,7 @@ def corpus(root: Path, n_questions: int, max_passages: int, copies: int) -> tupl
     for p in ds.passages:
         by_doc.setdefault(p.doc_id, []).append(p)
     chosen, kept = [], {}
-    for q in choose_questions(ds, "report", 0, -1, source="dev"):
+    for q in choose_questions(ds, split, 0, -1, source="dev"):
         if len(chosen) >= n_questions:
             break
         extra = [p for p in sorted(by_doc[by_id[q.gold[0]].doc_id], key=lambda p: _h(p.id)) if p.id not in kept][:2]
@@ -264,7 +264,23 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
             rows = ask_all(fed, questions, site_of)
         facts["ask_seconds"] = round(sw.seconds, 1)
         snapshot = reliability_rank(fed, ATTACKER) if attack else (None, {})
+        facts["sites"] = site_views(fed)
     return rows, facts, snapshot
+
+
+def site_views(fed: Any) -> dict[str, dict[str, Any]]:
+    """Per site, what the gateway learned of it: reliability (successes, failures) and conduct
+    (claim gap, routing discount, routing share, templated sentences)."""
+    service = fed.gateway_service
+    learned = {r["site_id"]: r for r in service.reliability.view()} if service.reliability is not None else {}
+    conduct = {s: v.to_json() for s, v in service.engine.conduct.view().items()}
+    out = {}
+    for site in sorted(fed.sites):
+        rel = learned.get(site, {})
+        out[site] = {"reliability": rel.get("reliability"), "successes": rel.get("successes"),
+                     "failures": rel.get("failures"),
+                     **{k: v for k, v in conduct.get(site, {}).items() if k != "site_id"}}
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -274,6 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--questions", type=int, default=None, help="report-split SQuAD dev questions (default 100; smoke 8)")
     p.add_argument("--max-passages", type=int, default=None,
                    help="honest passages in all, gold and distractors (default 300; smoke 40)")
+    p.add_argument("--split", choices=("fit", "report"), default="report",
+                   help="which split's SQuAD dev questions: fit (to choose thresholds) or report (the figures)")
     p.add_argument("--copies", type=int, default=None, help="passages each attacker copies (default 16; smoke 4)")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
@@ -289,11 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hansa.evaluation.sitecache import SiteCache
 
     report = benchlib.Report("adversarial", args.smoke, libraries=("sentence-transformers", "pymilvus", "flask"))
-    questions, passages, copied, train = corpus(benchlib.dataset_dir("squad"), n_questions, max_passages, copies)
+    questions, passages, copied, train = corpus(benchlib.dataset_dir("squad"), n_questions, max_passages, copies,
+                                                args.split)
     sites = {s: ps for s, ps in shard_by_document(passages, n_sites).items() if ps}
     site_of = {p.id: s for s, ps in sites.items() for p in ps}
     honest_docs = {s: [p.as_document() for p in ps] for s, ps in sites.items()}
-    report.params = {"dataset": "SQuAD 1.1 dev (report split; CC BY-SA 4.0)", "honest_sites": len(sites),
+    report.params = {"dataset": f"SQuAD 1.1 dev ({args.split} split; CC BY-SA 4.0)", "split": args.split, "honest_sites": len(sites),
                      "honest_sites_asked_for": n_sites, "questions": len(questions), "honest_passages": len(passages),
                      "attacker_copied_passages": len(copied), "attacks": attacks, "answers": "extractive (no LLM)",
                      "hog": {"generic_summaries": len(GENERIC_QUESTIONS) + len(train), "claimed_documents": HOG_DOCUMENTS,

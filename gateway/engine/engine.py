@@ -37,7 +37,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
-from hansa.core.errors import ConfigError
+from hansa.core.errors import ConfigError, VerificationError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.answers import readable_citations, site_summary
 from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, TIMEOUT, SiteCall
@@ -62,8 +62,8 @@ from hansa.gateway.index import SummaryIndex
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage, open_reading
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
-from hansa.gateway.conduct import SiteConduct
-from hansa.gateway.reliability import SiteReliability
+from hansa.gateway.conduct import OVERROUTED_EXCESS, SiteConduct
+from hansa.gateway.reliability import OVERROUTED, Observation, SiteReliability
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
@@ -210,8 +210,10 @@ class QueryEngine:
     def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
                  transport: SiteTransport, calibration: Calibration | None = None,
                  reliability: SiteReliability | None = None, history: SiteHistory | None = None,
-                 llm: Any = None, reading: ReadingStage | str | None = "config") -> None:
-        """`reading`: the reader's stage; "config" opens what `[gateway] reader` names (gateway.reading)."""
+                 llm: Any = None, reading: ReadingStage | str | None = "config",
+                 conduct: SiteConduct | None = None) -> None:
+        """`reading`: the reader's stage; "config" opens what `[gateway] reader` names (gateway.reading).
+        `conduct`: the sites' record (gateway.conduct; None: one kept in memory)."""
         if not 0.0 <= cfg.fusion_site_prior <= 1.0:
             raise ConfigError(f"[gateway] fusion_site_prior must lie in 0..1 (0: no routing prior), not {cfg.fusion_site_prior}")
         if cfg.finish_reserve_max_ms < 0:
@@ -231,7 +233,8 @@ class QueryEngine:
         self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
         self.finish = FinishReserve(cfg.finish_reserve_max_ms)  # what rounds keep back for the work after them
         self.reading = self._open_reading() if reading == "config" else reading
-        self.conduct = SiteConduct()  # what each site answers against what it claims (routing discounts, screening)
+        # what each site answers against what it claims (routing discounts, templates, quarantine)
+        self.conduct = conduct if conduct is not None else SiteConduct()
 
     def _open_reading(self) -> ReadingStage | None:
         """`[gateway] reader`, at the floor `[gateway] reader_floor` names, else the one the
@@ -262,10 +265,11 @@ class QueryEngine:
                 policy.gate or default_gate(self.calibration), refiner or OneRound(), abstainer)
 
     def _records(self) -> tuple[dict[str, SiteRecord], set[str]]:
-        """Every enrolled site's record, and the sites routable now."""
+        """Every enrolled site's record, and the sites routable now (not quarantined by an operator)."""
         records = {r.site_id: r for r in self.registry.list()}
         now = utc_now()
-        return records, {sid for sid, r in records.items() if r.is_routable(now)}
+        held = self.conduct.quarantined()
+        return records, {sid for sid, r in records.items() if r.is_routable(now) and sid not in held}
 
     def rank(self, question: str, router: Router) -> Routing:
         """Route `question` with `router` over the routable sites and call none: what a router
@@ -291,13 +295,18 @@ class QueryEngine:
         authorize_origin(request, records, allowed_origins)
         if request.sites is not None:
             check_sites(request.sites, records)
+        held = self.conduct.quarantined()
+        for site_id in [*(request.sites or ()), *([request.origin] if request.origin else [])]:
+            if site_id in held:
+                raise VerificationError(f"query: site {site_id!r} is quarantined by this gateway's operator "
+                                        f"({held[site_id]}); `hansa gateway quarantine --release {site_id}` lifts it")
 
         prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         t = time.perf_counter()
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
                         k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
-                        discounts=self.conduct.discounts())
+                        discounts=self.conduct.discounts(), held=held)
         t = clock.add("route", t)
         routing_ms = clock.elapsed_ms()
         calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)
@@ -438,6 +447,8 @@ class QueryEngine:
         trace["router"] = router_json(router)
         if fused.reading is not None:
             trace["reading"] = dict(fused.reading)
+        if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.screening)
+            trace["screened"] = [s.to_json() for s in fused.screened]
         if second_hops:
             trace["second_hops"] = second_hops  # the follow-ups asked, in order
         answer = synthesis.answer if synthesis is not None else fused.answer
@@ -486,7 +497,10 @@ class QueryEngine:
             return  # nothing was measured (abstained before fusion, or no sentence): nothing to compare
         claimed = {c.site_id: best for c in calls
                    if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
-        self.conduct.observe_claims(claimed, fused.site_best)
+        excess = self.conduct.observe_claims(claimed, fused.site_best)
+        overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
+        if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
+            self.reliability.observe(overrouted)
 
     @staticmethod
     def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,

@@ -168,9 +168,12 @@ def route(
     router: Router,
     explicit: Sequence[str] | None = None,
     discounts: Mapping[str, float] | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> Routing:
     """`discounts`: what to subtract from a site's score, its routing claims' excess over what it
-    answered (gateway.conduct); applied to any router's ranking before the sites are selected."""
+    answered (gateway.conduct); applied to any router's ranking before the sites are selected.
+    `held`: quarantined sites and the operator's reason (they are not in `routable`; the trace
+    says why they were left out)."""
     t0 = time.perf_counter()
     vector = embedder.embed_query(question)
     t1 = time.perf_counter()
@@ -189,7 +192,9 @@ def route(
     else:
         selected = list(explicit)
     withdrawn = {sid for sid, rec in records.items() if rec.is_withdrawn}  # no hit says why they are missing
-    excluded = [{"site_id": sid, "reason": exclusion(records.get(sid))}
+    held = held or {}
+    excluded = [{"site_id": sid, "reason": f"quarantined by an operator: {held[sid]}" if sid in held
+                 else exclusion(records.get(sid))}
                 for sid in sorted(({h.site_id for h in hits} | withdrawn) - set(routable))]
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",

@@ -170,7 +170,9 @@ class LearnedRouter:
 
     def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
                 calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
-        """Log the outcome of one question: a site contributed when a sentence of it survived fusion.
+        """Log the outcome of one question: a site contributed when its evidence carried the fused
+        answer (FusedAnswer.contributors: confirmed by another site or the reader, or a sentence near
+        the leading one's measured weight; filler and a site's own claims teach nothing, issue 32).
         Only sites that answered carry a label (`called`); a failed call (timeout, error) says
         nothing about relevance, so it is logged as `failed` and never trained on.
         A called site outside the router's own pick (a prefix of `considered`) was explored; an
@@ -183,7 +185,7 @@ class LearnedRouter:
             if s.site_id not in selected:
                 break
             own.add(s.site_id)
-        contributed = {s.site_id for s in fused.sentences}
+        contributed = set(fused.contributors)
         answered = {c.site_id for c in calls if c.status == OK}
         failed = {c.site_id for c in calls} - answered
         sites = [{"features": s.features, "called": s.site_id in answered, "failed": s.site_id in failed,

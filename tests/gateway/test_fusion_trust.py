@@ -37,8 +37,9 @@ def test_a_lying_site_never_outranks_an_honest_on_topic_site(embedder) -> None:
     assert all(s.text != SPAM for s in fused.sentences)  # measured as off-topic: weight 0
     assert [c.site_id for c in fused.citations] == ["honest", "liar"]  # its 1.0 score is capped by what was measured
     assert fused.answer.startswith(LOURDES)
-    # claiming relevance the gateway did not measure is recorded against the liar
-    assert rel.record("liar").failures == 1 and rel.record("honest").successes == 1
+    # claiming relevance the gateway did not measure is recorded against the liar; the honest site
+    # made the answer, but nothing independent of it confirmed its sentence: no success (issue 32)
+    assert rel.record("liar").failures == 1 and rel.record("honest").successes == 0
 
 
 def test_site_scores_only_lower_a_sentence_never_raise_it(embedder) -> None:
@@ -105,3 +106,17 @@ def test_the_measured_batch_is_bounded_and_shared_fairly(embedder) -> None:
     fused = fuse(q, calls, counting, max_measured=4)
     assert counting.sizes == [4]
     assert fused.sentences[0].site_id == "honest"
+
+
+def test_reliability_grows_only_when_another_site_confirms_in_its_own_words(embedder) -> None:
+    """A near-verbatim copy confirms nothing (anyone can copy public text, as a member capturing
+    routing did, issue 32); the same claim in another site's own words does."""
+    q = embedder.embed_one(QUESTION)
+    own_words = "The Virgin Mary reputedly appeared to Saint Bernadette Soubirous at Lourdes, France in 1858."
+    rel = SiteReliability(None)
+    fuse(q, [site("a", 0.9, [(LOURDES, "grotto", 0.6)]), site("copy", 0.9, [(LOURDES, "grotto-copy", 0.6)])],
+         embedder, reliability=rel)
+    assert rel.record("a").successes == 0 and rel.record("copy").successes == 0
+    fuse(q, [site("a", 0.9, [(LOURDES, "grotto", 0.6)]), site("b", 0.9, [(own_words, "apparitions", 0.6)])],
+         embedder, reliability=rel)
+    assert rel.record("a").successes == 1 and rel.record("b").successes == 1
