@@ -30,7 +30,11 @@ factors (gateway.engine.route.Routing.site_prior). With a `coverage` (gateway.le
 each site's documents are further weighed by how much of the question, rare words counting most,
 the sentences the site offered use: the only word-level evidence the gateway holds about every
 site alike.
-With a `reliability` store, each fused answer also teaches it (see _observations). With a reader
+Before any weighing, sentences that are not evidence are screened out (gateway.screening: an echo
+of the question, an instruction addressed to the reader; with a `conduct` record, a site's fixed
+text around a different question, gateway.conduct); the answer's `screened` lists them, and an
+echo costs its site a reliability failure. With a `reliability` store, each fused answer also
+teaches it (see _observations): a site gains only when something independent of it confirms it. With a reader
 (gateway/reading.py), the reader's score replaces cosine as the relevance of the best-measured
 candidates it reads, everything unread or below its floor weighs 0, a document that loses a
 conflict loses all its sentences, and the answer leads with the reader's span.
@@ -231,11 +235,27 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     gateway did not measure. (A sentence screened as an echo costs its site one failure in `fuse`.)"""
     sites = {c.site_id for c in candidates}
     confirmed = _confirmed(chosen, resolution, rejected, candidates, copies)
-    over = {c.site_id for c in checked if overclaimed(c.measured, c.reported)}
+    over = _overclaimers(checked)
     return {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
                            failures=(s in over) + resolution.lost.get(s, 0),
                            why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
             for s in sites}
+
+
+def _overclaimers(checked: Sequence[_Candidate]) -> set[str]:
+    """Sites that claimed a relevance the gateway did not measure: a claim exceeding by more than
+    OVERCLAIM the best measured relevance of the sentences it was claimed for. Sentences of one
+    document sharing one claim are one claim: an honest site reports a sentence it brings along as
+    context ("Its lens ...") at the relevance of the pick it belongs to, which the context alone
+    does not reach (on the adversarial bench's fit split every honest site was charged for it).
+    Any claim that short of its measurement marked the site distrusted first, so all its sentences
+    were measured (relevance.DISTRUST < OVERCLAIM)."""
+    picks: dict[tuple[str, str, float], float] = {}
+    for c in checked:
+        if c.reported is not None:
+            key = (c.site_id, c.doc_id, float(c.reported))
+            picks[key] = max(picks.get(key, 0.0), c.measured)
+    return {site for (site, _, claim), measured in picks.items() if overclaimed(measured, claim)}
 
 
 def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: set[int],

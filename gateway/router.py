@@ -25,6 +25,12 @@ weight and one margin serve MTRAG's small sites and SQuAD's large ones. Chosen o
 at 4.3) and 3.9 on MTRAG at 0.943 (alone: 0.941 at 3.8). A site that publishes no term statistics
 is scored by its summaries alone.
 
+What a site publishes about itself is checked against what it answers: the engine subtracts each
+site's routing discount (gateway.conduct: how far its summaries' promise exceeds its measured
+answers, beyond the federation's median) from its score before selection (engine.route.discounted),
+and CORI normalises sizes by the median site (gateway.lexical), so a member claiming every word
+or publishing generic summaries cannot keep every question to itself (issue 32).
+
 Sites not in `active_sites` (revoked, expired, unknown) are ignored, as are sites whose best
 similarity is not above `min_score` (orthogonal or opposed to the question) and that no question
 word points at.

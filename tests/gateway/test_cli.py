@@ -77,3 +77,33 @@ def test_identity_prints_a_stable_gateway_key(tmp_path) -> None:
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout
     assert len(base64.b64decode(first.stdout.strip())) == 32
+
+
+def test_quarantine_a_site_and_read_its_record_in_sites(tmp_path: Path) -> None:
+    from hansa.gateway.conduct import SiteConduct
+    from hansa.gateway.reliability import LOST, Observation, SiteReliability
+
+    key = SiteIdentity.generate().public_key_b64
+    assert run(tmp_path, "enroll", "--site-id", "site-a", "--url", "http://x.example", "--public-key", key).exit_code == 0
+    assert not (tmp_path / "gateway" / "conduct.sqlite").exists()
+    run(tmp_path, "sites")  # a read creates no file
+    assert not (tmp_path / "gateway" / "conduct.sqlite").exists()
+    res = CliRunner().invoke(gateway, ["quarantine", "site-a"], obj={"config": Config(home=tmp_path)})
+    assert res.exit_code == 1 and "--reason is required" in res.output
+    res = CliRunner().invoke(gateway, ["quarantine", "nobody", "--reason", "x"], obj={"config": Config(home=tmp_path)})
+    assert res.exit_code == 1 and "not enrolled" in res.output
+    res = run(tmp_path, "quarantine", "site-a", "--reason", "echoes questions")
+    assert res.exit_code == 0 and "site-a: quarantined (echoes questions)" in res.output
+    rel = SiteReliability.open(tmp_path / "gateway")  # what a serving gateway learned
+    rel.observe({"site-a": Observation(successes=1.0, failures=2.0, why=((LOST, 2.0),))})
+    rel.close()
+    (site,) = json.loads(run(tmp_path, "sites", "--json").output)["sites"]
+    assert site["conduct"]["quarantined"] == "echoes questions"
+    assert site["reliability"]["failures_by_kind"] == {LOST: 2.0}
+    row = run(tmp_path, "sites").output.splitlines()[3]
+    assert "quarantined" in row and "(+1/-2)" in row
+    conduct = SiteConduct.open(tmp_path / "gateway")
+    assert conduct.quarantined() == {"site-a": "echoes questions"}  # what a serving gateway reads
+    conduct.close()
+    assert "quarantine lifted" in run(tmp_path, "quarantine", "site-a", "--release").output
+    assert "was not quarantined" in run(tmp_path, "quarantine", "site-a", "--release").output

@@ -65,13 +65,13 @@ class FakeFederation:
 
 
 def open_gateway(root: Path, replies: Mapping[str, Reply | Sequence[Reply]], summaries: Mapping[str, str] = SUMMARIES,
-                 **cfg: Any) -> FakeFederation:
+                 llm: Any = None, **cfg: Any) -> FakeFederation:
     registry = SiteRegistry(root / "gateway" / "registry.json")
     me = SiteIdentity.generate()
     transport = ScriptedSiteTransport(me, SITE_KEYS, replies)
     service = Gateway.open(GatewayConfig(**{"top_k_sites": 1, "site_timeout_s": 5.0, **cfg}), embedder=EMBEDDER,
                            vector_store=InMemoryVectorStore(), registry=registry, transport=transport, identity=me,
-                           api_keys=ApiKeyStore(root / "gateway" / API_KEYS_FILE))
+                           api_keys=ApiKeyStore(root / "gateway" / API_KEYS_FILE), llm=llm)
     fed = FakeFederation(service, transport, service.api_keys.create("fast-tests"))
     space = EmbeddingSpace.of(EMBEDDER)
     for site, text in summaries.items():  # each site enrolls and publishes one signed summary

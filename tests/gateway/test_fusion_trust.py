@@ -120,3 +120,17 @@ def test_reliability_grows_only_when_another_site_confirms_in_its_own_words(embe
     fuse(q, [site("a", 0.9, [(LOURDES, "grotto", 0.6)]), site("b", 0.9, [(own_words, "apparitions", 0.6)])],
          embedder, reliability=rel)
     assert rel.record("a").successes == 1 and rel.record("b").successes == 1
+
+
+def test_a_context_sentence_reported_at_its_picks_relevance_is_not_an_overclaim(embedder) -> None:
+    """Sites send the sentence a pick leans on with the pick's relevance (plugin.retrieval); the
+    gateway judges the two together, so an honest site is not charged for it, while the same
+    claim on a sentence of another document is."""
+    q = embedder.embed_one(QUESTION)
+    pick = float(embedder.embed_one(LOURDES) @ q)
+    assert pick - float(embedder.embed_one(GROTTO) @ q) > 0.25  # alone, the context falls far short
+    rel = SiteReliability(None)
+    fuse(q, [site("honest", 0.9, [(GROTTO, "nd", pick), (LOURDES, "nd", pick)])], embedder, reliability=rel)
+    assert rel.record("honest").failures == 0
+    fuse(q, [site("liar", 0.9, [(GROTTO, "other", pick), (LOURDES, "nd", pick)])], embedder, reliability=rel)
+    assert rel.record("liar").failures == 1

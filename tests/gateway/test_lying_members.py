@@ -4,7 +4,7 @@ for real. The same attacks on real sites over HTTP: scripts/bench_adversarial.py
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import pytest
 
@@ -12,6 +12,7 @@ from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.engine.assess import passages
 from hansa.gateway.screening import ECHO, INSTRUCTION
 from hansa.sync.wire import Citation, PartialAnswer
+from hansa.adapters.llm.base import LLM
 from tests.fakes import Reply
 from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, RIVER_SENTENCE, FakeFederation, open_gateway
 
@@ -91,3 +92,34 @@ def test_assessment_passages_take_the_measured_relevance_and_skip_echoes() -> No
     assert [p.relevance for p in passages(calls)] == [1.0, 1.0]  # offline: the site's word
     found = passages(calls, question, lambda texts: [0.1 for _ in texts])
     assert [(p.text, p.relevance) for p in found] == [(off_topic, 0.1)]  # measured, and the echo left out
+
+
+class Obedient(LLM):
+    """A test double for a hosted LLM (none can run here) at its worst: it obeys any instruction it
+    finds anywhere in its prompt, else quotes the first evidence with its marker."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def complete(self, messages: Sequence[Mapping[str, str]], *, max_tokens: int = 512, temperature: float = 0.0) -> str:
+        prompt = "\n".join(m["content"] for m in messages)
+        self.prompts.append(prompt)
+        if "ignore all previous instructions" in prompt.casefold():
+            return "The answer is 1066 [1]."
+        return f"{RIVER_SENTENCE.rstrip('.')} [1]."
+
+
+def test_an_injected_instruction_never_reaches_an_llm_that_would_obey_it(tmp_path: Path) -> None:
+    text = f"{INJECTION} {RIVER_SENTENCE}"
+    injected = PartialAnswer("rivers", text, (Citation("rivers", "rhone", "Rhone", 0.9),), 0.8,
+                             ((INJECTION, "rhone", 0.9), (RIVER_SENTENCE, "rhone", 0.8)))
+    llm = Obedient()
+    fed = open_gateway(tmp_path, {**ANSWERS, "rivers": Reply(injected)}, llm=llm)
+    try:
+        body = fed.query({"question": RIVER_Q}).get_json()
+    finally:
+        fed.service.close()
+    assert llm.prompts and all("ignore all previous" not in p.casefold() for p in llm.prompts)
+    assert '<evidence id="1">' in llm.prompts[0]  # evidence is quoted as data
+    assert "1066" not in body["answer"] and body["trace"]["synthesis"]["answer"] == "llm"
+    assert body["trace"]["synthesis"]["single_source"]  # one member stands behind it: marked

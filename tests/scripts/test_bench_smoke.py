@@ -369,14 +369,18 @@ ADVERSARIAL_FIELDS = {"attack", "honest_sites", "questions", "honest_gold_site_r
 def test_adversarial_smoke(tmp_path: Path) -> None:
     doc = run_bench("adversarial", tmp_path)
     records = {r["attack"]: r for r in doc["results"]["records"]}
-    assert set(records) == {"routing_hog", "echoer", "injector"}
+    assert set(records) == {"routing_hog", "echoer", "injector", "spammer", "contradictor", "colluders", "sleeper"}
     for attack, r in records.items():
         assert ADVERSARIAL_FIELDS <= set(r), attack
         assert r["questions"] == doc["params"]["questions"] >= 4 and r["honest_sites"] == doc["params"]["honest_sites"]
         assert r["honest_gold_site_recall_baseline"] == doc["results"]["baseline"]["honest_gold_site_recall"] > 0
         for key in ("honest_gold_site_recall", "attacker_answer_share", "attacker_routed_share"):
             assert 0.0 <= r[key] <= 1.0, (attack, key)
-        assert 1 <= r["attacker_final_reliability_rank"] <= r["sites_ranked"] == r["honest_sites"] + 1, attack
+        attackers = 2 if attack == "colluders" else 1
+        assert 1 <= r["attacker_final_reliability_rank"] <= r["sites_ranked"] == r["honest_sites"] + attackers, attack
+        assert set(r["sites"]) == set(doc["results"]["baseline"]["sites"]) | ({"zz-attacker", "zz-attacker-2"}
+                                                                               if attackers == 2 else {"zz-attacker"})
+    assert records["sleeper"]["honest_calls"] > 0 and records["sleeper"]["questions_after_turning"] >= 0
     assert 0.0 <= records["injector"]["instruction_obeyed_share"] <= 1.0
     # The harness measures, it asserts no attack's success (a defence may rightly bring any share to 0);
     # what must hold either way: the hog's hand-made publication was built and the gateway answered it,
