@@ -29,7 +29,7 @@ generic or stolen summaries to be asked everywhere answers far below what its su
 - **Quarantine** (`quarantine`, `release`): an operator's decision that this gateway routes to
   and asks a site no more, without revoking its enrollment (`hansa gateway quarantine SITE`).
 
-Why SQLite, like gateway.reliability (`<home>/gateway/conduct.sqlite`): the claim gaps and the
+Why SQLite, like gateway.reliability (`<home>/gateway/conduct.sqlite`, core.statedb): the claim gaps and the
 quarantine must survive a restart (a member whose discount vanished with every restart would only
 have to wait for one), and `hansa gateway sites` and `quarantine` work on the file while a gateway
 serves; the gateway reads the quarantine on every question, so an operator's decision acts on the
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 import statistics
 import threading
 import time
@@ -50,11 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Mapping
 
+from hansa.core.statedb import open_state_db
 from hansa.core.text import content_words
 
 GAP_DECAY = 0.1  # EWMA weight of a new call's gap (~10 calls of memory)
 MIN_CALLS = 3  # calls before a site's gap is trusted enough to discount it
-EXCESS_FLOOR = 0.05  # excess gaps below this are noise, not a discount
+EXCESS_FLOOR = 0.1  # excess gaps below this are noise, not a discount (honest sites reached 0.05)
 # One call whose gap exceeds the median by this much costs the site a reliability failure (its
 # summaries promised what its answer did not hold): chosen on the adversarial bench's fit split
 # (benchmarks/README.md, "A lying enrolled member").
@@ -105,15 +105,7 @@ class SiteConduct:
         if not 0 < decay <= 1 or min_calls < 1 or window < 1:
             raise ValueError("decay must lie in (0, 1], min_calls and window must be positive")
         self.decay, self.min_calls, self.path = decay, min_calls, path
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
-                                   isolation_level=None, timeout=5.0)
-        if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # as gateway.reliability: per-question writes
-        for statement in _SCHEMA:
-            self._db.execute(statement)
+        self._db = open_state_db(path, _SCHEMA)
         rows = self._db.execute("SELECT site_id, gap, calls FROM claim_gap").fetchall()
         self._gap: dict[str, float] = {s: float(g) for s, g, _ in rows}
         self._calls: dict[str, int] = {s: int(n) for s, _, n in rows}

@@ -262,9 +262,14 @@ def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: s
                candidates: Sequence[_Candidate], copies: Sequence[set[str]]) -> set[str]:
     """Sites something independent of them confirmed on this question: another site states the
     same claim in its own words (not a near-verbatim copy), or the reader supports a sentence of
-    theirs that made the answer."""
+    theirs that made the answer. A document disputed in any conflict on this question confirms
+    nothing and is confirmed by nothing: a doctored copy agrees with its original on every claim
+    but the one it changed (the adversarial bench's contradictor rose to the most trusted site so)."""
+    disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
     out = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
-           if k not in rejected and set(others) - copies[k] - {candidates[k].site_id}}
+           if k not in rejected and (candidates[k].site_id, candidates[k].doc_id) not in disputed
+           and set(others) - copies[k] - {candidates[k].site_id}
+           - {s for s, _ in disputed}}
     return out | {c.site_id for c in chosen if c.read is not None and c.read > 0}
 
 

@@ -11,19 +11,20 @@ nobody has seen yet at PRIOR_MEAN, and a few observations cannot swing it to 0 o
 exponentially decayed toward the prior with a half-life, so a site that reforms (or is
 compromised) moves within days, not never.
 
-Why SQLite: one small file beside the registry (`<home>/gateway/reliability.sqlite`) updated on
-every fused answer; SQLite gives atomic, durable updates without rewriting a JSON file per query,
-and lets `hansa gateway sites` read it while a gateway runs.
+Why SQLite: one small file beside the registry (`<home>/gateway/reliability.sqlite`, opened as
+core.statedb opens it) updated on every fused answer; SQLite gives atomic, durable updates without
+rewriting a JSON file per query, and lets `hansa gateway sites` read it while a gateway runs.
 """
 from __future__ import annotations
 
 import math
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
+
+from hansa.core.statedb import open_state_db
 
 if TYPE_CHECKING:
     from hansa.core.config import Config
@@ -103,18 +104,7 @@ class SiteReliability:
             raise ValueError("half_life_s and the prior's alpha and beta must be positive")
         self.path = path
         self.half_life_s, self.prior_alpha, self.prior_beta, self.clock = half_life_s, prior_alpha, prior_beta, clock
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(":memory:" if path is None else str(path), check_same_thread=False,
-                                   isolation_level=None, timeout=5.0)
-        if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # Every fused answer commits here, inside the query: without an fsync per commit (WAL
-            # stays consistent; a power cut may lose the newest observations, which a decayed
-            # estimate does not miss) the commit left the tail of the load drill's fuse stage.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
-        self._db.execute(_KINDS_SCHEMA)
+        self._db = open_state_db(path, (_SCHEMA, _KINDS_SCHEMA))
         self._lock = threading.Lock()
 
     @classmethod

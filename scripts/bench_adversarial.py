@@ -23,15 +23,17 @@ gateway is mocked; its behaviour is exactly what ships. Attacks (`--attacks`):
 - `sleeper`: a site answering honestly from its copies for its first SLEEPER_HONEST_CALLS calls,
   then with the same sentences' numbers changed: honest until trusted.
 
-Per attack, the same report-split SQuAD dev questions are asked of the federation with and without
+Per attack, the same SQuAD dev questions (the report split; `--split fit` chose the defences'
+thresholds) are asked of the federation with and without
 the attacker (the baseline federation is the honest sites alone). Measured: gold-site recall over
 honest gold sites, the share of answers carrying the attacker's text, the attacker's rank by the
 reliability the gateway learned (1 = least trusted), and for the injector the share of answers
 that relay the injected instruction or its payload. Extractive answers (no LLM is configured), so
 "obeying" can only be relaying here; an LLM synthesizer would be a further, untested risk.
 
-    nice python scripts/bench_adversarial.py [--smoke] [--attacks routing_hog,echoer,injector]
-        [--sites 16] [--questions 100] [--max-passages 300] [--out benchmarks/adversarial.json]
+    nice python scripts/bench_adversarial.py [--smoke] [--attacks routing_hog,echoer,...] [--split fit|report]
+        [--sites 16] [--questions 100] [--max-passages 300] [--gateway-setting reader=packaged]
+        [--out benchmarks/adversarial.json]
 """
 from __future__ import annotations
 
@@ -314,8 +316,10 @@ def record(attack: str, honest: int, rows: Sequence[dict[str, Any]], base: Seque
         "attacker_final_reliability": every.get(ATTACKER),
         **extra,
     }
-    if attack in LYING:  # the honest holder's sentence (with the true numbers) still in the answer
+    if attack in LYING:
         out["attacker_answer_share_when_asked"] = share([r for r in rows if ATTACKER in r["asked"]], carries)
+        # the lie stated with no "Sources disagree" beside it: what a reader would take for the answer
+        out["attacker_answer_share_undisputed"] = share(rows, lambda r: carries(r) and "Sources disagree" not in r["answer"])
     if attack == "sleeper":  # the rows after its `honest_calls`-th call (one call per question asked of it)
         asked = [i for i, r in enumerate(rows) if ATTACKER in r["asked"]]
         turned = asked[honest_calls] if len(asked) > honest_calls else len(rows)
@@ -330,11 +334,12 @@ def record(attack: str, honest: int, rows: Sequence[dict[str, Any]], base: Seque
 
 def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]], copied: Sequence[Any],
                 questions: Sequence[Any], site_of: dict[str, str], train: Sequence[str], work: Path,
-                cache: Any, honest_calls: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any], tuple[int | None, dict[str, float]]]:
+                cache: Any, honest_calls: int = 0, gateway_env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], tuple[int | None, dict[str, float]]]:
     """Build one federation (honest sites + the attacker, if any) and ask every question: the rows,
     facts about the setting, and the attacker's reliability rank read before the gateway closes."""
     from hansa.cli.federation import LocalFederation
 
+    gateway_env = gateway_env or {}
     docs = dict(honest_docs)
     if attack is not None:
         docs[ATTACKER] = attacker_documents(attack, copied)
@@ -345,8 +350,9 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
     site_app = (lambda s, ctx: make(s, ctx) if s == ATTACKER else None) if make else None
     name = attack or "baseline"
     facts: dict[str, Any] = {}
+    env = {"HANSA_GATEWAY_EMBEDDING_MEMO_ENTRIES": "0", **gateway_env}
     with LocalFederation(work / name, docs, progress=progress, site_cache=cache, site_app=site_app,
-                         gateway_env={"HANSA_GATEWAY_EMBEDDING_MEMO_ENTRIES": "0"}) as fed:
+                         gateway_env=env) as fed:
         facts["setup_seconds"] = round(fed.setup_seconds, 1)
         if attack == "routing_hog":
             vocabulary = [x["text"] for d in docs.values() for x in d] + [q.text for q in questions]
@@ -385,7 +391,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", choices=("fit", "report"), default="report",
                    help="which split's SQuAD dev questions: fit (to choose thresholds) or report (the figures)")
     p.add_argument("--copies", type=int, default=None, help="passages each attacker copies (default 16; smoke 4)")
+    p.add_argument("--gateway-setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="a [gateway] setting for every federation, e.g. reader=packaged (repeatable)")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
+    gateway_env = {}
+    for setting in args.gateway_setting:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.strip():
+            p.error(f"--gateway-setting {setting!r}: expected KEY=VALUE")
+        gateway_env[f"HANSA_GATEWAY_{key.strip().upper()}"] = value.strip()
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
     unknown = [a for a in attacks if a not in ATTACKS]
     if unknown or not attacks:
@@ -407,6 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.params = {"dataset": f"SQuAD 1.1 dev ({args.split} split; CC BY-SA 4.0)", "split": args.split, "honest_sites": len(sites),
                      "honest_sites_asked_for": n_sites, "questions": len(questions), "honest_passages": len(passages),
                      "attacker_copied_passages": len(copied), "attacks": attacks, "answers": "extractive (no LLM)",
+                     "gateway_settings": sorted(args.gateway_setting),
                      "hog": {"generic_summaries": len(GENERIC_QUESTIONS) + len(train), "claimed_documents": HOG_DOCUMENTS,
                              "claimed_df": HOG_DF}}
     copied_ids = {c.id for c in copied}
@@ -415,13 +430,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(tmp)
         cache = SiteCache(work / "cache")
         progress(f"baseline: {len(sites)} honest sites, {len(passages)} passages, {len(questions)} questions")
-        base, facts, _ = run_setting(None, honest_docs, copied, questions, site_of, train, work, cache)
+        base, facts, _ = run_setting(None, honest_docs, copied, questions, site_of, train, work, cache,
+                                     gateway_env=gateway_env)
         report.results["baseline"] = {"honest_gold_site_recall": gold_recall(base), **facts}
         records = []
         for attack in attacks:
             progress(f"{attack}: honest sites + one attacker")
             rows, facts, reliability = run_setting(attack, honest_docs, copied, questions, site_of, train, work, cache,
-                                                   honest_calls=SLEEPER_HONEST_CALLS)
+                                                   honest_calls=SLEEPER_HONEST_CALLS, gateway_env=gateway_env)
             rec = record(attack, len(sites), rows, base, reliability, facts, lied=lies(copied),
                          honest_calls=SLEEPER_HONEST_CALLS, copy_questions=copy_questions)
             rec["examples"] = [r["answer"][:240] for r in rows[:3]]

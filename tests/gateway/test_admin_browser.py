@@ -132,7 +132,10 @@ def test_the_admin_page_in_a_browser(served, browser, federation, tmp_path: Path
         assert re.search(r"\d+[smh]( \d+[smh])? ago · seq \d+", cell("published")), cell("published")  # freshness
         assert re.search(r"in 6d 23h|in 7d", cell("expires")), cell("expires")  # the federation's 168 h TTL
         assert cell("last-call").startswith("ok")  # reachability
-        assert re.fullmatch(r"0\.\d{3}\n[\d.]+ ✓ / [\d.]+ ✗", cell("reliability")), cell("reliability")
+        # a record only once something confirmed or caught the site (issue 32: answering alone earns nothing)
+        assert (re.fullmatch(r"0\.\d{3}\n[\d.]+ ✓ / [\d.]+ ✗", cell("reliability"))
+                or cell("reliability") == "no evidence"), cell("reliability")
+        assert re.match(r"routed \d+% of recent questions\nclaim gap [+-]\d\.\d\d", cell("conduct")), cell("conduct")
         badges = [b.text for b in row.find_elements(By.CSS_SELECTOR, "td.recent .badge")]
         assert "ok" in badges, f"{site_id}: no recent ok call in {badges}"  # called by the first query
 

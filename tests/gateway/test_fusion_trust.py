@@ -134,3 +134,14 @@ def test_a_context_sentence_reported_at_its_picks_relevance_is_not_an_overclaim(
     assert rel.record("honest").failures == 0
     fuse(q, [site("liar", 0.9, [(GROTTO, "other", pick), (LOURDES, "nd", pick)])], embedder, reliability=rel)
     assert rel.record("liar").failures == 1
+
+
+def test_a_doctored_copy_that_agrees_on_all_but_the_changed_claim_confirms_nothing(embedder) -> None:
+    q = embedder.embed_one(QUESTION)
+    doctored = ("A replica of the grotto at Lourdes, France, where the Virgin Mary reputedly appeared to Saint "
+                "Bernadette Soubirous in 1865, stands here.")
+    rel = SiteReliability(None)
+    fused = fuse(q, [site("a", 0.9, [(LOURDES, "grotto", 0.6)]), site("liar", 0.9, [(doctored, "grotto", 0.6)])],
+                 embedder, reliability=rel)
+    assert fused.conflicts  # the year is disputed
+    assert rel.record("a").successes == 0 and rel.record("liar").successes == 0

@@ -155,9 +155,9 @@ class EchoFirstEvidence:
     """A stand-in for a hosted LLM (hansa's LLM port): restates the first evidence line, citing it."""
 
     def complete(self, messages, *, max_tokens: int = 512, temperature: float = 0.0) -> str:
-        first = messages[-1]["content"].split("\n")[1]  # "[n] sentence" after "Evidence:"
-        marker, sentence = first.split(" ", 1)
-        return f"{sentence} {marker} The moon is made of cheese {marker}."
+        first = messages[-1]["content"].split("\n")[1]  # '<evidence id="n">sentence</evidence>' after "Evidence:"
+        n, sentence = __import__("re").fullmatch(r'<evidence id="(\d+)">(.*)</evidence>', first).groups()
+        return f"{sentence} [{n}] The moon is made of cheese [{n}]."
 
 
 def test_with_an_llm_both_apis_answer_from_checked_synthesis(federation) -> None:
