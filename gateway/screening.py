@@ -16,7 +16,7 @@ who, when, ...). SQuAD's question writers copied their sentence's words, so word
 flags answers: at a 0.6 share 6,467 of 490,333 (question, sentence of its gold paragraph) pairs of
 SQuAD 1.1 were flagged, at 0.9 with the question word 50 (0.01%: sentences such as "..., who
 commanded the army, ..." for "Who commanded the army?"), measured by `python -m
-hansa.gateway.screening --squad ../shared/datasets/squad`. Writers of honest text state; an echo
+hansa.evaluation.screening --squad ../shared/datasets/squad`. Writers of honest text state; an echo
 asks. A rephrased echo escapes this rule and is caught by its repetition across questions
 (gateway.conduct) and, having no independent support, earns its site nothing (gateway.fusion).
 
@@ -114,42 +114,3 @@ class Screened:
 
     def to_json(self) -> dict[str, str]:
         return {"site_id": self.site_id, "doc_id": self.doc_id, "reason": self.reason, "text": self.text[:200]}
-
-
-def _measure_false_positives(argv: Sequence[str] | None = None) -> int:
-    """How often the screen flags honest text: each SQuAD question against every sentence of its
-    gold paragraph, and every corpus sentence for instructions."""
-    import argparse
-    from pathlib import Path
-
-    from hansa.core.sentences import split_sentences
-    from hansa.evaluation.squad import load_dataset
-
-    p = argparse.ArgumentParser(prog="python -m hansa.gateway.screening", description=_measure_false_positives.__doc__)
-    p.add_argument("--squad", type=Path, required=True, help="../shared/datasets/squad")
-    p.add_argument("--limit", type=int, default=0, help="questions to check (0: all)")
-    args = p.parse_args(argv)
-    ds = load_dataset(args.squad)
-    by_id = {x.id: x for x in ds.passages}
-    sentences = {x.id: split_sentences(x.text) for x in ds.passages}
-    questions = ds.questions[: args.limit] if args.limit else ds.questions
-    pairs = echo = 0
-    examples: list[str] = []
-    for q in questions:
-        for g in q.gold:
-            for s in sentences.get(g, ()):
-                pairs += 1
-                if echoes(q.text, s):
-                    echo += 1
-                    examples.append(f"{q.text} || {s}")
-    flagged = [s for x in by_id.values() for s in sentences[x.id] if instructs(s)]
-    total = sum(len(v) for v in sentences.values())
-    print(f"echo: {echo} of {pairs} (question, gold-paragraph sentence) pairs over {len(questions)} questions")
-    print(f"instruction: {len(flagged)} of {total} corpus sentences")
-    for line in [*examples[:10], *flagged[:10]]:
-        print("  ", line[:240])
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_measure_false_positives())

@@ -24,12 +24,13 @@ gateway is mocked; its behaviour is exactly what ships. Attacks (`--attacks`):
   then with the same sentences' numbers changed: honest until trusted.
 
 Per attack, the same SQuAD dev questions (the report split; `--split fit` chose the defences'
-thresholds) are asked of the federation with and without
-the attacker (the baseline federation is the honest sites alone). Measured: gold-site recall over
-honest gold sites, the share of answers carrying the attacker's text, the attacker's rank by the
-reliability the gateway learned (1 = least trusted), and for the injector the share of answers
-that relay the injected instruction or its payload. Extractive answers (no LLM is configured), so
-"obeying" can only be relaying here; an LLM synthesizer would be a further, untested risk.
+thresholds) are asked of the federation with and without the attacker (the baseline federation is
+the honest sites alone). Measured: gold-site recall over honest gold sites, the share of answers
+carrying the attacker's text, the attacker's rank by the reliability the gateway learned (1 =
+least trusted), and for the injector the share of answers that relay the injected instruction or
+its payload. Extractive answers (no LLM is configured), so "obeying" can only be relaying here; an
+LLM that obeys whatever its prompt says is tested in tests/gateway/test_lying_members.py (the
+instruction never reaches it).
 
     nice python scripts/bench_adversarial.py [--smoke] [--attacks routing_hog,echoer,...] [--split fit|report]
         [--sites 16] [--questions 100] [--max-passages 300] [--gateway-setting reader=packaged]
