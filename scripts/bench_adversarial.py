@@ -315,6 +315,9 @@ def record(attack: str, honest: int, rows: Sequence[dict[str, Any]], base: Seque
         "mean_sites_asked_baseline": round(float(np.mean([len(r["asked"]) for r in base])), 3) if base else None,
         "attacker_final_reliability_rank": rank, "sites_ranked": len(every),
         "attacker_final_reliability": every.get(ATTACKER),
+        # below every honest site's, not tied with them at the prior (rank 1 counts only the strictly lower)
+        "attacker_below_every_honest_site": (every.get(ATTACKER) is not None and all(
+            every[ATTACKER] < v for s, v in every.items() if not s.startswith(ATTACKER))),
         **extra,
     }
     if attack in LYING:

@@ -264,19 +264,21 @@ class QueryEngine:
         return (router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight),
                 policy.gate or default_gate(self.calibration), refiner or OneRound(), abstainer)
 
-    def _records(self) -> tuple[dict[str, SiteRecord], set[str]]:
-        """Every enrolled site's record, and the sites routable now (not quarantined by an operator)."""
+    def _records(self) -> tuple[dict[str, SiteRecord], set[str], dict[str, str]]:
+        """Every enrolled site's record, the sites routable now, and those an operator quarantined
+        (with the reason; never routable)."""
         records = {r.site_id: r for r in self.registry.list()}
         now = utc_now()
         held = self.conduct.quarantined()
-        return records, {sid for sid, r in records.items() if r.is_routable(now) and sid not in held}
+        return records, {sid for sid, r in records.items() if r.is_routable(now) and sid not in held}, held
 
     def rank(self, question: str, router: Router) -> Routing:
         """Route `question` with `router` over the routable sites and call none: what a router
         sees of a question (calibration collects the tiered gaps of the fit split this way)."""
-        records, routable = self._records()
+        records, routable, held = self._records()
         return route(question, embedder=self.embedder, index=self.index, records=records, routable=routable,
-                     top_m=self.cfg.top_m_summaries, k=self.cfg.top_k_sites, router=router)
+                     top_m=self.cfg.top_m_summaries, k=self.cfg.top_k_sites, router=router,
+                     discounts=self.conduct.discounts(), held=held)
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
@@ -291,15 +293,14 @@ class QueryEngine:
         router, gate, refiner, abstainer = self.defaults(policy)
         reading = self.reading_for(policy)
         clock = _Clock()
-        records, routable = self._records()
+        records, routable, held = self._records()
         authorize_origin(request, records, allowed_origins)
         if request.sites is not None:
             check_sites(request.sites, records)
-        held = self.conduct.quarantined()
         for site_id in [*(request.sites or ()), *([request.origin] if request.origin else [])]:
             if site_id in held:
                 raise VerificationError(f"query: site {site_id!r} is quarantined by this gateway's operator "
-                                        f"({held[site_id]}); `hansa gateway quarantine --release {site_id}` lifts it")
+                                        f"({held[site_id]}); `hansa gateway quarantine {site_id} --release` lifts it")
 
         prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         t = time.perf_counter()
