@@ -1,6 +1,6 @@
 """What each site has lately done when asked, as the gateway saw it: how far its routing claims
 outrun its answers, how often it is routed, and whether its answers are a template around the
-question. Kept in this process's memory.
+question; and which sites an operator quarantined.
 
 Why the gateway keeps this at all: routing believes what a site publishes about itself (summary
 vectors, term statistics), and a validly enrolled member can publish anything. What it cannot fake
@@ -19,18 +19,17 @@ generic or stolen summaries to be asked everywhere answers far below what its su
   construction: one site cannot move the median, and a site that is not routed keeps its gap.
 - **Routing share** (`shares`): the share of the last WINDOW routed questions each site was asked,
   for operators (gateway sites, the admin page): a member routed for most questions is visible.
-- **Templates** (`templated`): an answer sentence whose content words outside the question's are
-  the same for different questions, while the sentence itself differs: it differs only by the
-  question's own words ("<question>: the verified answer is 1066") is not evidence, however it is
-  phrased; the first time it is seen nothing tells it from an honest sentence, the second time its
-  fixed part has repeated around a different question. Honest sentences repeat whole (the same
-  sentence for two questions about one paragraph), which this does not flag.
-
+- **Templates** (`templated`): an answer sentence that changes with the question while its content
+  words outside the question's stay the same ("<question>: the verified answer is 1066") differs
+  only by the question's own words: it is not evidence, however it is phrased. The first time it is
+  seen nothing tells it from an honest sentence; the second time its fixed part has repeated
+  around a different question. Honest sentences repeat whole (the same sentence for two questions
+  about one paragraph), which this does not flag.
 - **Quarantine** (`quarantine`, `release`): an operator's decision that this gateway routes to
   and asks a site no more, without revoking its enrollment (`hansa gateway quarantine SITE`).
 
-Why SQLite, like gateway.reliability (`<home>/gateway/conduct.sqlite`, core.statedb): the claim gaps and the
-quarantine must survive a restart (a member whose discount vanished with every restart would only
+Why SQLite, like gateway.reliability (`<home>/gateway/conduct.sqlite`, core.statedb): the claim
+gaps and the quarantine must survive a restart (a member whose discount vanished with every restart would only
 have to wait for one), and `hansa gateway sites` and `quarantine` work on the file while a gateway
 serves; the gateway reads the quarantine on every question, so an operator's decision acts on the
 next one. Routing shares and template fingerprints are kept in this process's memory: they
@@ -54,10 +53,12 @@ from hansa.core.text import content_words
 
 GAP_DECAY = 0.1  # EWMA weight of a new call's gap (~10 calls of memory)
 MIN_CALLS = 3  # calls before a site's gap is trusted enough to discount it
-EXCESS_FLOOR = 0.1  # excess gaps below this are noise, not a discount (honest sites reached 0.05)
+# Excess gaps below this are noise, not a discount: honest sites' EWMA gaps reached 0.05 above the
+# median on the adversarial bench's fit split; the routing hog's excess settled at 0.13.
+EXCESS_FLOOR = 0.1
 # One call whose gap exceeds the median by this much costs the site a reliability failure (its
-# summaries promised what its answer did not hold): chosen on the adversarial bench's fit split
-# (benchmarks/README.md, "A lying enrolled member").
+# summaries promised what its answer did not hold); checked on the same fit split (one honest
+# site charged once in 100 questions; benchmarks/README.md, "A lying enrolled member").
 OVERROUTED_EXCESS = 0.25
 WINDOW = 200  # routed questions the routing share looks back over
 TEMPLATES_PER_SITE = 512  # remembered answer fingerprints per site (oldest forgotten first)

@@ -251,7 +251,8 @@ def ask_all(fed: Any, questions: Sequence[Any], site_of: dict[str, str]) -> list
         out.append({"asked": list(dict.fromkeys(c["site_id"] for c in trace.get("per_site", []))),
                     "gold_sites": sorted({site_of[g] for g in q.gold if g in site_of}),
                     "answer": str(response.get("answer", "")),
-                    "cited": sorted({c["site_id"] for c in response.get("citations", [])})})
+                    # sites whose documents the answer uses ([n] markers), not every citation listed
+                    "cited": sorted({c["site_id"] for c in response.get("citations", []) if c.get("used")})})
         if (i + 1) % 25 == 0:
             progress(f"    {i + 1}/{len(questions)} questions")
     return out
