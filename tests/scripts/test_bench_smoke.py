@@ -380,6 +380,9 @@ def test_adversarial_smoke(tmp_path: Path) -> None:
         assert 1 <= r["attacker_final_reliability_rank"] <= r["sites_ranked"] == r["honest_sites"] + attackers, attack
         assert set(r["sites"]) == set(doc["results"]["baseline"]["sites"]) | ({"zz-attacker", "zz-attacker-2"}
                                                                                if attackers == 2 else {"zz-attacker"})
+        assert 0.0 <= r["abstained_share"] <= 1.0 and 0.0 <= r["abstained_share_baseline"] <= 1.0
+        over_time = r["reliability_over_time"]  # read every 25 questions and after the last
+        assert over_time[-1]["questions"] == r["questions"] and over_time[-1]["attacker"] == r["attacker_final_reliability"]
     assert records["sleeper"]["honest_calls"] > 0 and records["sleeper"]["questions_after_turning"] >= 0
     assert 0.0 <= records["injector"]["instruction_obeyed_share"] <= 1.0
     # The harness measures, it asserts no attack's success (a defence may rightly bring any share to 0);
