@@ -173,8 +173,19 @@ def _reason(win: Side, lose: Side) -> str:
             f"against {lose.weight:.2f})")
 
 
-def resolve(statements: Sequence[Statement]) -> Resolution:
-    """Find the contradictions among the statements and keep the heaviest consistent claims."""
+@dataclass
+class _Pairs:
+    """What comparing every pair of statements found: contradicting claim pairs (indices into
+    `items`), the other sites agreeing with each statement, and the slots (connected components of
+    compared claims, in order of first claim)."""
+
+    items: list[tuple[Statement, Claim]]
+    conflict: set[tuple[int, int]]
+    agreeing: dict[int, set[str]]
+    slots: list[list[int]]
+
+
+def _pairs(statements: Sequence[Statement]) -> _Pairs:
     items = [(st, c) for st in statements for c in st.claims]
     words = [frozenset().union(*(c.frame for c in st.claims)) if st.claims else frozenset() for st in statements]
     by_statement: dict[int, list[int]] = {}
@@ -190,63 +201,100 @@ def resolve(statements: Sequence[Statement]) -> Resolution:
 
     conflict: set[tuple[int, int]] = set()
     agreeing: dict[int, set[str]] = {}
+    for si, sj in _compared(statements, words):
+        a, b = statements[si], statements[sj]
+        for i in by_statement.get(a.key, []):
+            for j in by_statement.get(b.key, []):
+                relation = _relation(a, b, items[i][1], items[j][1])
+                if relation == _AGREE and a.site_id != b.site_id:
+                    agreeing.setdefault(a.key, set()).add(b.site_id)
+                    agreeing.setdefault(b.key, set()).add(a.site_id)
+                elif relation == _CONTRADICT:
+                    conflict.add((i, j))
+                if relation in (_AGREE, _CONTRADICT):  # one slot (a misaligned pair links nothing)
+                    parent[find(i)] = find(j)
+    slots: dict[int, list[int]] = {}
+    for i in range(len(items)):
+        slots.setdefault(find(i), []).append(i)
+    return _Pairs(items, conflict, agreeing, list(slots.values()))
+
+
+def _compared(statements: Sequence[Statement], words: Sequence[frozenset[str]]) -> Iterable[tuple[int, int]]:
+    """Pairs of statements worth comparing claim by claim: other documents sharing enough words."""
     for si, a in enumerate(statements):
         for sj in range(si + 1, len(statements)):
             b = statements[sj]
-            if (a.site_id, a.doc_id) == (b.site_id, b.doc_id) or _jaccard(words[si], words[sj]) < STATEMENT_MIN:
-                continue
-            for i in by_statement.get(a.key, []):
-                for j in by_statement.get(b.key, []):
-                    ca, cb = items[i][1], items[j][1]
-                    if not _same_slot(ca, cb):
-                        continue
-                    if agree(ca, cb):
-                        if a.site_id != b.site_id:
-                            agreeing.setdefault(a.key, set()).add(b.site_id)
-                            agreeing.setdefault(b.key, set()).add(a.site_id)
-                    elif _states(b, ca) or _states(a, cb):
-                        continue  # each sentence also states the other's value: misaligned, not disputed
-                    else:
-                        conflict.add((i, j))
-                    parent[find(i)] = find(j)
+            if (a.site_id, a.doc_id) != (b.site_id, b.doc_id) and _jaccard(words[si], words[sj]) >= STATEMENT_MIN:
+                yield si, sj
 
-    components: dict[int, list[int]] = {}
-    for i in range(len(items)):
-        components.setdefault(find(i), []).append(i)
+
+_AGREE, _CONTRADICT, _MISALIGNED = "agree", "contradict", "misaligned"
+
+
+def _relation(a: Statement, b: Statement, ca: Claim, cb: Claim) -> str | None:
+    """How claim `ca` (of `a`) and `cb` (of `b`) relate; None when they are not about one slot."""
+    if not _same_slot(ca, cb):
+        return None
+    if agree(ca, cb):
+        return _AGREE
+    # each sentence also stating the other's value: misaligned, not disputed
+    return _MISALIGNED if _states(b, ca) or _states(a, cb) else _CONTRADICT
+
+
+def _side(group: list[int], items: list[tuple[Statement, Claim]], chosen: set[int]) -> Side:
+    sts = [items[n][0] for n in group]
+    return Side(items[group[0]][1].value, tuple(sorted({s.site_id for s in sts})),
+                tuple(sorted({(s.site_id, s.doc_id) for s in sts})), _score(items[n] for n in group),
+                won=group[0] in chosen)
+
+
+def _settle(nodes: list[int], pairs: _Pairs) -> tuple[Conflict, set[int]] | None:
+    """One slot's conflict and the claims it keeps, or None when the slot holds no dispute."""
+    items, conflict = pairs.items, pairs.conflict
+    if len(nodes) < 2 or not any((a, b) in conflict for a in nodes for b in nodes):
+        return None
+    chosen = _best_consistent(nodes, items, conflict)
+    groups = _sides(nodes, items, chosen)
+    sides = [_side(g, items, chosen) for g in groups]
+    sides = [s for s in sides if s.won][:1] + [s for s in sides if not s.won]
+    if len(sides) < 2 or not sides[0].won:
+        return None
+    head = items[groups[0][0]][1]
+    if len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1 and sides[1].weight >= NEAR_TIE * sides[0].weight:
+        # one source against one, weighing nearly the same: nothing here says which is right
+        reason = (f"one source against one of nearly equal weight ({sides[0].weight:.2f} against "
+                  f"{sides[1].weight:.2f}): unresolved")
+        return Conflict(head.subject, head.predicate, head.kind, tuple(sides), reason, unresolved=True), set(nodes)
+    return Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1])), chosen
+
+
+def _tally(found: Conflict, won: dict[str, int], lost: dict[str, int]) -> None:
+    """Sides outvoted by more independent sites; one decided by weight says nothing of who is wrong."""
+    winners = set(found.sides[0].sites)
+    outvoted = [losers for side in found.sides[1:] if len(winners) > len(losers := set(side.sites) - winners)]
+    for s in winners if outvoted else ():
+        won[s] = won.get(s, 0) + 1
+    for losers in outvoted:
+        for s in losers:
+            lost[s] = lost.get(s, 0) + 1
+
+
+def resolve(statements: Sequence[Statement]) -> Resolution:
+    """Find the contradictions among the statements and keep the heaviest consistent claims."""
+    pairs = _pairs(statements)
     conflicts: list[Conflict] = []
     rejected: set[int] = set()
     won: dict[str, int] = {}
     lost: dict[str, int] = {}
-    for nodes in components.values():
-        if len(nodes) < 2 or not any((a, b) in conflict for a in nodes for b in nodes):
+    for nodes in pairs.slots:
+        settled = _settle(nodes, pairs)
+        if settled is None:
             continue
-        chosen = _best_consistent(nodes, items, conflict)
-        groups = _sides(nodes, items, chosen)
-        sides = []
-        for g in groups:
-            sts = [items[n][0] for n in g]
-            sides.append(Side(items[g[0]][1].value, tuple(sorted({s.site_id for s in sts})),
-                              tuple(sorted({(s.site_id, s.doc_id) for s in sts})), _score(items[n] for n in g),
-                              won=g[0] in chosen))
-        sides = [s for s in sides if s.won][:1] + [s for s in sides if not s.won]
-        if len(sides) < 2 or not sides[0].won:
-            continue
-        head = items[groups[0][0]][1]
-        if len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1 and sides[1].weight >= NEAR_TIE * sides[0].weight:
-            # one source against one, weighing nearly the same: nothing here says which is right
-            reason = (f"one source against one of nearly equal weight ({sides[0].weight:.2f} against "
-                      f"{sides[1].weight:.2f}): unresolved")
-            conflicts.append(Conflict(head.subject, head.predicate, head.kind, tuple(sides), reason, unresolved=True))
-            continue
-        conflicts.append(Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1])))
-        winners = set(sides[0].sites)
-        # Sides outvoted by more independent sites; one decided by weight says nothing of who is wrong.
-        outvoted = [losers for side in sides[1:] if len(winners) > len(losers := set(side.sites) - winners)]
-        for s in winners if outvoted else ():
-            won[s] = won.get(s, 0) + 1
-        for losers in outvoted:
-            for s in losers:
-                lost[s] = lost.get(s, 0) + 1
-        rejected.update(items[n][0].key for n in nodes if n not in chosen)
+        found, kept = settled
+        conflicts.append(found)
+        if found.unresolved:
+            continue  # both sides stay
+        _tally(found, won, lost)
+        rejected.update(pairs.items[n][0].key for n in nodes if n not in kept)
     conflicts.sort(key=lambda c: -c.winner.weight)
-    return Resolution(tuple(conflicts), frozenset(rejected), agreeing, won, lost)
+    return Resolution(tuple(conflicts), frozenset(rejected), pairs.agreeing, won, lost)
