@@ -393,3 +393,16 @@ def test_adversarial_smoke(tmp_path: Path) -> None:
     echo = records["echoer"]
     assert echo["attacker_answer_share"] <= echo["attacker_routed_share"]
     assert records["injector"]["instruction_obeyed_share"] <= records["injector"]["attacker_routed_share"]
+
+
+def test_house_smoke(tmp_path: Path) -> None:
+    """The query path is measured on a real (demo) federation: the engine and fusion are on it, and
+    their complexity is read from their source."""
+    doc = run_bench("house", tmp_path)
+    results = doc["results"]
+    assert {"gateway/engine/engine.py", "gateway/fusion.py"} <= set(results["gateway_files"])
+    assert results["query_gateway_files"] == len(results["gateway_files"])
+    assert results["query_gateway_functions"] > results["query_gateway_files"]
+    assert results["product_files"] > results["query_gateway_files"]  # sites answered in this process too
+    assert results["query_path_max_cc"] == results["query_path_worst"][0]["cc"] >= 1
+    assert set(doc["targets"]) == {"query_gateway_files", "query_gateway_functions", "query_path_max_cc"}
