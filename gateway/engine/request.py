@@ -96,6 +96,18 @@ class Budget:
         return {k: getattr(self, k) for k in BUDGET_LIMITS if getattr(self, k) is not None}
 
 
+def _explicit_sites(sites: Any) -> tuple[str, ...]:
+    """The sites a client named, each once, in its order."""
+    if not isinstance(sites, tuple) or len(sites) > MAX_EXPLICIT_SITES:
+        raise InputError(f"query: 'sites' must be a list of at most {MAX_EXPLICIT_SITES} site ids")
+    if not sites:  # it would call nobody and answer as if the federation knew nothing
+        raise InputError("query: 'sites' is empty, so no site would be asked: name at least one "
+                         "site, or leave 'sites' out to let the gateway route the question")
+    for site_id in sites:
+        validate_site_id(site_id)
+    return tuple(dict.fromkeys(sites))
+
+
 @dataclass(frozen=True)
 class QueryRequest:
     question: str
@@ -124,15 +136,7 @@ class QueryRequest:
         if self.top_k is not None:
             _bounded_int(self.top_k, "'top_k'", MAX_TOP_K)
         if self.sites is not None:
-            if not isinstance(self.sites, tuple) or len(self.sites) > MAX_EXPLICIT_SITES:
-                raise InputError(f"query: 'sites' must be a list of at most {MAX_EXPLICIT_SITES} site ids")
-            if not self.sites:  # it would call nobody and answer as if the federation knew nothing
-                raise InputError("query: 'sites' is empty, so no site would be asked: name at least one "
-                                 "site, or leave 'sites' out to let the gateway route the question")
-            for site_id in self.sites:
-                validate_site_id(site_id)
-            if len(set(self.sites)) != len(self.sites):
-                object.__setattr__(self, "sites", tuple(dict.fromkeys(self.sites)))
+            object.__setattr__(self, "sites", _explicit_sites(self.sites))
 
     @classmethod
     def from_json(cls, obj: Any) -> "QueryRequest":
