@@ -9,8 +9,9 @@ Precedence, lowest to highest: built-in defaults < TOML file < environment.
 from __future__ import annotations
 
 import os
+import re
 import sys
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -84,6 +85,72 @@ class LLMConfig:
     timeout_s: float = 60.0
 
 
+# A graph_map identifier (label, relationship type, property key) reaches Cypher backtick-quoted
+# inside the statement text, where no parameter can stand: so only plain identifiers are accepted.
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+@dataclass
+class GraphMapConfig:
+    """`[site.graph_map]`: the organization's own graph, mapped to hansa's documents, entities and
+    relations (plugin/graph_map.py; Neo4j only). Read-only: hansa never writes to these labels.
+    Off while `document_label` is empty."""
+
+    document_label: str = ""  # label of the organization's document nodes
+    document_id: str = "id"  # property: the document's stable id (string or number)
+    document_title: str = ""  # property: its title ("" : the id)
+    document_text: str = "text"  # property: the text hansa chunks and embeds, as ingest does a file's
+    entity_labels: list[str] = field(default_factory=list)  # labels of the entity nodes ([]: no mapped entities)
+    entity_name: str = "name"  # property: an entity's name (entities are keyed by the normalized name)
+    mention_type: str = ""  # relationship between a document and the entities it names (either direction)
+    relation_types: list[str] = field(default_factory=list)  # relationships between entities used as relations
+    extract: bool = False  # also spot entities in the text with hansa's rule-based extractor
+    source: str = "graph"  # the mapped documents' source: their ids are "<source>/<document id>"
+    batch_docs: int = 256  # documents read (one read transaction) and written per batch
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.document_label)
+
+
+def check_graph_map(m: GraphMapConfig, where: str = "site.graph_map") -> None:
+    """Raise ConfigError naming the first unusable setting of an enabled mapping."""
+    if not m.enabled:
+        return
+    for key in ("entity_labels", "relation_types"):
+        if not isinstance(getattr(m, key), list):
+            raise ConfigError(f"{where}.{key} must be a list of names, e.g. [\"Person\"], not {getattr(m, key)!r}")
+    if not isinstance(m.extract, bool):
+        raise ConfigError(f"{where}.extract must be true or false, not {m.extract!r}")
+    required = {"document_label": m.document_label, "document_id": m.document_id, "document_text": m.document_text}
+    if m.entity_labels:
+        required["entity_name"] = m.entity_name
+    for key, value in required.items():
+        if not value:
+            raise ConfigError(f"{where}.{key} is empty: the mapping needs it")
+    names = [(k, getattr(m, k)) for k in ("document_label", "document_id", "document_title", "document_text",
+                                           "entity_name", "mention_type")]
+    names += [(f"entity_labels[{i}]", v) for i, v in enumerate(m.entity_labels)]
+    names += [(f"relation_types[{i}]", v) for i, v in enumerate(m.relation_types)]
+    for key, value in names:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}.{key} must be a string, not {value!r}")
+        if value and not IDENTIFIER.fullmatch(value):
+            raise ConfigError(
+                f"{where}.{key} = {value!r} is not a plain identifier: use letters, digits and '_' "
+                "(not starting with a digit, at most 128 characters); labels, types and property keys "
+                "with other characters cannot be mapped"
+            )
+    if (m.mention_type or m.relation_types) and not m.entity_labels:
+        raise ConfigError(f"{where}.entity_labels is empty, but mention_type/relation_types need entity labels to map")
+    if m.entity_labels and not m.mention_type:
+        raise ConfigError(f"{where}.mention_type is empty: name the relationship linking documents to the entities they mention")
+    if not isinstance(m.source, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", m.source):
+        raise ConfigError(f"{where}.source = {m.source!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    if not isinstance(m.batch_docs, int) or not 1 <= m.batch_docs <= 10_000:
+        raise ConfigError(f"{where}.batch_docs must be an integer in [1, 10000], not {m.batch_docs!r}")
+
+
 @dataclass
 class SiteConfig:
     site_id: str = ""
@@ -146,6 +213,8 @@ class SiteConfig:
     tls_cert: str = ""
     tls_key: str = ""
     proxy_hops: int = 0
+    # The organization's own Neo4j graph as the site's corpus (`hansa site map`): a TOML table.
+    graph_map: GraphMapConfig = field(default_factory=GraphMapConfig)
 
 
 @dataclass
@@ -339,6 +408,12 @@ def _apply(section_obj: Any, values: Mapping[str, Any], where: str) -> None:
         if key not in known:
             raise ConfigError(f"unknown key {key!r} in {where}; known keys: {', '.join(sorted(known))}")
         ftype = known[key].type
+        current = getattr(section_obj, key)
+        if is_dataclass(current):  # a nested table, e.g. [site.graph_map]: file only
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}.{key} must be a TOML table, not {value!r}")
+            _apply(current, value, f"{where}.{key}")
+            continue
         if isinstance(value, str) and ftype not in ("str", str):
             value = _coerce(value, ftype, f"{where}.{key}")
         setattr(section_obj, key, value)
@@ -394,6 +469,7 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.embedding_memo_entries must be >= 0 (0: off), not {cfg.gateway.embedding_memo_entries}")
     if cfg.embedder.backend not in EMBEDDER_BACKENDS:
         raise ConfigError(f"embedder.backend must be one of {', '.join(EMBEDDER_BACKENDS)}, not {cfg.embedder.backend!r}")
+    check_graph_map(cfg.site.graph_map)
     if cfg.site.terms_min_documents < 1:
         raise ConfigError(f"site.terms_min_documents must be >= 1, not {cfg.site.terms_min_documents}")
     return cfg
@@ -408,6 +484,9 @@ def as_dict(cfg: Config) -> dict[str, Any]:
         values = {}
         for f in fields(obj):
             v = getattr(obj, f.name)
+            if is_dataclass(v):
+                values[f.name] = asdict(v)
+                continue
             values[f.name] = "***" if (f.name in ("password", "token", "api_key", "admin_key") and v) else v
         out[section] = values
     return out

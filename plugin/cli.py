@@ -28,6 +28,7 @@ Run the commands in this order:
                                  collections and this site's signing key (safe to re-run)
   2. hansa site ingest PATH...   read, chunk, embed and graph documents (re-runs skip unchanged ones;
                                  --source NAME names them, --sync removes what left the folder)
+     or hansa site map           the same from your own Neo4j graph ([site.graph_map]), read-only
   3. hansa site communities      find communities (Leiden), summarize and embed them
   4. hansa site publish          sign the summaries and send them to the gateway (or --out FILE)
   5. hansa site serve            answer the gateway's retrieve requests over HTTP
@@ -196,6 +197,27 @@ def ingest(paths: tuple[Path, ...], source: str | None, sync: bool, skip_bad: bo
             logs.notice(f"skipped (unreadable): {problem}", "ingest.skipped_bad", "warning")
         published = _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
     _report_with_published("ingest done", report, published, as_json)
+
+
+@site.command("map")
+@_PUBLISH_OPTION
+@_GATEWAY_OPTION
+@json_option()
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar on stderr.")
+def map_command(publish: bool, gateway_url: str | None, as_json: bool, progress: bool) -> None:
+    """Map the organization's own Neo4j graph ([site.graph_map]) into the site, read-only.
+
+    Its documents' text is chunked and embedded as ingest does files, its entities and relations
+    become the site's; nothing of the organization's is written. Re-runs skip unchanged documents
+    and remove the ones gone from its graph. Then run `hansa site communities`."""
+    from hansa.plugin.graph_map import map_graph
+
+    with _site() as ctx:
+        report = map_graph(ctx, progress=_bars(progress))
+        for problem in report.skipped:
+            logs.notice(f"skipped (no text): {problem}", "map.skipped", "warning")
+        published = _after_deletion(ctx, len(report.documents_deleted), publish, gateway_url, progress)
+    _report_with_published("map done", report, published, as_json)
 
 
 @site.command()

@@ -60,6 +60,19 @@ def _graph_checks(cfg: Config, site_id: str | None) -> list[Check]:
         store.close()
 
 
+def _graph_map_check(cfg: Config) -> Check:
+    """[site.graph_map] against the live database: every label, type and property it names exists."""
+    def run() -> str:
+        if cfg.graph.backend != "neo4j":
+            raise ConfigError(f"[graph] backend is {cfg.graph.backend!r}: a graph map needs 'neo4j'")
+        from hansa.adapters.graph.neo4j_source import OrgGraphSource
+
+        with OrgGraphSource(cfg.neo4j, cfg.site.graph_map) as source:
+            return source.check()
+
+    return _check("graph map", run, "fix [site.graph_map]: name labels, types and properties the database has")
+
+
 def _vector_checks(cfg: Config, expected_dim: int | None) -> list[Check]:
     from hansa.adapters.vector.milvus import MilvusVectorStore, is_server_uri
     from hansa.plugin.site import COLLECTIONS
@@ -214,6 +227,8 @@ def diagnose(cfg: Config | None, config_error: str | None, config_source: str, g
 
     checks.append(_check("site installed", installed, "run `hansa site install` with this configuration"))
     checks.extend(_graph_checks(cfg, site_id))
+    if cfg.site.graph_map.enabled:
+        checks.append(_graph_map_check(cfg))
     checks.extend(_vector_checks(cfg, recorded["embedding"]["dim"] if recorded else None))
     checks.append(_embedder_check(cfg, recorded))
     checks.append(_identity_check(cfg))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from hansa.core.checks import Check
+from hansa.core.errors import BackendError
 from hansa.adapters.records import (
     ChunkHit,
     Community,
@@ -46,6 +47,7 @@ class GraphStats:
     entities: int
     # Entity pairs mentioned together, counted once per chunk that mentions both (the summed
     # weight of the co-occurrence relations): both stores count it without enumerating pairs.
+    # On Neo4j, plus the summed weight of mapped relations (`replace_links`, `hansa site map`).
     relations: int
     communities: int
 
@@ -176,3 +178,14 @@ class GraphStore(ABC):
 
     @abstractmethod
     def stats(self) -> GraphStats: ...
+
+    # -- mapped relations (plugin/graph_map.py) ----------------------------------------------
+    def replace_links(self, links: Sequence[tuple[str, str, int]]) -> int:
+        """Replace every mapped relation (entity id, entity id, weight > 0) in one transaction:
+        relations an organization's own graph states, taken into Leiden, summaries and stats beside
+        the co-mentions. Pairs naming an entity not in the store are left out; returns how many
+        were written. Only the Neo4j store maps an organization's graph, so this default refuses."""
+        raise BackendError(
+            f"the {self.backend} graph store cannot hold mapped relations: mapping an organization's graph "
+            "([site.graph_map]) needs [graph] backend = 'neo4j'"
+        )

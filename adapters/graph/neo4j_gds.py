@@ -8,6 +8,8 @@ is never read or written):
     (:HansaEntity)-[:HANSA_IN_COMMUNITY {position}]->(:HansaCommunity {id, level, summary, chunk_ids, doc_ids, rank})
     (:HansaChunk {..., page})                                   page: the 1-based PDF page the chunk starts on (schema v2)
     (:HansaSchema {id: "hansa", version, applied_at, site_id})  one site per database (schema v2)
+    (:HansaEntity)-[:HANSA_LINKED {weight}]->(:HansaEntity)     source id < target id: a relation mapped
+                                                                from the organization's own graph (`hansa site map`)
 
 Two entities are related by the number of chunks that mention both (`DocumentGraph.co_mentions`).
 No relationship stores that (schema v3): the queries that need relations derive them from
@@ -587,6 +589,22 @@ class Neo4jGraphStore(GraphStore):
             max_entities,
             max_relations,
         )
+
+    def replace_links(self, links: Sequence[tuple[str, str, int]]) -> int:
+        rows: dict[tuple[str, str], int] = {}
+        for a, b, weight in links:
+            if not a or not b or a == b or int(weight) < 1:
+                raise InputError(f"mapped relation ({a!r}, {b!r}, {weight!r}): two different entity ids and a weight >= 1")
+            key = (a, b) if a < b else (b, a)
+            rows[key] = rows.get(key, 0) + int(weight)
+        payload = [{"source": a, "target": b, "weight": w} for (a, b), w in sorted(rows.items())]
+
+        def work(tx: ManagedTransaction) -> int:
+            tx.run(load("graph/links_clear")).consume()
+            query = load("graph/links_write")
+            return sum(int(tx.run(query, rows=batch).single()["written"]) for batch in _batches(payload))
+
+        return self._write(work, "writing mapped relations")
 
     def stats(self) -> GraphStats:
         r = self._query("graph/stats", "counting the graph")[0]
