@@ -317,9 +317,9 @@ def test_a_seeded_leiden_does_not_depend_on_the_order_the_pairs_arrive_in(
     store.write_documents(planted_groups())
     params = LeidenParams(seed=7, concurrency=1)
     shipped = sorted(store.detect_communities(params), key=lambda a: a.entity_id)
-    pairs = "RETURN a, b, count(c) AS chunks"
+    pairs = "RETURN a, b, toFloat(count(c)) AS weight"
     assert pairs in module.load("gds/project")
-    shuffled = module.load("gds/project").replace(pairs, "WITH a, b, count(c) AS chunks ORDER BY rand() RETURN a, b, chunks")
+    shuffled = module.load("gds/project").replace(pairs, "WITH a, b, toFloat(count(c)) AS weight ORDER BY rand() RETURN a, b, weight")
     real_load = module.load
     monkeypatch.setattr(module, "load", lambda name: shuffled if name == "gds/project" else real_load(name))
     for _ in range(3):
