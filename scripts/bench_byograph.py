@@ -84,6 +84,12 @@ DROP_INDEXES = ["DROP INDEX bench_doc_uid IF EXISTS", "DROP INDEX bench_topic_na
                 "DROP INDEX bench_entity_name IF EXISTS"]
 
 
+def clear(driver: Any) -> None:
+    """The benchmark's own organization data (auto-commit: CALL ... IN TRANSACTIONS)."""
+    with driver.session(database=DB) as session:
+        session.run(CLEAR).consume()
+
+
 def snapshot(driver: Any) -> dict[str, Any]:
     nodes, _, _ = driver.execute_query(ORG_NODES, database_=DB)
     rels, _, _ = driver.execute_query(ORG_RELS, database_=DB)
@@ -120,11 +126,11 @@ def questions(mapped: set[str], limit: int) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = benchlib.parser("byograph", __doc__.split("\n\n")[0])
-    p.add_argument("--paragraphs", type=int, default=None, help="SQuAD paragraphs as documents (default 1500; smoke 40)")
+    p.add_argument("--paragraphs", type=int, default=None, help="SQuAD paragraphs as documents (default 1500; smoke 150: three articles)")
     p.add_argument("--questions", type=int, default=None, help="SQuAD questions asked (default 100; smoke 5)")
     p.add_argument("--neo4j-uri", default=None, help="use this running Neo4j + GDS instead of starting one")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
-    n = args.paragraphs or (40 if args.smoke else 1500)
+    n = args.paragraphs or (150 if args.smoke else 1500)
     n_questions = args.questions or (5 if args.smoke else 100)
     report = benchlib.Report("byograph", args.smoke, libraries=("neo4j", "graphdatascience", "pymilvus"))
     from neo4j import GraphDatabase
@@ -145,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-byograph-") as tmp, benchlib.neo4j(args.neo4j_uri, server) as uri, \
             GraphDatabase.driver(uri, auth=None) as driver:
-        driver.execute_query(CLEAR, database_=DB)
+        clear(driver)
         try:
             with Stopwatch() as build:
                 for statement in INDEXES:
@@ -202,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             left, _, _ = driver.execute_query(
                 "MATCH (n) WHERE any(l IN labels(n) WHERE l STARTS WITH 'Hansa') RETURN count(n) AS n", database_=DB)
         finally:
-            driver.execute_query(CLEAR, database_=DB)
+            clear(driver)
             for statement in DROP_INDEXES:
                 driver.execute_query(statement, database_=DB)
     server.pop("pid", None)

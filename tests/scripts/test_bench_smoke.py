@@ -406,3 +406,22 @@ def test_house_smoke(tmp_path: Path) -> None:
     assert results["product_files"] > results["query_gateway_files"]  # sites answered in this process too
     assert results["query_path_max_cc"] == results["query_path_worst"][0]["cc"] >= 1
     assert set(doc["targets"]) == {"query_gateway_files", "query_gateway_functions", "query_path_max_cc"}
+
+
+@pytest.mark.neo4j
+def test_byograph_smoke(tmp_path: Path, neo4j_uri: str) -> None:
+    """An organization graph mapped, communities built, published, queried and uninstalled; the script
+    itself fails when the organization's graph changed, and this checks that it said so."""
+    doc = run_bench("byograph", tmp_path, "--neo4j-uri", neo4j_uri)
+    res = doc["results"]
+    org = res["organization"]
+    assert org["nodes"] > doc["params"]["paragraphs"] == 150 and org["relationships"] > org["nodes"]
+    assert res["organization_unchanged"] == dict.fromkeys(["map", "communities", "publish", "retrieval", "uninstall"], True)
+    steps = res["steps"]
+    assert steps["map"]["documents_new"] == 150 and steps["map"]["chunks"] >= 150
+    assert steps["map"]["entities"] > 0 and steps["map"]["relations_written"] > 0
+    assert steps["remap"]["documents_unchanged"] == 150 and steps["remap"]["documents_new"] == 0
+    assert steps["communities"]["communities"] > 0 and steps["publish"]["summaries"] == steps["communities"]["communities"]
+    assert steps["retrieval"]["questions"] == 5 and steps["uninstall"]["hansa_nodes_removed"] > 0
+    assert res["hansa_nodes_left"] == 0
+    assert doc["targets"]["organization unchanged after map, communities, publish, retrieval, uninstall"]["met"] is True
