@@ -397,6 +397,8 @@ def _coerce(value: str, target_type: Any, name: str) -> Any:
             return int(value)
         if target_type in (float, "float"):
             return float(value)
+        if target_type in (list, "list[str]"):  # from the environment: comma-separated names
+            return [part.strip() for part in value.split(",") if part.strip()]
     except ValueError as exc:
         raise ConfigError(f"{name}={value!r} is not a valid {target_type}") from exc
     return value
@@ -448,8 +450,16 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         overrides = {
             k[len(prefix):].lower(): v for k, v in env.items() if k.startswith(prefix)
         }
+        nested = {}
+        for f in fields(obj):  # HANSA_SITE_GRAPH_MAP_<KEY> sets [site.graph_map] <key>
+            if is_dataclass(getattr(obj, f.name)):
+                head = f"{f.name}_"
+                nested[f.name] = {k[len(head):]: overrides.pop(k) for k in list(overrides) if k.startswith(head)}
         if overrides:
             _apply(obj, overrides, f"environment {prefix}*")
+        for name, values in nested.items():
+            if values:
+                _apply(getattr(obj, name), values, f"environment {prefix}{name.upper()}_*")
     if cfg.graph.backend not in ("embedded", "neo4j"):
         raise ConfigError(f"graph.backend must be 'embedded' or 'neo4j', not {cfg.graph.backend!r}")
     if cfg.gateway.role not in ROLES:

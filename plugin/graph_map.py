@@ -68,6 +68,7 @@ class MapReport:
     documents_unchanged: int
     documents_deleted: tuple[str, ...]  # mapped earlier, gone from the organization's graph now
     documents_skipped: int  # no usable text (listed in `skipped`, at most MAX_LISTED)
+    documents_without_id: int  # nodes with the document label but no id property: not read
     chunks: int  # chunks written (new and changed documents)
     entities: int  # distinct mapped entities the written documents mention
     mentions_unplaced: int  # mapped mentions whose name the text never contains (on the first chunk)
@@ -224,6 +225,7 @@ def map_graph(ctx: SiteContext, progress: bool = False) -> MapReport:
         documents_unchanged=len(seen) - new - changed,
         documents_deleted=tuple(gone),
         documents_skipped=len(skipped),
+        documents_without_id=count.nodes - count.with_id,
         chunks=chunks,
         entities=len(entities),
         mentions_unplaced=unplaced,

@@ -36,12 +36,25 @@ def test_a_mapping_loads_from_a_nested_table(tmp_path: Path) -> None:
     assert not load_config(env={"HANSA_HOME": str(tmp_path / "none")}).site.graph_map.enabled  # off by default
 
 
+def test_the_environment_overrides_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "hansa.toml"
+    path.write_text(GOOD, encoding="utf-8")
+    env = {"HANSA_HOME": str(tmp_path), "HANSA_SITE_GRAPH_MAP_DOCUMENT_TEXT": "content",
+           "HANSA_SITE_GRAPH_MAP_RELATION_TYPES": "WORKS_FOR, PARTNER_OF", "HANSA_SITE_GRAPH_MAP_EXTRACT": "true"}
+    m = load_config(path, env=env).site.graph_map
+    assert m.document_text == "content" and m.relation_types == ["WORKS_FOR", "PARTNER_OF"] and m.extract is True
+    with pytest.raises(ConfigError, match=r"relation_types\[0\] = 'X\) DELETE' is not a plain identifier"):
+        load_config(path, env={**env, "HANSA_SITE_GRAPH_MAP_RELATION_TYPES": "X) DELETE"})
+    with pytest.raises(ConfigError, match=r"unknown key 'colour'"):
+        load_config(path, env={**env, "HANSA_SITE_GRAPH_MAP_COLOUR": "blue"})
+
+
 @pytest.mark.parametrize("line, message", [
     ('document_label = "Doc`) DETACH DELETE n //"', r"document_label = .* is not a plain identifier"),
     ('document_text = "body text"', r"document_text = 'body text' is not a plain identifier"),
     ('entity_labels = ["Person", "Company:Secret"]', r"entity_labels\[1\] = 'Company:Secret' is not a plain identifier"),
     ('relation_types = ["WORKS_FOR]->() DELETE x //"]', r"relation_types\[0\] .* is not a plain identifier"),
-    ('entity_labels = "Person"', r"entity_labels must be a list"),
+    ('entity_labels = 5', r"entity_labels must be a list"),
     ('document_id = ""', r"document_id is empty"),
     ('mention_type = ""', r"mention_type is empty"),
     ('batch_docs = 0', r"batch_docs must be an integer in \[1, 10000\]"),

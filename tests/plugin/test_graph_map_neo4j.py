@@ -205,7 +205,7 @@ def test_mapped_graph_builds_communities_answers_and_leaves_the_organization_unt
     report = _json(_run(home, neo4j_uri, "map", "--no-progress", "--json"))
     untouched("map")
     assert report["documents_seen"] == 303 and report["documents_new"] == 301
-    assert report["documents_skipped"] == 2
+    assert report["documents_skipped"] == 2 and report["documents_without_id"] == 0
     assert sorted(s.split(":")[0] for s in report["skipped"]) == ["doc-empty", "doc-list"]
     # 120 cluster entities + Margit Vasquez; "Unmentioned Person" has no document, so no node
     assert report["entities"] == 121
