@@ -353,3 +353,41 @@ def test_a_refused_leiden_call_is_a_backend_error_and_drops_the_projection(store
         store.detect_communities(LeidenParams(tolerance=-1.0))
     projections = driver.execute_query("CALL gds.graph.list() YIELD graphName RETURN graphName", database_=DB).records
     assert [r["graphName"] for r in projections if r["graphName"].startswith("hansa-")] == []
+
+
+def test_mapped_relations_join_leiden_summaries_and_stats(store: Neo4jGraphStore, driver: Driver, tmp_path: Path) -> None:
+    """`replace_links` (hansa site map): a relation the organization's graph states weighs in beside
+    the co-mentions, in the projection Leiden runs on, the modularity, the summaries' relations and
+    stats; it is replaced whole, and pairs naming an entity the store lacks are left out."""
+    from hansa.adapters.graph import quality
+
+    store.install()
+    # Two cliques no chunk joins: Leiden cannot put them together ...
+    store.write_documents([graph("left", {"l1": ["a", "b", "c"], "l2": ["a", "b", "c"]}),
+                           graph("right", {"r1": ["x", "y", "z"], "r2": ["x", "y", "z"]})])
+    params = LeidenParams(gamma=1.0, seed=1)
+    apart = {a.entity_id: a.communities[-1] for a in store.detect_communities(params)}
+    assert apart["a"] != apart["x"]
+    co_mentioned = store.stats().relations
+    # ... until mapped relations tie them, heavier than the cliques themselves.
+    written = store.replace_links([("a", "x", 5), ("x", "a", 2), ("b", "y", 7), ("c", "nobody", 3)])
+    assert written == 2  # (a, x) summed over both directions; 'nobody' is not in the store
+    rows = driver.execute_query("MATCH (s:HansaEntity)-[l:HANSA_LINKED]->(t:HansaEntity) RETURN s.id AS s, t.id AS t, "
+                                "l.weight AS w ORDER BY s", database_=DB).records
+    assert [(r["s"], r["t"], r["w"]) for r in rows] == [("a", "x", 7), ("b", "y", 7)]
+    assert store.stats().relations == co_mentioned + 14
+    joined = {a.entity_id: a.communities[-1] for a in store.detect_communities(params)}
+    assert joined["a"] == joined["x"] and joined["b"] == joined["y"]
+    edges = [(s, t, 2.0) for s, t in [("a", "b"), ("a", "c"), ("b", "c"), ("x", "y"), ("x", "z"), ("y", "z")]]
+    edges += [("a", "x", 7.0), ("b", "y", 7.0)]
+    assert store.modularity(joined, 1.0) == pytest.approx(quality.modularity(edges, joined, 1.0))
+    context = store.community_context(["a", "b", "x", "y"])
+    assert ("A", "X", 7.0) in context.relations and ("B", "Y", 7.0) in context.relations
+    # Replaced whole: an empty set removes them, and the cliques are apart again.
+    assert store.replace_links([]) == 0
+    assert store.stats().relations == co_mentioned
+    again = {a.entity_id: a.communities[-1] for a in store.detect_communities(params)}
+    assert again["a"] != again["x"]
+    with EmbeddedGraphStore(tmp_path / "graph.sqlite") as embedded:
+        with pytest.raises(BackendError, match="backend = 'neo4j'"):
+            embedded.replace_links([("a", "x", 1)])
