@@ -53,6 +53,7 @@ from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph, normalize
 from hansa.plugin.ingest import _stored_hashes, _write_batch
 from hansa.plugin.site import SiteContext, chunk_collection
+from hansa.plugin.sources import read_roots
 
 log = get_logger(__name__)
 
@@ -90,6 +91,10 @@ def mapping(ctx: SiteContext) -> GraphMapConfig:
         raise ConfigError(f"[site.graph_map] maps an organization's Neo4j graph, but [graph] backend is "
                           f"{ctx.graph.backend!r}: set [graph] backend = 'neo4j' (HANSA_GRAPH_BACKEND=neo4j) and "
                           "[neo4j] uri to the database holding that graph")
+    bound = read_roots(ctx.cfg.home).get(m.source)
+    if bound is not None:
+        raise ConfigError(f"[site.graph_map] source {m.source!r} already names the files ingested from {bound}: give the "
+                          "mapped documents a source of their own, or `ingest --sync` there would remove them")
     return m
 
 

@@ -63,7 +63,8 @@ class UninstallReport:
 
 class GraphStore(ABC):
     """A site's knowledge graph. Namespaced (labels `Hansa*` / tables `hansa_*`): the
-    organization's own data in the same database is never read or written."""
+    organization's own data in the same database is never read or written by a store (`hansa
+    site map` reads it through adapters/graph/neo4j_source.py, which cannot write)."""
 
     backend: str
 

@@ -327,3 +327,18 @@ def test_the_embedded_store_is_refused_with_the_fix(tmp_path: Path) -> None:
     with SiteContext.open(cfg) as ctx:
         with pytest.raises(ConfigError, match=r"backend is 'embedded'.*backend = 'neo4j'"):
             map_graph(ctx)
+
+
+def test_a_source_name_bound_to_files_is_refused(driver: Driver, organization: dict[str, Any], neo4j_uri: str,
+                                                 tmp_path: Path) -> None:
+    from hansa.plugin.sources import save_roots
+
+    home = _home(tmp_path)
+    _run(home, neo4j_uri, "install")
+    try:
+        save_roots(home, {"graph": tmp_path / "docs"})
+        result = _run(home, neo4j_uri, "map", "--no-progress", ok=False)
+        assert result.exit_code == 1 and "source 'graph' already names the files ingested from" in result.output
+        assert _rows(driver, "MATCH (d:HansaDocument) RETURN count(d) AS n")[0]["n"] == 0
+    finally:
+        _run(home, neo4j_uri, "uninstall", "--yes", "--no-withdraw")
