@@ -39,7 +39,6 @@ rebuild within tens of questions. Several workers each keep their own gaps and w
 from __future__ import annotations
 
 import hashlib
-import re
 import statistics
 import threading
 import time
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Collection, Iterable, Mapping
 
 from hansa.core.statedb import open_state_db
-from hansa.core.text import content_words
+from hansa.core.text import content_words, split_words
 
 GAP_DECAY = 0.1  # EWMA weight of a new call's gap (~10 calls of memory)
 MIN_CALLS = 3  # calls before a site's gap is trusted enough to discount it
@@ -69,13 +68,6 @@ _SCHEMA = (
     "updated REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS quarantine (site_id TEXT PRIMARY KEY, reason TEXT NOT NULL, since REAL NOT NULL)",
 )
-
-_WORD = re.compile(r"\w+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
-
 
 def _digest(words: Iterable[str]) -> str:
     return hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
@@ -205,7 +197,7 @@ class SiteConduct:
         rest = words - q
         if len(rest) < 3 or len(rest) == len(words):  # nothing of the question in it: not an echo
             return False
-        fixed, whole = _digest(sorted(rest)), _digest(_words(sentence))
+        fixed, whole = _digest(sorted(rest)), _digest(split_words(sentence))
         with self._lock:
             seen = self._templates.setdefault(site_id, OrderedDict())
             before = seen.get(fixed)

@@ -41,7 +41,6 @@ conflict loses all its sentences, and the answer leads with the reader's span.
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
@@ -49,6 +48,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.core.text import split_words
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conduct import SiteConduct
@@ -60,6 +60,7 @@ from hansa.gateway.relevance import (
     MAX_MEASURED,
     distrusted,
     measure,
+    offered,
     overclaimed,
     round_robin,
     spot_checks,
@@ -67,11 +68,10 @@ from hansa.gateway.relevance import (
     upper_bound,
 )
 from hansa.gateway.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
-from hansa.gateway.screening import ECHO, Screened, reason as screen_reason
-from hansa.sync.wire import Citation, PartialAnswer
+from hansa.gateway.screening import ECHO, Screen, Screened
+from hansa.sync.wire import Citation
 
 MAX_SENTENCES = 4
-MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
 DUPLICATE_JACCARD = 0.8
 SUPPORT_STEP = 0.25
 MAX_SUPPORT = 2.0
@@ -102,6 +102,8 @@ class FusedAnswer:
     reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
     best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
     screened: tuple[Screened, ...] = ()  # sentences refused as evidence (gateway.screening), with why
+    # what this answer teaches each site's reliability (an echo's failure included): see _observations
+    observations: Mapping[str, Observation] = field(default_factory=dict)
     site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
     # sites whose evidence carried the answer (confirmed, or near the leading sentence's weight):
     # what a learning router is taught (gateway.learned), never a site's own claims
@@ -140,27 +142,8 @@ class _Candidate:
         return (self.cited, self.weight, self.confidence)
 
 
-def _support(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
-    """The (sentence, doc_id, relevance or None) a site offers; a bare answer counts as one, under
-    its top source."""
-    out = [(s[0].strip(), s[1], s[2] if len(s) > 2 else None) for s in answer.sentences if s[0].strip()]
-    if not out and answer.answer.strip():
-        out = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "", None)]
-    return out[:MAX_SENTENCES_PER_SITE]
-
-
-def first_measured(answer: PartialAnswer, n: int = MAX_SENTENCES) -> list[str]:
-    """The sentences of one site's answer that `fuse` is likeliest to measure: those without a claim
-    (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
-    question still waits on other sites (gateway.engine.fuse.measure_early); the embedding memo
-    then hands fusion the same vectors, so what fusion decides is unchanged."""
-    offered = _support(answer)
-    order = sorted(range(len(offered)), key=lambda i: (offered[i][2] is not None, -(offered[i][2] or 0.0), i))
-    return [offered[i][0] for i in order[:n]]
-
-
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2)
+    return frozenset(w for w in split_words(text) if len(w) > 2)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -281,16 +264,17 @@ def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozense
     return frozenset(c.site_id for c in chosen if c.site_id in confirmed or c.weight >= CONTRIBUTION * lead)
 
 
-def _screen(question: str, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
+def _screen(screen: Screen, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
             conduct: SiteConduct | None) -> tuple[list[list[tuple[SiteCall, str, str, float | None]]], list[Screened]]:
     """Each site's offered sentences without those that are not evidence (gateway.screening; with
     `conduct`, also a site's fixed text around a different question), and what was dropped."""
+    question = screen.question
     kept, dropped = [], []
-    for offered in per_site:
+    for sentences in per_site:
         keep = []
-        for item in offered:
+        for item in sentences:
             call, text, doc_id, _ = item
-            why = screen_reason(question, text)
+            why = screen.why(text)
             if why is None and conduct is not None and question and conduct.templated(call.site_id, question, text):
                 why = TEMPLATE
             if why is None:
@@ -403,33 +387,38 @@ def fuse(
     reading: ReadingStage | None = None,
     question: str = "",
     conduct: SiteConduct | None = None,
+    screen: Screen | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
-    (when `learn`) this answer is recorded; without, every site weighs 1. `site_prior` (site ->
+    this answer's `observations` are recorded, unless `learn` is False (the engine records one
+    answer per question, the one it returns); without, every site weighs 1. `site_prior` (site ->
     factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
     much of the question each site's answer uses. Up to `eager_below` candidates (default
     relevance.EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
     `question` it reads against), the reader judges the best-measured candidates (gateway.reading).
     Sentences that echo `question` or address the reader with instructions are screened out first
-    (gateway.screening), and with `conduct` a site's fixed text around different questions."""
+    (gateway.screening; `screen`: `question`'s, when the caller screened its sentences already),
+    and with `conduct` a site's fixed text around different questions."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
-    covered = ({c.site_id: coverage.factor(t for t, _, _ in _support(c.answer)) for c in ok if c.answer is not None}
+    covered = ({c.site_id: coverage.factor(t for t, _, _ in offered(c.answer)) for c in ok if c.answer is not None}
                if coverage is not None else {})
     site_prior = _combined(site_prior, covered)
     per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
     for call in ok:
         assert call.answer is not None
-        per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer)])
-    per_site, screened = _screen(question, per_site, conduct)
-    echoed = {s.site_id for s in screened if s.reason in (ECHO, TEMPLATE)}
-    if reliability is not None and learn and echoed:
-        reliability.observe({s: Observation.failed(ECHOED) for s in echoed})
+        per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in offered(call.answer)])
+    per_site, screened = _screen(Screen(question) if screen is None else screen, per_site, conduct)
+    # an echo costs its site a failure, which already weighs against it in this answer
+    echoed = {s.site_id: Observation.failed(ECHOED) for s in screened if s.reason in (ECHO, TEMPLATE)}
     pairs = round_robin(per_site, max_measured)
-    trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
+    trust = reliability.weights(sorted({c.site_id for c in ok}), pending=echoed) if reliability is not None else {}
     if not pairs:
+        if reliability is not None and learn and echoed:
+            reliability.observe(echoed)
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
-                           sentences=(), note=note, site_coverage=covered, screened=tuple(screened))
+                           sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
+                           observations=echoed)
     candidates: list[_Candidate] = []
     for i, (call, text, doc_id, rel) in enumerate(pairs):
         assert call.answer is not None
@@ -463,8 +452,11 @@ def fuse(
         resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences,
                                              whole_documents=True)
     checked = [c for c in candidates if c.checked]
+    observations = _observations(checked, chosen, resolution, rejected, candidates, copies)
+    for site, echo in echoed.items():
+        observations[site] = observations.get(site, Observation()) + echo
     if reliability is not None and learn:
-        reliability.observe(_observations(checked, chosen, resolution, rejected, candidates, copies))
+        reliability.observe(observations)
     site_best: dict[str, float] = {}
     for c in checked:
         site_best[c.site_id] = max(site_best.get(c.site_id, 0.0), trusted(c.measured, c.reported))
@@ -477,7 +469,8 @@ def fuse(
                     f"is below its floor {reading.floor:.2f}")
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
                            conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
-                           reading=read_trace, best_read=best_read, screened=tuple(screened), site_best=site_best)
+                           reading=read_trace, best_read=best_read, screened=tuple(screened), site_best=site_best,
+                           observations=observations)
 
     contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies))
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
@@ -496,4 +489,5 @@ def fuse(
         answer += " " + " ".join(notes)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
                        measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace,
-                       best_read=best_read, screened=tuple(screened), site_best=site_best, contributors=contributors)
+                       best_read=best_read, screened=tuple(screened), site_best=site_best, contributors=contributors,
+                       observations=observations)

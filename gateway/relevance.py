@@ -24,8 +24,11 @@ from typing import Sequence, TypeVar
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.sync.wire import PartialAnswer
 
 MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answer sentences
+MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
+FIRST_MEASURED = 4  # each site's sentences measured first: as many as a fused answer holds (gateway.fusion)
 OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
 # A claim may exceed the measurement by float rounding and because a site scores a sentence that
 # leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
@@ -47,6 +50,26 @@ def round_robin(per_site: Sequence[Sequence[T]], limit: int = MAX_MEASURED) -> l
                 out.append(items[depth])
         depth += 1
     return out
+
+
+def offered(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
+    """The (sentence, doc_id, relevance or None) a site offers; a bare answer counts as one, under
+    its top source."""
+    out = [(s[0].strip(), s[1], s[2] if len(s) > 2 else None) for s in answer.sentences if s[0].strip()]
+    if not out and answer.answer.strip():
+        out = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "", None)]
+    return out[:MAX_SENTENCES_PER_SITE]
+
+
+def first_measured(answer: PartialAnswer, n: int = FIRST_MEASURED) -> list[str]:
+    """The sentences of one site's answer that fusion is likeliest to measure: those without a claim
+    (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
+    question still waits on other sites (gateway.engine.fuse.measure_early), and the assessment
+    measures them to bound the site's other sentences (gateway.engine.assess); the embedding memo
+    then hands fusion the same vectors, so what fusion decides is unchanged."""
+    sentences = offered(answer)
+    order = sorted(range(len(sentences)), key=lambda i: (sentences[i][2] is not None, -(sentences[i][2] or 0.0), i))
+    return [sentences[i][0] for i in order[:n]]
 
 
 def measure(question_vector: np.ndarray, texts: Sequence[str], embedder: Embedder) -> np.ndarray:

@@ -64,6 +64,7 @@ from hansa.gateway.reading import ReadingStage, open_reading
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.reliability import OVERROUTED, Observation, SiteReliability
+from hansa.gateway.screening import Screen
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
@@ -317,20 +318,22 @@ class QueryEngine:
         coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
                            else min(max(policy.answer_coverage, 0.0), 1.0))
         coverage = AnswerCoverage.weighing(routing.words, coverage_weight)
+        screen = Screen(request.question)  # each sentence screened once: for every assessment and fusion
         judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder,
-                         prior, coverage)
+                         prior, coverage, screen)
 
         def assessed() -> Assessment:
-            return routing.assess(request.question, calls.calls)
+            return routing.assess(request.question, calls.calls, screen)
 
         decision: GateDecision | None = None
         origin_assessment: Assessment | None = None
         to_call = list(routing.selected)
         if request.origin is not None:
             origin = calls.round("origin", [request.origin])
-            origin_assessment = routing.assess(request.question, origin.calls if origin else ())
+            origin_assessment = routing.assess(request.question, origin.calls if origin else (), screen)
             with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
-            decision = (with_evidence(request.question, routing.evidence(request.question, origin.calls if origin else ()),
+            decision = (with_evidence(request.question,
+                                      routing.evidence(request.question, origin.calls if origin else (), screen),
                                       origin_assessment)
                         if callable(with_evidence) else gate.decide(origin_assessment))
             if decision.answer and content_words(request.question):
@@ -398,12 +401,14 @@ class QueryEngine:
             else:
                 fusion_prior = prior(calls.called)
                 fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                    site_prior=fusion_prior, coverage=coverage, reading=reading,
-                                    question=request.question, conduct=self.conduct)
+                                    learn=False, site_prior=fusion_prior, coverage=coverage, reading=reading,
+                                    question=request.question, conduct=self.conduct, screen=screen)
                 fused, hops = self._second_hops(request, fused, calls, records, routable, router, coverage,
                                                 fusion_prior, reading)
                 if hops:
                     second_hops = hops
+                if self.reliability is not None and fused.observations:  # once per question, from its final answer
+                    self.reliability.observe(fused.observations)
                 if fused.unsupported and reading is not None:  # the reader found nothing that answers
                     best = float((fused.reading or {}).get("best", 0.0))
                     abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
@@ -483,7 +488,7 @@ class QueryEngine:
             if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
                 break
             fused = fuse_answer(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                site_prior=prior, coverage=coverage, reading=reading, question=follow,
+                                learn=False, site_prior=prior, coverage=coverage, reading=reading, question=follow,
                                 conduct=self.conduct)
         return fused, asked
 
@@ -551,10 +556,11 @@ class _Judged:
 
     def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
                  prior: Callable[[Collection[str]], Mapping[str, float] | None],
-                 coverage: AnswerCoverage | None = None) -> None:
+                 coverage: AnswerCoverage | None = None, screen: Screen | None = None) -> None:
         self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
         self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
         self.coverage = coverage  # ... and the answers' word coverage (gateway.lexical.AnswerCoverage)
+        self.screen = screen  # the question's screen, shared with the assessment (gateway.screening.Screen)
         self.values: list[float] = []
         self.measures: dict[int, Any] = {}  # round index -> quality measured after it
         self.latest: Any = None
@@ -566,7 +572,7 @@ class _Judged:
         if self.quality is None or not calls.rounds:
             return
         fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
-                            coverage=self.coverage, question=self.question)
+                            coverage=self.coverage, question=self.question, screen=self.screen)
         self.latest = self.quality(self.question, fused)
         value = float(self.latest.value)
         self.values.append(value)

@@ -2,10 +2,12 @@
 
 Contract: `fuse_answer(question_vector, calls, embedder, reliability=None, site_prior=None, coverage=None)
 -> FusedAnswer` (gateway.fusion; `reliability` is the gateway's learned per-site weight, updated by
-fusion; `site_prior` weighs the citations by the sites' routing match, Routing.site_prior;
+fusion unless `learn` is False: then the caller records the answer's `observations`;
+`site_prior` weighs the citations by the sites' routing match, Routing.site_prior;
 `coverage` by how much of the question each site's answer uses, gateway.lexical.AnswerCoverage;
 `reading` the reader that judges the best candidates against `question`, gateway.reading;
-`conduct` the sites' record that screens a site's fixed text around questions, gateway.conduct): every
+`conduct` the sites' record that screens a site's fixed text around questions, gateway.conduct;
+`screen` the question's screen that the assessment used, gateway.screening.Screen): every
 sentence of the answer comes from an "ok" call and carries a citation marker; with no usable
 evidence the answer says why (`note`). The fusion module is looked up at call time, so a rewrite of
 `gateway.fusion.fuse` with the same signature is picked up without touching the engine.
@@ -31,15 +33,18 @@ from hansa.gateway.conduct import SiteConduct
 from hansa.gateway.fusion import FusedAnswer
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage
+from hansa.gateway.relevance import first_measured
 from hansa.gateway.reliability import SiteReliability
+from hansa.gateway.screening import Screen
 
 
 def fuse_answer(question_vector: np.ndarray, calls: Sequence[SiteCall], embedder: Embedder, *,
                 reliability: SiteReliability | None = None, site_prior: Mapping[str, float] | None = None,
                 coverage: AnswerCoverage | None = None, reading: ReadingStage | None = None,
-                question: str = "", conduct: SiteConduct | None = None) -> FusedAnswer:
-    return fusion.fuse(question_vector, calls, embedder, reliability=reliability, site_prior=site_prior,
-                       coverage=coverage, reading=reading, question=question, conduct=conduct)
+                question: str = "", conduct: SiteConduct | None = None, learn: bool = True,
+                screen: Screen | None = None) -> FusedAnswer:
+    return fusion.fuse(question_vector, calls, embedder, reliability=reliability, learn=learn, site_prior=site_prior,
+                       coverage=coverage, reading=reading, question=question, conduct=conduct, screen=screen)
 
 
 def measure_early(embedder: Embedder) -> OnAnswer | None:
@@ -48,7 +53,7 @@ def measure_early(embedder: Embedder) -> OnAnswer | None:
 
     def hook(call: SiteCall) -> None:
         if call.answer is not None:
-            texts = fusion.first_measured(call.answer)
+            texts = first_measured(call.answer)
             if texts:
                 embedder.embed(texts)
 

@@ -26,6 +26,7 @@ from hansa.gateway.registry import REVOKED, SiteRecord
 from hansa.gateway.lexical import QuestionWords, lexical_scores
 from hansa.gateway.relevance import measure
 from hansa.gateway.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
+from hansa.gateway.screening import Screen
 from hansa.sync.terms import term_keys
 
 
@@ -121,15 +122,15 @@ class Routing:
         found = next((s.score for s in self.considered if counts(s.site_id)), None)
         return lead - found if found is not None else lead
 
-    def evidence(self, question: str, calls: Sequence[SiteCall]) -> list[Passage]:
+    def evidence(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> list[Passage]:
         """The passages of `calls` as the assessment weighs them (engine.assess.passages)."""
-        return passages(calls, question, self._measured if self.embedder is not None else None)
+        return passages(calls, question, self._measured if self.embedder is not None else None, screen)
 
-    def assess(self, question: str, calls: Sequence[SiteCall]) -> Assessment:
+    def assess(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> Assessment:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
         summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
         leader, the question's weighed words, and what the lowest-ranked site asked added
-        (engine.assess)."""
+        (engine.assess; `screen`: `question`'s, gateway.screening.Screen)."""
         asked = {c.site_id for c in calls}
         best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
         # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the
@@ -138,7 +139,7 @@ class Routing:
         ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
         return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
                       routing_deficit=self.deficit(asked),
-                      measured=self._measured if self.embedder is not None else None)
+                      measured=self._measured if self.embedder is not None else None, screen=screen)
 
     def _measured(self, texts: Sequence[str]) -> Sequence[float]:
         """The gateway's cosine of `texts` with the question (gateway.relevance.measure)."""
