@@ -71,7 +71,7 @@ from hansa.gateway.reliability import ECHOED, LOST, OVERCLAIMED, Observation, Si
 from hansa.gateway.screening import ECHO, Screen, Screened
 from hansa.sync.wire import Citation
 
-MAX_SENTENCES = 4
+MAX_SENTENCES = relevance.MAX_SENTENCES  # one number: what fusion keeps is what is measured first
 DUPLICATE_JACCARD = 0.8
 SUPPORT_STEP = 0.25
 MAX_SUPPORT = 2.0

@@ -28,7 +28,8 @@ from hansa.sync.wire import PartialAnswer
 
 MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answer sentences
 MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
-FIRST_MEASURED = 4  # each site's sentences measured first: as many as a fused answer holds (gateway.fusion)
+# The sentences a fused answer holds (gateway.fusion): each site's that many best are measured first.
+MAX_SENTENCES = 4
 OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
 # A claim may exceed the measurement by float rounding and because a site scores a sentence that
 # leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
@@ -61,7 +62,7 @@ def offered(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
     return out[:MAX_SENTENCES_PER_SITE]
 
 
-def first_measured(answer: PartialAnswer, n: int = FIRST_MEASURED) -> list[str]:
+def first_measured(answer: PartialAnswer, n: int = MAX_SENTENCES) -> list[str]:
     """The sentences of one site's answer that fusion is likeliest to measure: those without a claim
     (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
     question still waits on other sites (gateway.engine.fuse.measure_early), and the assessment
