@@ -2,8 +2,10 @@
 
 gateway and plugin (the site adapter) stand side by side over sync, adapters and core: neither
 imports the other, so a change on one side never reaches into the other. core imports no other
-room; sync (the wire and trust formats) no adapter; nothing below the command line imports it:
-every click command lives under cli/.
+room; sync (the wire and trust formats) no adapter. federation (a whole federation in one process)
+is the one room that wires plugin and gateway together: none of them imports it, and it imports
+neither evaluation nor the command line. Nothing below the command line imports it: every click
+command lives under cli/.
 """
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ROOMS = ("core", "adapters", "cypher", "sync", "plugin", "gateway", "evaluation", "cli")
+ROOMS = ("core", "adapters", "cypher", "sync", "plugin", "gateway", "federation", "evaluation", "cli")
 FORBIDDEN = {
-    "core": {"adapters", "sync", "plugin", "gateway", "evaluation", "cli"},
-    "adapters": {"sync", "plugin", "gateway", "evaluation", "cli"},
-    "sync": {"adapters", "plugin", "gateway", "evaluation", "cli"},
-    "plugin": {"gateway", "evaluation", "cli"},
-    "gateway": {"plugin", "evaluation", "cli"},
+    "core": {"adapters", "sync", "plugin", "gateway", "federation", "evaluation", "cli"},
+    "adapters": {"sync", "plugin", "gateway", "federation", "evaluation", "cli"},
+    "sync": {"adapters", "plugin", "gateway", "federation", "evaluation", "cli"},
+    "plugin": {"gateway", "federation", "evaluation", "cli"},
+    "gateway": {"plugin", "federation", "evaluation", "cli"},
+    "federation": {"evaluation", "cli"},
+    "evaluation": {"cli"},
 }
 
 
