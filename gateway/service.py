@@ -6,7 +6,7 @@ Why: the gateway used to be assembled in four places and reached through a Flask
 transport, rate limits, API keys, signing identity) and every caller holds the same object:
 
     gw = Gateway.open(cfg, llm=open_llm(cfg))       # what `hansa gateway serve` runs
-    gw = Gateway.open(cfg, embedder=e, vector_store=s, registry=r)       # tests, LocalFederation
+    gw = Gateway.open(cfg, embedder=e, vector_store=s, registry=r)       # tests, federation/local.py
     gw = Gateway.open(cfg, ..., transport=InProcessSiteTransport(identity, apps))  # fast unit tier
     app = create_gateway_app(gw)                    # Flask: a thin HTTP adapter over it
     gw.query(QueryRequest(question="..."), client="eval", policy=QueryPolicy(...))

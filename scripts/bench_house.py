@@ -105,7 +105,7 @@ def main() -> None:
 
     import hansa.core
     from hansa.cli.demo import bundled_sample
-    from hansa.cli.federation import LocalFederation
+    from hansa.federation.local import LocalFederation
 
     package = Path(hansa.core.__file__).resolve().parents[1]  # an editable install makes `hansa` a namespace
     passages, questions = bundled_sample()

@@ -15,7 +15,7 @@ each question is asked cold; `after_repeat` asks the same question again (an LRU
 
 Data: MTRAG, `--per-domain` passages per domain (the questions' gold passages first: the evaluation's
 cap_passages) on `--sites` sites (the evaluation's sharding), report-split questions. The federation
-is the one `hansa eval` builds (cli/federation.py LocalFederation, sites over loopback HTTP); queries
+is the one `hansa eval` builds (federation/local.py LocalFederation, sites over loopback HTTP); queries
 go to the Gateway service in-process, routed (`routed`) and to every site (`all_sites`, the most
 sentences to fuse). Site retrieval is also timed alone (`retrieve()` on each site per question),
 and both arms' chosen sentences are compared.
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     report = benchlib.Report("query", args.smoke, libraries=("onnxruntime", "pymilvus", "milvus-lite"))
     report.params.update({"per_domain": args.per_domain, "questions": args.questions, "sites": args.sites,
                           "arms": list(ARMS), "modes": list(MODES)})
-    from hansa.cli.federation import LocalFederation
+    from hansa.federation.local import LocalFederation
 
     docs, questions = federation_inputs(args.per_domain, args.questions, args.sites)
     report.params["passages"] = sum(len(d) for d in docs.values())

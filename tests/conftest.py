@@ -295,7 +295,7 @@ REAL_COMPONENT_MODULES = frozenset({
     "hansa.adapters.embedder.onnx", "hansa.adapters.embedder.sentence_transformers",
     "hansa.adapters.reader.onnx", "hansa.evaluation.reader_train",
     "hansa.adapters.graph.neo4j_gds", "hansa.adapters.llm.openai_compat",
-    "hansa.cli.federation", "hansa.cli.demo", "hansa.plugin.site", "hansa.evaluation.runner",
+    "hansa.federation.local", "hansa.cli.demo", "hansa.plugin.site", "hansa.evaluation.runner",
     "tests.served", "neo4j", "pymilvus", "xllamacpp", "selenium",
 })
 # Tests that reach Milvus Lite or the ONNX model through the CLI or a Config, where neither a fixture

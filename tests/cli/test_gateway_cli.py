@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hansa.core.config import Config
-from hansa.gateway.cli import gateway, open_registry
+from hansa.cli.gateway import gateway, open_registry
 from hansa.sync.keys import SiteIdentity
 
 

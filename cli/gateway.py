@@ -624,9 +624,9 @@ def quarantine(ctx: click.Context, site_id: str, reason: str, release: bool, as_
         conduct.close()
 
 
-from hansa.gateway.cli_keys import api_key  # noqa: E402  (it imports helpers defined above)
+from hansa.cli.gateway_keys import api_key  # noqa: E402  (it imports helpers defined above)
 
 gateway.add_command(api_key)
-from hansa.gateway.cli_router import router  # noqa: E402  (it imports helpers defined above)
+from hansa.cli.gateway_router import router  # noqa: E402  (it imports helpers defined above)
 
 gateway.add_command(router)
