@@ -105,22 +105,35 @@ def passages(calls: Sequence[SiteCall], question: str = "", measured: Measure | 
     for call in calls:
         if call.status != OK or call.answer is None:
             continue
-        scores = {c.doc_id: c.score for c in call.answer.citations}
-        offered = []
-        for s in call.answer.sentences:
-            text, doc_id = s[0], s[1]
-            rel = float(s[2]) if len(s) > 2 else float(scores.get(doc_id, 0.0))  # type: ignore[misc]
-            if text.strip() and screen.why(text) is None:
-                offered.append(Passage(call.site_id, doc_id, text, rel))
+        offered = _offered(call, screen)
         if measured is not None and offered:
-            first = [t for t in first_measured(call.answer) if screen.why(t) is None]
-            value = dict(zip(first, (float(v) for v in measured(first)))) if first else {}
-            cap = max(value.values(), default=0.0)
-            offered = [Passage(p.site_id, p.doc_id, p.text, trusted(value.get(p.text, cap), p.relevance))
-                       for p in offered]
+            offered = _bounded(offered, call, screen, measured)
         out.extend(offered)
     out.sort(key=lambda p: (-p.relevance, p.site_id, p.doc_id))
     return out
+
+
+def _offered(call: SiteCall, screen: Screen) -> list[Passage]:
+    """A call's sentences that are evidence, at the relevance the site reports (a sentence without
+    one takes its document's citation score, 0 if uncited)."""
+    assert call.answer is not None
+    scores = {c.doc_id: c.score for c in call.answer.citations}
+    out = []
+    for s in call.answer.sentences:
+        text, doc_id = s[0], s[1]
+        rel = float(s[2]) if len(s) > 2 else float(scores.get(doc_id, 0.0))  # type: ignore[misc]
+        if text.strip() and screen.why(text) is None:
+            out.append(Passage(call.site_id, doc_id, text, rel))
+    return out
+
+
+def _bounded(offered: Sequence[Passage], call: SiteCall, screen: Screen, measured: Measure) -> list[Passage]:
+    """The gateway's measurement of the site's likeliest-used sentences bounds what it reports."""
+    assert call.answer is not None
+    first = [t for t in first_measured(call.answer) if screen.why(t) is None]
+    value = dict(zip(first, (float(v) for v in measured(first)))) if first else {}
+    cap = max(value.values(), default=0.0)
+    return [Passage(p.site_id, p.doc_id, p.text, trusted(value.get(p.text, cap), p.relevance)) for p in offered]
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -151,10 +164,18 @@ def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None 
     pairs = list(combinations(top_words[:AGREEMENT_PASSAGES], 2))
     agreement = sum(_jaccard(a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
     order = [c.site_id for c in calls]
-    earlier = [p for p in found if p.site_id != order[-1]]
+    gain, coverage_gain = _newest_gain(found, order[-1], q_words, best, coverage)
     return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found), routing_gap,
-                      relevance_gain=best - (earlier[0].relevance if earlier else 0.0),
-                      coverage_gain=coverage - (_coverage(q_words, earlier) if earlier else 0.0),
+                      relevance_gain=gain, coverage_gain=coverage_gain,
                       sites_since_best=len(order) - 1 - order.index(found[0].site_id),
                       weighted_coverage=words.share(p.text for p in found[:TOP_PASSAGES]) if words else 0.0,
                       routing_deficit=routing_deficit)
+
+
+def _newest_gain(found: Sequence[Passage], newest: str, q_words: frozenset[str], best: float,
+                 coverage: float) -> tuple[float, float]:
+    """What the newest site's answer added: relevance and coverage beyond the others' passages."""
+    earlier = [p for p in found if p.site_id != newest]
+    if not earlier:
+        return best, coverage
+    return best - earlier[0].relevance, coverage - _coverage(q_words, earlier)
