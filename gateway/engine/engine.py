@@ -48,12 +48,12 @@ from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.finish import FinishReserve
 from hansa.gateway.engine.fuse import fuse_answer, measure_early
-from hansa.gateway.engine.gate import Gate, GateDecision
+from hansa.gateway.engine.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.engine.hops import bridge_entities
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
-from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
+from hansa.gateway.engine.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, router_json, trace_json
+from hansa.gateway.engine.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
 from hansa.gateway.engine.synthesize import synthesize_answer, tokens_spent
 from hansa.gateway.engine.tiers import tiers_of
 from hansa.gateway.fusion import FusedAnswer
@@ -337,7 +337,8 @@ class QueryEngine:
             clock=clock, t=t, routing=routing, routing_ms=clock.elapsed_ms(),
             calls=_Calls(self, request, request.retrieve_request(policy.mode), records, clock),
             prior=prior, coverage=coverage, screen=screen,
-            judged=_Judged(getattr(refiner, "quality", None), request.question, routing.question_vector,
+            judged=_Judged(refiner.quality if isinstance(refiner, JudgingRefiner) else None, request.question,
+                           routing.question_vector,
                            self.embedder, prior, coverage, screen),
             to_call=list(routing.selected))
 
@@ -349,10 +350,9 @@ class QueryEngine:
         origin = q.calls.round("origin", [request.origin])
         asked = origin.calls if origin else ()
         q.origin_assessment = routing.assess(request.question, asked, q.screen)
-        with_evidence = getattr(q.gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
-        decision = (with_evidence(request.question, routing.evidence(request.question, asked, q.screen),
-                                  q.origin_assessment)
-                    if callable(with_evidence) else q.gate.decide(q.origin_assessment))
+        decision = (q.gate.decide_with_evidence(request.question, routing.evidence(request.question, asked, q.screen),
+                                                q.origin_assessment)
+                    if isinstance(q.gate, EvidenceGate) else q.gate.decide(q.origin_assessment))
         if decision.answer and content_words(request.question):
             # never abstain on the origin's word alone: what it cannot answer, the federation may
             verdict = q.abstainer.judge(request.question, q.origin_assessment)
@@ -366,7 +366,7 @@ class QueryEngine:
 
     def _ask_routed(self, q: "_Query") -> None:
         """The routed sites, each in the mode its tier asks for (SCOUT-RAG's tiers)."""
-        tier_modes = {s.site_id: s.mode for s in q.routing.considered if getattr(s, "mode", None)}
+        tier_modes = {s.site_id: s.mode for s in q.routing.considered if s.mode}
         q.calls.round("routed", q.to_call,
                       {s: q.request.retrieve_request(tier_modes[s]) for s in q.to_call if s in tier_modes})
         q.stage("call")
@@ -462,9 +462,8 @@ class QueryEngine:
         """What this question teaches: the sites' conduct, a learning router, the citation history."""
         calls, fused = q.calls, q.answer_fused
         self._observe_conduct(q.routing, calls.calls, fused)
-        observe = getattr(q.router, "observe", None)  # a learning router logs what contributed
-        if callable(observe):
-            observe(q.request.question, q.routing.considered, q.routing.selected, calls.calls, fused)
+        if isinstance(q.router, LearningRouter):  # it logs what contributed
+            q.router.observe(q.request.question, q.routing.considered, q.routing.selected, calls.calls, fused)
         if self.history is not None and calls.calls:
             self.history.record(calls.called, {s.site_id for s in fused.sentences})
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Collection, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from hansa.gateway.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteSco
 from hansa.gateway.screening import Screen
 from hansa.sync.terms import term_keys
 
+if TYPE_CHECKING:
+    from hansa.gateway.fusion import FusedAnswer
+
 
 class Router(Protocol):
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
@@ -40,6 +43,15 @@ class Router(Protocol):
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         """Of `ranked`, the sites to call (at most k)."""
         ...
+
+
+@runtime_checkable
+class LearningRouter(Router, Protocol):
+    """A router that learns from outcomes (gateway.learned): after fusion the engine tells it which
+    sites were considered, selected and called, and the answer they made."""
+
+    def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
+                calls: Sequence[SiteCall], fused: "FusedAnswer") -> None: ...
 
 
 def reads_lexical(router: Router) -> bool:
