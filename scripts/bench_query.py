@@ -9,7 +9,7 @@ per call. Three arms, their order rotated question by question so all see the sa
 - `after_late`: stored sentence vectors, and fusion verifying only what it uses
   (gateway/relevance.py), still measured after the calls;
 - `after`: the gateway as it ships: as `after_late`, and an answer that arrives while slower sites
-  are awaited has its sentences measured then (gateway.engine.fuse.measure_early).
+  are awaited has its sentences measured then (gateway.relevance.measure_early).
 The gateway's LRU (gateway.embedding_memo_entries) is cleared before every question of either arm, so
 each question is asked cold; `after_repeat` asks the same question again (an LRU hit).
 

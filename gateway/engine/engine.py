@@ -47,7 +47,6 @@ from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.finish import FinishReserve
-from hansa.gateway.engine.fuse import fuse_answer, measure_early
 from hansa.gateway.engine.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.engine.hops import bridge_entities
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
@@ -56,11 +55,12 @@ from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_s
 from hansa.gateway.engine.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
 from hansa.gateway.engine.synthesize import synthesize_answer, tokens_spent
 from hansa.gateway.engine.tiers import tiers_of
-from hansa.gateway.fusion import FusedAnswer
+from hansa.gateway.fusion import FusedAnswer, fuse
 from hansa.gateway.history import SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage, open_reading
+from hansa.gateway.relevance import measure_early
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.reliability import OVERROUTED, Observation, SiteReliability
@@ -440,7 +440,7 @@ class QueryEngine:
         """Fuse every answer seen; the reader's verdict replaces the abstainer's when there is one."""
         calls, request, reading = q.calls, q.request, q.reading
         q.fusion_prior = q.prior(calls.called)
-        fused = fuse_answer(q.routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+        fused = fuse(q.routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
                             learn=False, site_prior=q.fusion_prior, coverage=q.coverage, reading=reading,
                             question=request.question, conduct=self.conduct, screen=q.screen)
         fused, q.second_hops = self._second_hops(request, fused, calls, q.records, q.routable, q.router, q.coverage,
@@ -497,7 +497,7 @@ class QueryEngine:
             asked.append(follow)
             if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
                 break
-            fused = fuse_answer(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+            fused = fuse(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
                                 learn=False, site_prior=prior, coverage=coverage, reading=reading, question=follow,
                                 conduct=self.conduct)
         return fused, asked
@@ -668,7 +668,7 @@ class _Judged:
     def measure(self, calls: _Calls) -> None:
         if self.quality is None or not calls.rounds:
             return
-        fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
+        fused = fuse(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
                             coverage=self.coverage, question=self.question, screen=self.screen)
         self.latest = self.quality(self.question, fused)
         value = float(self.latest.value)
