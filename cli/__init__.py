@@ -16,8 +16,8 @@ from hansa.core.errors import HansaError
 
 # name -> "module:attribute" of a click command or group
 SUBCOMMANDS = {
-    "site": ("hansa.plugin.cli:site", "Run a site: install into Neo4j/Milvus, ingest, build communities, publish, serve."),
-    "gateway": ("hansa.gateway.cli:gateway", "Run the federation gateway: enroll sites, verify publications, route queries."),
+    "site": ("hansa.cli.site:site", "Run a site: install into Neo4j/Milvus, ingest, build communities, publish, serve."),
+    "gateway": ("hansa.cli.gateway:gateway", "Run the federation gateway: enroll sites, verify publications, route queries."),
     "demo": ("hansa.cli.demo:demo", "Run a 3-site federation on this machine with no server and ask it questions."),
     "query": ("hansa.cli.query:query", "Ask the federation a question through its gateway (an API key's client)."),
     "embedder": ("hansa.cli.embedder:embedder", "List, fetch and verify the embedding models of the catalog."),

@@ -19,8 +19,8 @@ from typing import Any, Callable
 import click
 
 from hansa.core.errors import HansaError
-from hansa.cli.federation import LocalFederation
 from hansa.core.text import content_words
+from hansa.federation.local import LocalFederation
 from hansa.plugin.retrieval import answer_sentences
 
 

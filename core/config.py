@@ -288,7 +288,7 @@ class GatewayConfig:
     query_refill_per_s: float = 2.0
     publish_burst: int = 10
     publish_refill_per_s: float = 1 / 60
-    # Replicas on several hosts (README "Replicas on several hosts"): one "primary" accepts
+    # Replicas on several hosts (docs/production.md, "Replicas on several hosts"): one "primary" accepts
     # publications and, on a Milvus server, mirrors each site's head into it (gateway/head_mirror.py);
     # a "follower" shares that Milvus server, refuses publications, and at a request at least
     # follow_interval_s after its last look loads the sets the primary mirrored since.

@@ -4,11 +4,14 @@ Why one place: keys, registries, publication floors, outboxes and install record
 crash as either the old file or the new one, never half of each — temp file in the same
 directory, fsync, rename, then fsync the directory so the rename itself is durable. A
 read-modify-write of such a file runs under `locked`, so that neither another thread nor another
-process (a CLI beside a running gateway) loses an update.
+process (a CLI beside a running gateway) loses an update. And a model file checked against its
+pinned sha256 is hashed here once per version of it (`file_sha256`).
 """
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import json
 import os
 import tempfile
@@ -33,6 +36,24 @@ def file_signature(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int, ctime_ns: int) -> str:  # noqa: ARG001  (the stat: the memo key)
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """A file's sha256, memoised per path, size, mtime and ctime. Why: a model's graph (tens of MB)
+    is checked each time a reader or embedder is built on it; a write to the file changes its
+    mtime and ctime, and so does setting its mtime back (ctime cannot be set), so a file changed
+    since it was hashed is hashed again."""
+    st = os.stat(path)
+    return _sha256(str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -12,6 +12,7 @@ import unicodedata
 _NORMALIZE_JOIN = re.compile(r"[.'’]")  # "U.S." -> "us", "O'Brien" -> "obrien"
 _NORMALIZE_DROP = re.compile(r"[^\w\s]|_")
 _SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
 
 # Function words plus very common verbs, adjectives and adverbs: without a POS tagger these bound
 # noun phrases and keep "provides", "several" or "however" from becoming entities.
@@ -64,6 +65,13 @@ def fold(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     folded = _NORMALIZE_DROP.sub(" ", _NORMALIZE_JOIN.sub("", folded))
     return _SPACES.sub(" ", folded).strip()
+
+
+def split_words(text: str) -> list[str]:
+    """Every casefolded word, in order and repeated: for rules that read word order or the whole
+    wording (an echo's run of the question's words, a sentence's fingerprint), which the set of
+    content_words loses."""
+    return _WORD.findall(text.casefold())
 
 
 def content_words(text: str) -> frozenset[str]:

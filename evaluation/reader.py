@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from hansa.core.files import file_sha256
 from hansa.evaluation.reader_pairs import load_paragraphs, load_questions
 from hansa.evaluation.metrics import exact_match, token_f1
 from hansa.evaluation.split import sample, split_of
@@ -126,8 +127,6 @@ def measure(reader: Any, squad_dir: Path, limit: int = 0) -> dict[str, Any]:
 
 
 def _entry(path: Path) -> dict[str, Any]:
-    from hansa.adapters.reader.onnx import file_sha256
-
     return {"file": path.name, "sha256": file_sha256(path), "size": path.stat().st_size}
 
 

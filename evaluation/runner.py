@@ -395,8 +395,8 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
 
 def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequence[Question], n_sites: int,
                    settings: EvalSettings, root: Path, cache: Any, progress: Progress) -> FederationRun:
-    from hansa.cli.federation import LocalFederation
     from hansa.evaluation.routers import FullInformationRouter, routing_curves
+    from hansa.federation.local import LocalFederation
 
     subset = Dataset(ds.name, passages, ds.questions, ds.caveat, ds.sharder, ds.federation_sizes)
     sites = subset.sites(n_sites)

@@ -99,8 +99,11 @@ class Claim:
         return {"subject": self.subject, "predicate": self.predicate, "value": self.value, "kind": self.kind}
 
 
-def content_words(text: str) -> list[str]:
-    """Folded words that carry meaning (negations included, so polarity is part of the frame)."""
+def frame_words(text: str) -> list[str]:
+    """The words a claim's frame and context are made of, in order: folded words with their
+    apostrophes ("n't", "o'brien") without filler, negations kept (polarity is part of the frame)
+    and numbers dropped (values are not what a sentence is about). Not core.text.content_words,
+    which drops negations as stopwords and loses word order."""
     out = []
     for w in _WORD.findall(text.casefold().replace("n't", " n't")):
         if w == "t" or w[0].isdigit():  # values are not what a sentence is about
@@ -178,8 +181,8 @@ def _entities(sentence: str, taken: list[tuple[int, int]]) -> list[tuple[tuple[i
 
 
 def _context(sentence: str, span: tuple[int, int]) -> list[str]:
-    left = content_words(sentence[: span[0]])[-CONTEXT_WORDS:]
-    right = content_words(sentence[span[1]:])[:CONTEXT_WORDS]
+    left = frame_words(sentence[: span[0]])[-CONTEXT_WORDS:]
+    right = frame_words(sentence[span[1]:])[:CONTEXT_WORDS]
     return left + right
 
 
@@ -198,7 +201,7 @@ def extract_claims(sentence: str) -> tuple[Claim, ...]:
     masked = sentence
     for (a, b), _, _ in dates + numbers:
         masked = masked[:a] + " " * (b - a) + masked[b:]
-    words = content_words(masked)
+    words = frame_words(masked)
     subject = entities[0][2] if entities else " ".join(w for w in words[:2] if w not in NEGATIONS)
     values: list[tuple[tuple[int, int], str, str, Norm]] = (
         [(s, v, DATE, n) for s, v, n in dates] + [(s, v, NUMBER, n) for s, v, n in numbers]
@@ -206,7 +209,7 @@ def extract_claims(sentence: str) -> tuple[Claim, ...]:
     claims = []
     all_words = _keys(words)
     for span, value, kind, norm in sorted(values, key=lambda t: t[0]):
-        own = _keys(content_words(value))
+        own = _keys(frame_words(value))
         context = _context(masked, span)
         # an entity that is the subject names what the sentence is about: its "value" is itself
         claim_subject = subject if not (kind == ENTITY and norm == subject) else " ".join(context[:2])

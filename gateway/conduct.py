@@ -32,24 +32,25 @@ Why SQLite, like gateway.reliability (`<home>/gateway/conduct.sqlite`, core.stat
 gaps and the quarantine must survive a restart (a member whose discount vanished with every restart would only
 have to wait for one), and `hansa gateway sites` and `quarantine` work on the file while a gateway
 serves; the gateway reads the quarantine on every question, so an operator's decision acts on the
-next one. Routing shares and template fingerprints are kept in this process's memory: they
+next one. The routing share is counted in the file too, so it covers every worker's questions and
+`hansa gateway sites` sees it. Template fingerprints are kept in this process's memory: they
 rebuild within tens of questions. Several workers each keep their own gaps and write them back
 (the last write wins: each worker's estimate is of the same sites' conduct).
 """
 from __future__ import annotations
 
 import hashlib
-import re
+import json
 import statistics
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Mapping
 
 from hansa.core.statedb import open_state_db
-from hansa.core.text import content_words
+from hansa.core.text import content_words, split_words
 
 GAP_DECAY = 0.1  # EWMA weight of a new call's gap (~10 calls of memory)
 MIN_CALLS = 3  # calls before a site's gap is trusted enough to discount it
@@ -68,14 +69,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS claim_gap (site_id TEXT PRIMARY KEY, gap REAL NOT NULL, calls INTEGER NOT NULL, "
     "updated REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS quarantine (site_id TEXT PRIMARY KEY, reason TEXT NOT NULL, since REAL NOT NULL)",
+    # one row per routed question, the sites asked (JSON list); only the last WINDOW are kept
+    "CREATE TABLE IF NOT EXISTS routed (n INTEGER PRIMARY KEY AUTOINCREMENT, sites TEXT NOT NULL)",
 )
-
-_WORD = re.compile(r"\w+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
-
 
 def _digest(words: Iterable[str]) -> str:
     return hashlib.blake2b(" ".join(words).encode(), digest_size=8).hexdigest()
@@ -87,7 +83,7 @@ class SiteConductView:
     claim_gap: float | None  # EWMA of best summary similarity minus best measured sentence relevance
     calls: int  # calls whose gap was observed
     discount: float  # what routing subtracts from the site's score now
-    routing_share: float  # share of the last WINDOW routed questions that asked it (this process)
+    routing_share: float  # share of the last WINDOW routed questions that asked it (every worker's)
     templated: int  # answer sentences screened as templates around the question (this process)
     quarantined: str | None = None  # the operator's reason, when quarantined
 
@@ -105,12 +101,11 @@ class SiteConduct:
                  window: int = WINDOW) -> None:
         if not 0 < decay <= 1 or min_calls < 1 or window < 1:
             raise ValueError("decay must lie in (0, 1], min_calls and window must be positive")
-        self.decay, self.min_calls, self.path = decay, min_calls, path
+        self.decay, self.min_calls, self.path, self.window = decay, min_calls, path, window
         self._db = open_state_db(path, _SCHEMA)
         rows = self._db.execute("SELECT site_id, gap, calls FROM claim_gap").fetchall()
         self._gap: dict[str, float] = {s: float(g) for s, g, _ in rows}
         self._calls: dict[str, int] = {s: int(n) for s, _, n in rows}
-        self._routed: deque[frozenset[str]] = deque(maxlen=window)
         self._templates: dict[str, OrderedDict[str, str]] = {}
         self._templated: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -184,17 +179,26 @@ class SiteConduct:
 
     # -- routing share ----------------------------------------------------------------------------
     def routed(self, sites: Collection[str]) -> None:
+        """One routed question asked `sites`."""
         with self._lock:
-            self._routed.append(frozenset(sites))
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute("INSERT INTO routed (sites) VALUES (?)", (json.dumps(sorted(set(sites))),))
+                self._db.execute("DELETE FROM routed WHERE n <= ?", (cur.lastrowid - self.window,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def shares(self) -> dict[str, float]:
+        """Per site, the share of the last WINDOW routed questions (every process's) that asked it."""
         with self._lock:
-            n = len(self._routed)
-            counts: dict[str, int] = {}
-            for asked in self._routed:
-                for s in asked:
-                    counts[s] = counts.get(s, 0) + 1
-        return {s: c / n for s, c in counts.items()} if n else {}
+            rows = self._db.execute("SELECT sites FROM routed ORDER BY n DESC LIMIT ?", (self.window,)).fetchall()
+        counts: dict[str, int] = {}
+        for (sites,) in rows:
+            for s in json.loads(sites):
+                counts[s] = counts.get(s, 0) + 1
+        return {s: c / len(rows) for s, c in counts.items()} if rows else {}
 
     # -- templates --------------------------------------------------------------------------------
     def templated(self, site_id: str, question: str, sentence: str) -> bool:
@@ -205,7 +209,7 @@ class SiteConduct:
         rest = words - q
         if len(rest) < 3 or len(rest) == len(words):  # nothing of the question in it: not an echo
             return False
-        fixed, whole = _digest(sorted(rest)), _digest(_words(sentence))
+        fixed, whole = _digest(sorted(rest)), _digest(split_words(sentence))
         with self._lock:
             seen = self._templates.setdefault(site_id, OrderedDict())
             before = seen.get(fixed)

@@ -41,14 +41,14 @@ conflict loses all its sentences, and the answer leads with the reader's span.
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.core.text import split_words
 from hansa.gateway.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.conduct import SiteConduct
@@ -60,6 +60,7 @@ from hansa.gateway.relevance import (
     MAX_MEASURED,
     distrusted,
     measure,
+    offered,
     overclaimed,
     round_robin,
     spot_checks,
@@ -67,11 +68,10 @@ from hansa.gateway.relevance import (
     upper_bound,
 )
 from hansa.gateway.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
-from hansa.gateway.screening import ECHO, Screened, reason as screen_reason
-from hansa.sync.wire import Citation, PartialAnswer
+from hansa.gateway.screening import ECHO, Screen, Screened
+from hansa.sync.wire import Citation
 
-MAX_SENTENCES = 4
-MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
+MAX_SENTENCES = relevance.MAX_SENTENCES  # one number: what fusion keeps is what is measured first
 DUPLICATE_JACCARD = 0.8
 SUPPORT_STEP = 0.25
 MAX_SUPPORT = 2.0
@@ -102,6 +102,8 @@ class FusedAnswer:
     reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
     best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
     screened: tuple[Screened, ...] = ()  # sentences refused as evidence (gateway.screening), with why
+    # what this answer teaches each site's reliability (an echo's failure included): see _observations
+    observations: Mapping[str, Observation] = field(default_factory=dict)
     site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
     # sites whose evidence carried the answer (confirmed, or near the leading sentence's weight):
     # what a learning router is taught (gateway.learned), never a site's own claims
@@ -140,27 +142,8 @@ class _Candidate:
         return (self.cited, self.weight, self.confidence)
 
 
-def _support(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
-    """The (sentence, doc_id, relevance or None) a site offers; a bare answer counts as one, under
-    its top source."""
-    out = [(s[0].strip(), s[1], s[2] if len(s) > 2 else None) for s in answer.sentences if s[0].strip()]
-    if not out and answer.answer.strip():
-        out = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "", None)]
-    return out[:MAX_SENTENCES_PER_SITE]
-
-
-def first_measured(answer: PartialAnswer, n: int = MAX_SENTENCES) -> list[str]:
-    """The sentences of one site's answer that `fuse` is likeliest to measure: those without a claim
-    (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
-    question still waits on other sites (gateway.engine.fuse.measure_early); the embedding memo
-    then hands fusion the same vectors, so what fusion decides is unchanged."""
-    offered = _support(answer)
-    order = sorted(range(len(offered)), key=lambda i: (offered[i][2] is not None, -(offered[i][2] or 0.0), i))
-    return [offered[i][0] for i in order[:n]]
-
-
 def _words(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"\w+", text.casefold()) if len(w) > 2)
+    return frozenset(w for w in split_words(text) if len(w) > 2)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -224,7 +207,8 @@ def _combined(prior: Mapping[str, float] | None, covered: Mapping[str, float]) -
 
 
 def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
-                  rejected: set[int], candidates: Sequence[_Candidate], copies: Sequence[set[str]]) -> dict[str, Observation]:
+                  rejected: set[int], candidates: Sequence[_Candidate], copies: Sequence[set[str]],
+                  echoed: Mapping[str, Observation]) -> dict[str, Observation]:
     """What this answer says about each site that offered sentences. A success only when something
     independent of the site confirms it: another site states the same claim in its own words (a
     near-verbatim copy confirms nothing: anyone can copy public text), or the gateway's reader
@@ -232,14 +216,17 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     independent sites. Being chosen alone earns nothing (an off-topic filler or a lie nobody
     contradicts would earn). A failure per time it stood against such a majority (a dispute settled
     by weight teaches nothing: gateway.conflicts.Resolution) and one when it claimed relevance the
-    gateway did not measure. (A sentence screened as an echo costs its site one failure in `fuse`.)"""
+    gateway did not measure; and the `echoed` failures of sentences screened as echoes."""
     sites = {c.site_id for c in candidates}
     confirmed = _confirmed(chosen, resolution, rejected, candidates, copies)
     over = _overclaimers(checked)
-    return {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
-                           failures=(s in over) + resolution.lost.get(s, 0),
-                           why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
-            for s in sites}
+    out = {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
+                          failures=(s in over) + resolution.lost.get(s, 0),
+                          why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
+           for s in sites}
+    for site, echo in echoed.items():
+        out[site] = out.get(site, Observation()) + echo
+    return out
 
 
 def _overclaimers(checked: Sequence[_Candidate]) -> set[str]:
@@ -281,16 +268,17 @@ def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozense
     return frozenset(c.site_id for c in chosen if c.site_id in confirmed or c.weight >= CONTRIBUTION * lead)
 
 
-def _screen(question: str, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
+def _screen(screen: Screen, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
             conduct: SiteConduct | None) -> tuple[list[list[tuple[SiteCall, str, str, float | None]]], list[Screened]]:
     """Each site's offered sentences without those that are not evidence (gateway.screening; with
     `conduct`, also a site's fixed text around a different question), and what was dropped."""
+    question = screen.question
     kept, dropped = [], []
-    for offered in per_site:
+    for sentences in per_site:
         keep = []
-        for item in offered:
+        for item in sentences:
             call, text, doc_id, _ = item
-            why = screen_reason(question, text)
+            why = screen.why(text)
             if why is None and conduct is not None and question and conduct.templated(call.site_id, question, text):
                 why = TEMPLATE
             if why is None:
@@ -325,15 +313,22 @@ def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict
         others = set(resolution.agreeing_sites.get(i, set())) | copies[i]
         cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
 
+    kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], duplicate_jaccard)
+    chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
+    return resolution, rejected, chosen
+
+
+def _distinct(candidates: Sequence[_Candidate], duplicate_jaccard: float) -> list[_Candidate]:
+    """One candidate per group of near-duplicates, heaviest first; of copies, the better attributed
+    (_Candidate.attribution)."""
     kept: list[_Candidate] = []
-    for cand in sorted((c for i, c in enumerate(candidates) if i not in rejected), key=lambda c: (-c.weight, c.order)):
+    for cand in sorted(candidates, key=lambda c: (-c.weight, c.order)):
         dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
         if dup is None:
             kept.append(cand)
         elif cand.attribution() > kept[dup].attribution():
             kept[dup] = cand
-    chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
-    return resolution, rejected, chosen
+    return kept
 
 
 def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batch: Sequence[int], embedder: Embedder) -> None:
@@ -403,89 +398,178 @@ def fuse(
     reading: ReadingStage | None = None,
     question: str = "",
     conduct: SiteConduct | None = None,
+    screen: Screen | None = None,
 ) -> FusedAnswer:
     """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
-    (when `learn`) this answer is recorded; without, every site weighs 1. `site_prior` (site ->
+    this answer's `observations` are recorded, unless `learn` is False (the engine records one
+    answer per question, the one it returns); without, every site weighs 1. `site_prior` (site ->
     factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
     much of the question each site's answer uses. Up to `eager_below` candidates (default
     relevance.EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
     `question` it reads against), the reader judges the best-measured candidates (gateway.reading).
     Sentences that echo `question` or address the reader with instructions are screened out first
-    (gateway.screening), and with `conduct` a site's fixed text around different questions."""
+    (gateway.screening; `screen`: `question`'s, when the caller screened its sentences already),
+    and with `conduct` a site's fixed text around different questions."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
-    covered = ({c.site_id: coverage.factor(t for t, _, _ in _support(c.answer)) for c in ok if c.answer is not None}
-               if coverage is not None else {})
+    covered = _covered(ok, coverage)
     site_prior = _combined(site_prior, covered)
-    per_site: list[list[tuple[SiteCall, str, str, float | None]]] = []
-    for call in ok:
-        assert call.answer is not None
-        per_site.append([(call, text, doc_id, rel) for text, doc_id, rel in _support(call.answer)])
-    per_site, screened = _screen(question, per_site, conduct)
-    echoed = {s.site_id for s in screened if s.reason in (ECHO, TEMPLATE)}
-    if reliability is not None and learn and echoed:
-        reliability.observe({s: Observation.failed(ECHOED) for s in echoed})
+    record = reliability.observe if reliability is not None and learn else _ignore
+    per_site, screened = _screen(Screen(question) if screen is None else screen, _per_site(ok), conduct)
+    echoed = _echo_failures(screened)
     pairs = round_robin(per_site, max_measured)
-    trust = reliability.weights(sorted({c.site_id for c in ok})) if reliability is not None else {}
+    trust = _trust(reliability, ok, echoed)
     if not pairs:
+        if echoed:
+            record(echoed)
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
-                           sentences=(), note=note, site_coverage=covered, screened=tuple(screened))
-    candidates: list[_Candidate] = []
+                           sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
+                           observations=echoed)
+    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences)
+    ranking = pool.verified(question_vector, embedder, eager_below)
+    read_trace, best_read = pool.read(reading, question, question_vector, embedder)
+    if reading is not None:  # the reader's verdict replaces cosine: rank again, losing documents whole
+        ranking = pool.rank(whole_documents=True)
+    resolution, rejected, chosen = ranking
+    candidates, copies = pool.candidates, pool.copies
+    checked = [c for c in candidates if c.checked]
+    observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed)
+    record(observations)
+    citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},
+                                site_prior)
+    found = dict(conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered, reading=read_trace,
+                 best_read=best_read, screened=tuple(screened), site_best=_site_best(checked),
+                 observations=observations)
+    if not chosen:
+        note = _why_unread(reading, read_trace) or _why_no_answer(calls)
+        return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note, **found)
+    sentences, answer, short = _compose(chosen, citations, resolution, reading is not None)
+    contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies))
+    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, short_answer=short,
+                       contributors=contributors, **found)
+
+
+def _echo_failures(screened: Sequence[Screened]) -> dict[str, Observation]:
+    """An echo costs its site a failure, which already weighs against it in the answer it echoed in."""
+    return {s.site_id: Observation.failed(ECHOED) for s in screened if s.reason in (ECHO, TEMPLATE)}
+
+
+def _ignore(observations: Mapping[str, Observation]) -> None:
+    """What `fuse` records to when it does not learn."""
+
+
+def _trust(reliability: SiteReliability | None, ok: Sequence[SiteCall],
+           pending: Mapping[str, Observation]) -> dict[str, float]:
+    """The answering sites' reliability weights, with this answer's `pending` failures already
+    counted (every site weighs 1 without a reliability record)."""
+    if reliability is None:
+        return {}
+    return reliability.weights(sorted({c.site_id for c in ok}), pending=pending)
+
+
+def _covered(ok: Sequence[SiteCall], coverage: AnswerCoverage | None) -> dict[str, float]:
+    """Each answering site's AnswerCoverage factor (none without `coverage`)."""
+    if coverage is None:
+        return {}
+    return {c.site_id: coverage.factor(t for t, _, _ in offered(c.answer)) for c in ok if c.answer is not None}
+
+
+def _why_unread(reading: ReadingStage | None, read_trace: Mapping[str, object] | None) -> str | None:
+    """Why nothing answers when the reader read sentences and none reached its floor."""
+    if reading is None or read_trace is None or not read_trace["read"]:
+        return None
+    return (f"no offered sentence answers the question: the reader's best score {read_trace['best']:.2f} "
+            f"is below its floor {reading.floor:.2f}")
+
+
+def _per_site(ok: Sequence[SiteCall]) -> list[list[tuple[SiteCall, str, str, float | None]]]:
+    """Each answering site's offered sentences as (call, text, document, claimed relevance)."""
+    out = []
+    for call in ok:
+        assert call.answer is not None
+        out.append([(call, text, doc_id, rel) for text, doc_id, rel in offered(call.answer)])
+    return out
+
+
+def _candidates(pairs: Sequence[tuple[SiteCall, str, str, float | None]]) -> list[_Candidate]:
+    out = []
     for i, (call, text, doc_id, rel) in enumerate(pairs):
         assert call.answer is not None
         cited = any(c.doc_id == doc_id for c in call.answer.citations)
-        candidates.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel))
-    claims = [extract_claims(c.text) for c in candidates]
-    copies = [{o.site_id for o in candidates if o.site_id != c.site_id and _jaccard(o.words, c.words) > duplicate_jaccard}
-              for c in candidates]
+        out.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel))
+    return out
 
-    # Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what the
-    # ranking uses, re-rank, until everything used was measured.
-    eager = relevance.EAGER_BELOW if eager_below is None else eager_below
-    to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
-        [(c.site_id, c.reported) for c in candidates])
-    if len(to_check) == len(candidates):  # all of them: measure before ranking, rank once
-        _measure(question_vector, candidates, sorted(to_check), embedder)
-    while True:
-        resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences)
-        need = (to_check | _used(candidates, resolution, rejected, chosen)) - {i for i, c in enumerate(candidates) if c.checked}
-        if not need:
-            break
-        batch = sorted(need)
-        _measure(question_vector, candidates, batch, embedder)
-        liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
-        to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
 
-    read_trace: dict[str, object] | None = None
-    best_read = ""
-    if reading is not None:
-        read_trace, best_read = _read(reading, question, _pool(candidates, trust, reading.pool, question_vector, embedder), candidates)
-        resolution, rejected, chosen = _rank(candidates, claims, trust, copies, duplicate_jaccard, max_sentences,
-                                             whole_documents=True)
-    checked = [c for c in candidates if c.checked]
-    if reliability is not None and learn:
-        reliability.observe(_observations(checked, chosen, resolution, rejected, candidates, copies))
-    site_best: dict[str, float] = {}
+class _Ranking(NamedTuple):
+    resolution: Resolution
+    rejected: set[int]
+    chosen: list[_Candidate]
+
+
+class _Pool:
+    """The candidates with what ranking them needs: their claims, their near-verbatim copies at
+    other sites, the sites' trust."""
+
+    def __init__(self, candidates: list[_Candidate], trust: dict[str, float], duplicate_jaccard: float,
+                 max_sentences: int) -> None:
+        self.candidates, self.trust = candidates, trust
+        self.duplicate_jaccard, self.max_sentences = duplicate_jaccard, max_sentences
+        self.claims = [extract_claims(c.text) for c in candidates]
+        self.copies = [{o.site_id for o in candidates
+                        if o.site_id != c.site_id and _jaccard(o.words, c.words) > duplicate_jaccard}
+                       for c in candidates]
+
+    def rank(self, whole_documents: bool = False) -> _Ranking:
+        return _Ranking(*_rank(self.candidates, self.claims, self.trust, self.copies, self.duplicate_jaccard,
+                               self.max_sentences, whole_documents=whole_documents))
+
+    def read(self, reading: ReadingStage | None, question: str, question_vector: np.ndarray,
+             embedder: Embedder) -> tuple[dict[str, object] | None, str]:
+        """With a reader: it reads the best-measured candidates (their scores replace cosine);
+        its trace and the sentence it scored highest."""
+        if reading is None:
+            return None, ""
+        return _read(reading, question, _pool(self.candidates, self.trust, reading.pool, question_vector, embedder),
+                     self.candidates)
+
+    def verified(self, question_vector: np.ndarray, embedder: Embedder, eager_below: int | None) -> _Ranking:
+        """Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what
+        the ranking uses, re-rank, until everything used was measured."""
+        candidates = self.candidates
+        eager = relevance.EAGER_BELOW if eager_below is None else eager_below
+        to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
+            [(c.site_id, c.reported) for c in candidates])
+        if len(to_check) == len(candidates):  # all of them: measure before ranking, rank once
+            _measure(question_vector, candidates, sorted(to_check), embedder)
+        while True:
+            ranking = self.rank()
+            need = (to_check | _used(candidates, *ranking)) - {i for i, c in enumerate(candidates) if c.checked}
+            if not need:
+                return ranking
+            batch = sorted(need)
+            _measure(question_vector, candidates, batch, embedder)
+            liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
+            to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
+
+
+def _site_best(checked: Sequence[_Candidate]) -> dict[str, float]:
+    """Each answering site's best relevance as the gateway measured it (gateway.conduct compares claims with it)."""
+    best: dict[str, float] = {}
     for c in checked:
-        site_best[c.site_id] = max(site_best.get(c.site_id, 0.0), trusted(c.measured, c.reported))
-    lost_docs = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
-    citations = _rank_citations(ok, checked, chosen, trust, lost_docs, site_prior)
-    if not chosen:
-        note = _why_no_answer(calls)
-        if reading is not None and read_trace is not None and read_trace["read"]:
-            note = (f"no offered sentence answers the question: the reader's best score {read_trace['best']:.2f} "
-                    f"is below its floor {reading.floor:.2f}")
-        return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note,
-                           conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered,
-                           reading=read_trace, best_read=best_read, screened=tuple(screened), site_best=site_best)
+        best[c.site_id] = max(best.get(c.site_id, 0.0), trusted(c.measured, c.reported))
+    return best
 
-    contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies))
+
+def _compose(chosen: Sequence[_Candidate], citations: Sequence[Citation], resolution: Resolution,
+             read: bool) -> tuple[tuple[FusedSentence, ...], str, str]:
+    """The answer's sentences with their [n] markers, led by the reader's span (when `read` and the
+    leading sentence is not disputed one source against one) and followed by the conflicts' notes."""
     index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
     sentences = tuple(
         FusedSentence(c.text, c.site_id, c.doc_id, c.weight, index[(c.site_id, c.doc_id)]) for c in chosen
     )
     answer = " ".join(f"{s.text} [{s.citation}]" for s in sentences)
-    short = chosen[0].span.strip() if reading is not None else ""
+    short = chosen[0].span.strip() if read else ""
     if any(c.unresolved and (chosen[0].site_id, chosen[0].doc_id) in _involved(c) for c in resolution.conflicts):
         short = ""  # the leading sentence is disputed, one source against one: no answer is picked
     if short:
@@ -494,6 +578,4 @@ def fuse(
     notes = [c.summary() for c in resolution.conflicts if in_answer & _involved(c)]
     if notes:
         answer += " " + " ".join(notes)
-    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, conflicts=resolution.conflicts,
-                       measured=len(checked), site_coverage=covered, short_answer=short, reading=read_trace,
-                       best_read=best_read, screened=tuple(screened), site_best=site_best, contributors=contributors)
+    return sentences, answer, short

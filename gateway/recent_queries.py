@@ -6,7 +6,7 @@ The engine's trace already says all of that; this ring only keeps the newest `ke
 
 Where it lives: with the service's shared state (`hansa gateway serve`, core/shared_state.py) the
 ring is in that SQLite file, so every gunicorn worker's admin page shows the queries every worker
-answered. Without it (one process: tests, LocalFederation) it is in memory. Each record is bounded
+answered. Without it (one process: tests, federation/local.py) it is in memory. Each record is bounded
 (`MAX_RECORD_BYTES`): a trace too large to keep is replaced by a note saying so.
 
 What a record holds is what the admin needs and nothing the query body did not already carry:

@@ -24,8 +24,14 @@ from typing import Sequence, TypeVar
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.memo import MemoEmbedder
+from hansa.gateway.client import OnAnswer, SiteCall
+from hansa.sync.wire import PartialAnswer
 
 MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answer sentences
+MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
+# The sentences a fused answer holds (gateway.fusion): each site's that many best are measured first.
+MAX_SENTENCES = 4
 OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
 # A claim may exceed the measurement by float rounding and because a site scores a sentence that
 # leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
@@ -47,6 +53,45 @@ def round_robin(per_site: Sequence[Sequence[T]], limit: int = MAX_MEASURED) -> l
                 out.append(items[depth])
         depth += 1
     return out
+
+
+def offered(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
+    """The (sentence, doc_id, relevance or None) a site offers; a bare answer counts as one, under
+    its top source."""
+    out = [(s[0].strip(), s[1], s[2] if len(s) > 2 else None) for s in answer.sentences if s[0].strip()]
+    if not out and answer.answer.strip():
+        out = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "", None)]
+    return out[:MAX_SENTENCES_PER_SITE]
+
+
+def first_measured(answer: PartialAnswer, n: int = MAX_SENTENCES) -> list[str]:
+    """The sentences of one site's answer that fusion is likeliest to measure: those without a claim
+    (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
+    question still waits on other sites (measure_early), and the assessment
+    measures them to bound the site's other sentences (gateway.engine.assess); the embedding memo
+    then hands fusion the same vectors, so what fusion decides is unchanged."""
+    sentences = offered(answer)
+    order = sorted(range(len(sentences)), key=lambda i: (sentences[i][2] is not None, -(sentences[i][2] or 0.0), i))
+    return [sentences[i][0] for i in order[:n]]
+
+
+def measure_early(embedder: Embedder) -> OnAnswer | None:
+    """The call stage's hook (gateway.client.run_calls) that embeds an answer's likeliest-measured
+    sentences as it arrives, while the round still waits on slower sites. Fusion's measuring is most
+    of the gateway's own time after the calls; done during the wait it no longer delays the answer
+    (a site cut at its deadline is followed by a fusion that finds its vectors memoized). Only with a
+    memoizing embedder ([gateway] embedding_memo_entries > 0): without one the early vectors would be
+    thrown away."""
+    if not isinstance(embedder, MemoEmbedder):
+        return None
+
+    def hook(call: SiteCall) -> None:
+        if call.answer is not None:
+            texts = first_measured(call.answer)
+            if texts:
+                embedder.embed(texts)
+
+    return hook
 
 
 def measure(question_vector: np.ndarray, texts: Sequence[str], embedder: Embedder) -> np.ndarray:

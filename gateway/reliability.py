@@ -67,6 +67,9 @@ class Observation:
     def failed(cls, kind: str, n: float = 1.0) -> "Observation":
         return cls(failures=n, why=((kind, n),))
 
+    def __add__(self, other: "Observation") -> "Observation":
+        return Observation(self.successes + other.successes, self.failures + other.failures, self.why + other.why)
+
 
 # the kinds of failure (Observation.why)
 LOST = "lost a contradiction"  # stood against more independent sites (gateway.conflicts)
@@ -146,8 +149,17 @@ class SiteReliability:
             out.setdefault(site_id, SiteRecord(site_id, self.prior_alpha, self.prior_beta, 0.0, 0.0, 0.0))
         return out
 
-    def weights(self, site_ids: list[str]) -> dict[str, float]:
-        return {s: r.reliability for s, r in self.records(site_ids).items()}
+    def weights(self, site_ids: list[str], pending: Mapping[str, Observation] | None = None) -> dict[str, float]:
+        """Each site's posterior mean; with `pending`, as if those observations were recorded too:
+        an answer's echoes weigh against their site in that answer, which is recorded only once
+        the engine knows it is the one it returns (gateway.fusion)."""
+        pending = pending or {}
+        weights = {}
+        for site_id, r in self.records(site_ids).items():
+            obs = pending.get(site_id, Observation())
+            alpha, beta = r.alpha + obs.successes, r.beta + obs.failures
+            weights[site_id] = alpha / (alpha + beta)
+        return weights
 
     def view(self) -> list[dict[str, object]]:
         """Every observed site's reliability, most trusted first: for `hansa gateway sites`."""

@@ -70,6 +70,11 @@ class SiteScore:
     richness: int  # summed over the matching summaries
     lexical: float | None = None  # the site's CORI term score (None: no term statistics used)
 
+    @property
+    def mode(self) -> str | None:
+        """The retrieval mode to ask the site in (a tiered router's, engine.tiers); None: the query's."""
+        return None
+
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"site_id": self.site_id, "score": round(self.score, 6),
                                   "summaries": list(self.summaries)}

@@ -35,13 +35,14 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from hansa.core.text import split_words
+
 ECHO_SHARE = 0.9
 ECHO_MIN_WORDS = 4
 QUESTION_WORDS = frozenset({"what", "which", "who", "whom", "whose", "when", "where", "why", "how"})
 ECHO = "echoes the question"
 INSTRUCTION = "reads as an instruction to the reader"
 
-_WORD = re.compile(r"\w+")
 _INSTRUCTION = re.compile(
     "|".join((
         r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?]{0,40}?\b(?:previous|prior|above|earlier|preceding|"
@@ -56,10 +57,6 @@ _INSTRUCTION = re.compile(
     )),
     re.IGNORECASE,
 )
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
 
 
 def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
@@ -80,10 +77,10 @@ def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
 
 def echoes(question: str, sentence: str, share: float = ECHO_SHARE, min_words: int = ECHO_MIN_WORDS) -> bool:
     """Whether `sentence` restates `question` word for word (see the module's echo rule)."""
-    q = _words(question)
+    q = split_words(question)
     if len(q) < min_words:
         return False
-    length, end = _longest_common_run(q, _words(sentence))
+    length, end = _longest_common_run(q, split_words(sentence))
     if length < max(min_words, share * len(q)):
         return False
     return any(w in QUESTION_WORDS for w in q[end - length + 1:end + 1])
@@ -101,6 +98,22 @@ def reason(question: str, sentence: str) -> str | None:
     if question and echoes(question, sentence):
         return ECHO
     return None
+
+
+class Screen:
+    """One question's screen, each sentence judged once: the engine assesses every call after each
+    round (gateway.engine.assess) and fusion reads the same sentences again (gateway.fusion), so
+    the engine hands both the question's one Screen."""
+
+    def __init__(self, question: str) -> None:
+        self.question = question
+        self._why: dict[str, str | None] = {}
+
+    def why(self, sentence: str) -> str | None:
+        """`reason(question, sentence)`, worked out the first time the sentence is seen."""
+        if sentence not in self._why:
+            self._why[sentence] = reason(self.question, sentence)
+        return self._why[sentence]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Why: the gateway used to be assembled in four places and reached through a Flask
 transport, rate limits, API keys, signing identity) and every caller holds the same object:
 
     gw = Gateway.open(cfg, llm=open_llm(cfg))       # what `hansa gateway serve` runs
-    gw = Gateway.open(cfg, embedder=e, vector_store=s, registry=r)       # tests, LocalFederation
+    gw = Gateway.open(cfg, embedder=e, vector_store=s, registry=r)       # tests, federation/local.py
     gw = Gateway.open(cfg, ..., transport=InProcessSiteTransport(identity, apps))  # fast unit tier
     app = create_gateway_app(gw)                    # Flask: a thin HTTP adapter over it
     gw.query(QueryRequest(question="..."), client="eval", policy=QueryPolicy(...))
@@ -155,15 +155,15 @@ def check_index_space(state_dir: Path, space: EmbeddingSpace) -> None:
             raise ConfigError(
                 f"the gateway's index in {state_dir} holds publications made with {held.describe()}, but the configured "
                 f"embedder is {space.describe()}: set [embedder] model back; to move without a gap, stage the new "
-                f"one first with [gateway] next_embedder (README \"Choosing the embedder\"); or move {state_dir} aside "
-                f"to start an empty index in the new space (sites then republish)")
+                f"one first with [gateway] next_embedder (docs/configuration.md, \"Choosing the embedder\"); or "
+                f"move {state_dir} aside to start an empty index in the new space (sites then republish)")
         return
     state_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, space.to_json())
 
 
 def open_index(cfg: GatewayConfig, store: VectorStore, space: EmbeddingSpace, gateway_dir: Path) -> SummaryIndex:
-    """The summary index for this gateway's `[gateway] role` (README "Replicas on several hosts")."""
+    """The summary index for this gateway's `[gateway] role` (docs/production.md, "Replicas on several hosts")."""
     if cfg.role != "follower":
         promote_staged(gateway_dir, space, store)
         check_index_space(gateway_dir / INDEX_DIR, space)

@@ -354,7 +354,7 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
                 cache: Any, honest_calls: int = 0, gateway_env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], tuple[int | None, dict[str, float]]]:
     """Build one federation (honest sites + the attacker, if any) and ask every question: the rows,
     facts about the setting, and the attacker's reliability rank read before the gateway closes."""
-    from hansa.cli.federation import LocalFederation
+    from hansa.federation.local import LocalFederation
 
     gateway_env = gateway_env or {}
     docs = dict(honest_docs)

@@ -7,9 +7,10 @@ organization's documents would be), one JSONL file {id, title, text}. Each backe
 home and a fresh Milvus Lite file; `neo4j` a fresh Neo4j + GDS from scripts/neo4j_dev.py (started
 before the clock runs).
 
-The stages are the README's commands, run as the `hansa` CLI in a subprocess each: `site install`,
-`site ingest FILE --json`, `site communities --json`, `site publish --out FILE --json`. A stage's wall
-time therefore includes its own start-up (imports, loading the embedder), as an admin waits for it.
+The stages are a site admin's commands (docs/site-admin.md), run as the `hansa` CLI in a subprocess
+each: `site install`, `site ingest FILE --json`, `site communities --json`, `site publish --out FILE
+--json`. A stage's wall time therefore includes its own start-up (imports, loading the embedder), as
+an admin waits for it.
 No LLM (extractive summaries); every embedding is computed (no embedding cache): chunks, their
 answer sentences and the community summaries. The ingest and communities reports are kept.
 

@@ -2,7 +2,7 @@
 a tenth hung and a tenth answering garbage or too slowly.
 
 The federation, all on loopback:
-- real sites (`--real-sites`, default 6), built and served by cli.federation.LocalFederation from
+- real sites (`--real-sites`, default 6), built and served by federation.local.LocalFederation from
   the MTRAG sample `hansa demo` ships (embedded graph, Milvus Lite, the packaged embedder);
 - fault sites, as many as make 20% down, 10% hung and 10% garbage-or-slow of all sites: each has
   its own key, is enrolled and publishes signed summaries (copies of a real site's passages, so
@@ -467,8 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from hansa.adapters.embedder.memo import MemoEmbedder
     from hansa.adapters.vector.lite_server import LiteServer
-    from hansa.cli.federation import LocalFederation
     from hansa.core.logs import configure
+    from hansa.federation.local import LocalFederation
 
     configure("warning", as_json=True)  # on stderr: a site's or the harness's complaint says why
 

@@ -9,13 +9,13 @@ per call. Three arms, their order rotated question by question so all see the sa
 - `after_late`: stored sentence vectors, and fusion verifying only what it uses
   (gateway/relevance.py), still measured after the calls;
 - `after`: the gateway as it ships: as `after_late`, and an answer that arrives while slower sites
-  are awaited has its sentences measured then (gateway.engine.fuse.measure_early).
+  are awaited has its sentences measured then (gateway.relevance.measure_early).
 The gateway's LRU (gateway.embedding_memo_entries) is cleared before every question of either arm, so
 each question is asked cold; `after_repeat` asks the same question again (an LRU hit).
 
 Data: MTRAG, `--per-domain` passages per domain (the questions' gold passages first: the evaluation's
 cap_passages) on `--sites` sites (the evaluation's sharding), report-split questions. The federation
-is the one `hansa eval` builds (cli/federation.py LocalFederation, sites over loopback HTTP); queries
+is the one `hansa eval` builds (federation/local.py LocalFederation, sites over loopback HTTP); queries
 go to the Gateway service in-process, routed (`routed`) and to every site (`all_sites`, the most
 sentences to fuse). Site retrieval is also timed alone (`retrieve()` on each site per question),
 and both arms' chosen sentences are compared.
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     report = benchlib.Report("query", args.smoke, libraries=("onnxruntime", "pymilvus", "milvus-lite"))
     report.params.update({"per_domain": args.per_domain, "questions": args.questions, "sites": args.sites,
                           "arms": list(ARMS), "modes": list(MODES)})
-    from hansa.cli.federation import LocalFederation
+    from hansa.federation.local import LocalFederation
 
     docs, questions = federation_inputs(args.per_domain, args.questions, args.sites)
     report.params["passages"] = sum(len(d) for d in docs.values())

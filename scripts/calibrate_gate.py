@@ -26,7 +26,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from hansa.evaluation import mtrag  # noqa: E402
-from hansa.cli.federation import LocalFederation  # noqa: E402
+from hansa.federation.local import LocalFederation  # noqa: E402
 from hansa.gateway import calibrate as fitting  # noqa: E402
 
 from hansa.evaluation.split import split_of  # noqa: E402  (the evaluation's fit/report rule)

@@ -59,13 +59,13 @@ def main() -> None:
     if args.smoke:
         args.dataset, args.sites, args.limit, weights = "mtrag", 4, 6, [0.0, 0.5]
 
-    from hansa.cli.federation import LocalFederation
     from hansa.evaluation import metrics
     from hansa.evaluation.datasets import load_dataset
     from hansa.evaluation.runner import ask, cap_passages, choose_questions, outcome_of, site_env
     from hansa.gateway.engine.policy import QueryPolicy
     from hansa.evaluation.shared_calls import SharedSiteCalls
     from hansa.evaluation.sitecache import SiteCache, default_cache_dir
+    from hansa.federation.local import LocalFederation
     from hansa.gateway.transport import HttpSiteTransport
 
     ds = load_dataset(args.dataset, benchlib.dataset_dir(args.dataset))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hansa.cli.federation import role_config
 from hansa.evaluation.mtrag import load_passages, load_questions, load_rewrites, split_sites
+from hansa.federation.local import role_config
 from hansa.plugin.chunking import chunk_text
 from hansa.plugin.communities import build_communities, summary_vectors
 from hansa.plugin.ingest import ingest_paths

@@ -32,9 +32,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hansa.cli.federation import API_KEY_NAME, LocalFederation
 from hansa.evaluation.mtrag import Question, load_passages, load_questions, load_rewrites, split_sites
 from hansa.evaluation.runner import cap_passages
+from hansa.federation.local import API_KEY_NAME, LocalFederation
 from hansa.gateway.engine import QueryPolicy, QueryRequest, SummaryRouter
 from hansa.gateway.learned.features import site_features
 from hansa.gateway.learned.model import fit

@@ -73,7 +73,7 @@ def _milvus_answers(uri: str) -> bool:
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """http://127.0.0.1:<port> of a real Milvus server: `milvus-lite server --data-dir DIR --host
-    127.0.0.1 --port N` (the README's command, from the installed milvus-lite package), or
+    127.0.0.1 --port N` (the command docs/production.md gives, from the installed milvus-lite package), or
     HANSA_TEST_MILVUS_URI when a developer already runs one. Tests share it: use `milvus_server_uri`,
     which empties it first."""
     external = os.environ.get("HANSA_TEST_MILVUS_URI")
@@ -295,7 +295,7 @@ REAL_COMPONENT_MODULES = frozenset({
     "hansa.adapters.embedder.onnx", "hansa.adapters.embedder.sentence_transformers",
     "hansa.adapters.reader.onnx", "hansa.evaluation.reader_train",
     "hansa.adapters.graph.neo4j_gds", "hansa.adapters.llm.openai_compat",
-    "hansa.cli.federation", "hansa.cli.demo", "hansa.plugin.site", "hansa.evaluation.runner",
+    "hansa.federation.local", "hansa.cli.demo", "hansa.plugin.site", "hansa.evaluation.runner",
     "tests.served", "neo4j", "pymilvus", "xllamacpp", "selenium",
 })
 # Tests that reach Milvus Lite or the ONNX model through the CLI or a Config, where neither a fixture

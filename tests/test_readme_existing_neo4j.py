@@ -1,6 +1,7 @@
-"""The README's "Running a site on an existing Neo4j + Milvus" block, run as written: the block between
-`<!-- existing-neo4j:begin -->` and `<!-- existing-neo4j:end -->` goes to `bash -euo pipefail` in a
-fresh folder holding `./docs`, against the session's real Neo4j + GDS and Milvus server.
+"""docs/site-admin.md's "Running a site on an existing Neo4j + Milvus" block (it was the README's), run
+as written: the block between `<!-- existing-neo4j:begin -->` and `<!-- existing-neo4j:end -->` goes to
+`bash -euo pipefail` in a fresh folder holding `./docs`, against the session's real Neo4j + GDS and
+Milvus server.
 
 The environment holds only what an admin would set before it (the servers' addresses and the
 password, which the block reads with defaults) plus PATH. Issue 34: the block used to set neither
@@ -19,7 +20,7 @@ from pymilvus import MilvusClient
 
 from hansa.adapters.graph.neo4j_gds import Neo4jGraphStore
 
-from tests.test_readme_admin_path import DOCS, readme_block
+from tests.test_readme_admin_path import DOCS, SITE_ADMIN_DOC, doc_block
 
 pytestmark = pytest.mark.neo4j
 
@@ -27,7 +28,7 @@ RUN_TIMEOUT_S = 600
 
 
 def existing_neo4j_block() -> str:
-    return readme_block("existing-neo4j")
+    return doc_block("existing-neo4j", SITE_ADMIN_DOC)
 
 
 def test_the_block_names_every_server_setting() -> None:

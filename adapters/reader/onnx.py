@@ -14,7 +14,6 @@ sentence's characters by the tokenizer's offsets.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -28,6 +27,7 @@ import numpy as np
 
 from hansa.adapters.reader.base import Reading
 from hansa.core.errors import BackendError
+from hansa.core.files import file_sha256
 
 PACKAGED_DIR = Path(__file__).resolve().parent / "model"
 META = "reader.json"
@@ -51,17 +51,9 @@ class ReaderFiles:
         return str(self.meta["graph"]["sha256"])
 
 
-def file_sha256(path: Path) -> str:
-    """A file's sha256, read in 1 MiB blocks (the graph is ~23 MB); what reader.json records."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def load_files(model_dir: Path | str | None = None, *, verify: bool = True) -> ReaderFiles:
-    """The model directory's files, each checked against reader.json (size, then sha256)."""
+    """The model directory's files, each checked against reader.json (size, then sha256: hashed
+    once per version of the file, so building another reader on it does not read ~23 MB again)."""
     root = Path(model_dir) if model_dir else PACKAGED_DIR
     meta_path = root / META
     if not meta_path.is_file():

@@ -1,5 +1,6 @@
-"""The gateway's query pipeline as named stages (issue 8): route -> gate -> call -> assess ->
-refine -> fuse, composed by `QueryEngine`; each stage's contract is in its module's docstring."""
+"""The gateway's query pipeline as named stages: route -> gate -> call -> assess -> refine -> fuse
+-> synthesize, composed by `QueryEngine` in that fixed order; each stage's contract is in its
+module's docstring (fusion's in gateway.fusion, whose `fuse` the engine calls directly)."""
 from hansa.gateway.engine.abstain import AbstainDecision, Abstainer, CalibratedAbstainer, EvidenceRule
 from hansa.gateway.engine.assess import Assessment, assess
 from hansa.gateway.engine.calibration import Calibration, LogisticModel, load_calibration

@@ -5,12 +5,14 @@ Contract: `assess(question, calls, best_summary=..., measured=...) -> Assessment
 relevance, i.e. cosine with the question in the federation's one embedding space). Given
 `measured` (what routing hands in: the gateway's own cosine, memoized from the call stage's early
 measuring), a passage's relevance is what the gateway measured, lowered (never raised) by what the
-site reported: each site's likeliest-used sentences are measured (gateway.fusion.first_measured)
+site reported: each site's likeliest-used sentences are measured (gateway.relevance.first_measured)
 and its other sentences are capped at the best of those, so a site claiming 1.0 everywhere moves
 no feature. Sentences that are not evidence (gateway.screening: an echo of the question, an
 instruction to the reader) are left out. Why: the gate and abstention must read what the gateway
 measured, not what a site says of itself (issue 32: an origin answering alone at 1.0 blocked
-escalation). Without `measured` (offline tools) the sites' reported relevance is used.
+escalation). Without `measured` (offline tools) the sites' reported relevance is used. Given
+`screen` (the question's gateway.screening.Screen, which fusion reads too), a sentence is screened
+once for every round's assessment and for fusion.
 
   best_relevance  the best passage's relevance (0 with no passage)
   margin          best minus the next passage's relevance (0 if none; a clear winner is confidence)
@@ -52,8 +54,8 @@ from itertools import combinations
 from typing import Any, Callable, Sequence
 
 from hansa.gateway.client import OK, SiteCall
-from hansa.gateway.relevance import trusted
-from hansa.gateway.screening import reason as screen_reason
+from hansa.gateway.relevance import first_measured, trusted
+from hansa.gateway.screening import Screen
 from hansa.gateway.lexical import QuestionWords
 from hansa.core.text import content_words  # the sites' own notion of a content word
 
@@ -92,32 +94,46 @@ class Assessment:
 Measure = Callable[[Sequence[str]], Sequence[float]]  # texts -> the gateway's cosine with the question
 
 
-def passages(calls: Sequence[SiteCall], question: str = "", measured: Measure | None = None) -> list[Passage]:
+def passages(calls: Sequence[SiteCall], question: str = "", measured: Measure | None = None,
+             screen: Screen | None = None) -> list[Passage]:
     """Every passage the ok calls offer that is evidence for `question`, most relevant first. A
     sentence without a reported relevance takes its document's citation score (0 if uncited);
-    with `measured`, the gateway's measurement bounds it (the module's contract)."""
-    from hansa.gateway.fusion import first_measured  # fusion imports the engine's stages' modules
-
+    with `measured`, the gateway's measurement bounds it (the module's contract). `screen`:
+    `question`'s, shared with the other assessments and fusion (None: one for this call)."""
+    screen = Screen(question) if screen is None else screen
     out: list[Passage] = []
     for call in calls:
         if call.status != OK or call.answer is None:
             continue
-        scores = {c.doc_id: c.score for c in call.answer.citations}
-        offered = []
-        for s in call.answer.sentences:
-            text, doc_id = s[0], s[1]
-            rel = float(s[2]) if len(s) > 2 else float(scores.get(doc_id, 0.0))  # type: ignore[misc]
-            if text.strip() and screen_reason(question, text) is None:
-                offered.append(Passage(call.site_id, doc_id, text, rel))
+        offered = _offered(call, screen)
         if measured is not None and offered:
-            first = [t for t in first_measured(call.answer) if screen_reason(question, t) is None]
-            value = dict(zip(first, (float(v) for v in measured(first)))) if first else {}
-            cap = max(value.values(), default=0.0)
-            offered = [Passage(p.site_id, p.doc_id, p.text, trusted(value.get(p.text, cap), p.relevance))
-                       for p in offered]
+            offered = _bounded(offered, call, screen, measured)
         out.extend(offered)
     out.sort(key=lambda p: (-p.relevance, p.site_id, p.doc_id))
     return out
+
+
+def _offered(call: SiteCall, screen: Screen) -> list[Passage]:
+    """A call's sentences that are evidence, at the relevance the site reports (a sentence without
+    one takes its document's citation score, 0 if uncited)."""
+    assert call.answer is not None
+    scores = {c.doc_id: c.score for c in call.answer.citations}
+    out = []
+    for s in call.answer.sentences:
+        text, doc_id = s[0], s[1]
+        rel = float(s[2]) if len(s) > 2 else float(scores.get(doc_id, 0.0))  # type: ignore[misc]
+        if text.strip() and screen.why(text) is None:
+            out.append(Passage(call.site_id, doc_id, text, rel))
+    return out
+
+
+def _bounded(offered: Sequence[Passage], call: SiteCall, screen: Screen, measured: Measure) -> list[Passage]:
+    """The gateway's measurement of the site's likeliest-used sentences bounds what it reports."""
+    assert call.answer is not None
+    first = [t for t in first_measured(call.answer) if screen.why(t) is None]
+    value = dict(zip(first, (float(v) for v in measured(first)))) if first else {}
+    cap = max(value.values(), default=0.0)
+    return [Passage(p.site_id, p.doc_id, p.text, trusted(value.get(p.text, cap), p.relevance)) for p in offered]
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -131,11 +147,12 @@ def _coverage(q_words: frozenset[str], found: Sequence[Passage]) -> float:
 
 def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None = None,
            routing_gap: float = 0.0, words: QuestionWords | None = None,
-           routing_deficit: float = 0.0, measured: Measure | None = None) -> Assessment:
+           routing_deficit: float = 0.0, measured: Measure | None = None,
+           screen: Screen | None = None) -> Assessment:
     """`calls` in the order their sites were asked (the last is the newest); `words` the question's
     words as routing weighed them (None: weighted_coverage is 0); `measured` the gateway's own
-    relevance (None: the sites' reported relevance)."""
-    found = passages(calls, question, measured)
+    relevance (None: the sites' reported relevance); `screen` as for `passages`."""
+    found = passages(calls, question, measured, screen)
     answered = len({p.site_id for p in found})
     if not found:
         return Assessment(best_summary=best_summary or 0.0, routing_gap=routing_gap, routing_deficit=routing_deficit)
@@ -147,10 +164,18 @@ def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None 
     pairs = list(combinations(top_words[:AGREEMENT_PASSAGES], 2))
     agreement = sum(_jaccard(a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
     order = [c.site_id for c in calls]
-    earlier = [p for p in found if p.site_id != order[-1]]
+    gain, coverage_gain = _newest_gain(found, order[-1], q_words, best, coverage)
     return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found), routing_gap,
-                      relevance_gain=best - (earlier[0].relevance if earlier else 0.0),
-                      coverage_gain=coverage - (_coverage(q_words, earlier) if earlier else 0.0),
+                      relevance_gain=gain, coverage_gain=coverage_gain,
                       sites_since_best=len(order) - 1 - order.index(found[0].site_id),
                       weighted_coverage=words.share(p.text for p in found[:TOP_PASSAGES]) if words else 0.0,
                       routing_deficit=routing_deficit)
+
+
+def _newest_gain(found: Sequence[Passage], newest: str, q_words: frozenset[str], best: float,
+                 coverage: float) -> tuple[float, float]:
+    """What the newest site's answer added: relevance and coverage beyond the others' passages."""
+    earlier = [p for p in found if p.site_id != newest]
+    if not earlier:
+        return best, coverage
+    return best - earlier[0].relevance, coverage - _coverage(q_words, earlier)

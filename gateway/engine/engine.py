@@ -47,23 +47,24 @@ from hansa.gateway.engine.calibration import Calibration
 from hansa.gateway.engine.conversation import standalone_question
 from hansa.gateway.engine.call import Round, call_round
 from hansa.gateway.engine.finish import FinishReserve
-from hansa.gateway.engine.fuse import fuse_answer, measure_early
-from hansa.gateway.engine.gate import Gate, GateDecision
+from hansa.gateway.engine.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.engine.hops import bridge_entities
 from hansa.gateway.engine.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
-from hansa.gateway.engine.refine import MAX_ROUNDS, OneRound, RefineState, Refiner
+from hansa.gateway.engine.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
 from hansa.gateway.engine.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.engine.route import Router, Routing, SummaryRouter, route, router_json, trace_json
+from hansa.gateway.engine.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
 from hansa.gateway.engine.synthesize import synthesize_answer, tokens_spent
 from hansa.gateway.engine.tiers import tiers_of
-from hansa.gateway.fusion import FusedAnswer
+from hansa.gateway.fusion import FusedAnswer, fuse
 from hansa.gateway.history import SiteHistory
 from hansa.gateway.index import SummaryIndex
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage, open_reading
+from hansa.gateway.relevance import measure_early
 from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
 from hansa.gateway.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.reliability import OVERROUTED, Observation, SiteReliability
+from hansa.gateway.screening import Screen
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
@@ -163,20 +164,33 @@ class _Calls:
     def time_left_ms(self) -> float | None:
         return None if self.budget.time_ms is None else self.budget.time_ms - self.clock.elapsed_ms()
 
+    def _within_sites(self, site_ids: Sequence[str]) -> list[str]:
+        """`site_ids` cut to as many new sites as the budget has left (the rest are skipped)."""
+        left = self.sites_left()
+        if left is None:
+            return list(site_ids)
+        seen = set(self.called)
+        new = [s for s in site_ids if s not in seen][:max(left, 0)]
+        self.skip([s for s in site_ids if s not in seen and s not in new])
+        return [s for s in site_ids if s in seen or s in new]
+
+    def _byte_cap(self, site_ids: Sequence[str], wire: Sequence[RetrieveRequest], own_requests: bool) -> int:
+        """The most bytes each answer of the round may take: what the byte budget has left, shared."""
+        cap = MAX_RESPONSE_BYTES
+        if self.budget.bytes is not None and site_ids:
+            spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
+            sent = max(len(dumps(r.to_json())) for r in wire) if own_requests else self.request_bytes
+            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
+        return cap
+
     def round(self, kind: str, site_ids: Sequence[str],
               requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
         """Call `site_ids` (at most as many new sites as the budget has left) with the time left of
         the round's deadline and of the budget, and the bytes left, each with its own request from
         `requests` (default: the query's); None when nothing is left to call them with (then
         `out_of_budget`, or `out_of_time` when the deadline alone ran out) or nobody to call."""
-        left = self.sites_left()
         wanted = bool(site_ids)
-        if left is not None:
-            seen = set(self.called)
-            new = [s for s in site_ids if s not in seen][:max(left, 0)]
-            self.skip([s for s in site_ids if s not in seen and s not in new])
-            site_ids = [s for s in site_ids if s in seen or s in new]
-        site_ids = list(site_ids)
+        site_ids = self._within_sites(site_ids)
         self.reserve_ms = self.engine.finish.reserve_ms()
         started_ms = self.clock.elapsed_ms()
         deadline_s = self.engine.cfg.site_timeout_s - (started_ms - self._since_ms + self.reserve_ms) / 1000
@@ -184,11 +198,7 @@ class _Calls:
         if self.budget.time_ms is not None:
             timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
         wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
-        cap = MAX_RESPONSE_BYTES
-        if self.budget.bytes is not None and site_ids:  # what is left, shared by the round's answers
-            spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
-            sent = max(len(dumps(r.to_json())) for r in wire) if requests else self.request_bytes
-            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
+        cap = self._byte_cap(site_ids, wire, bool(requests))
         if not site_ids or timeout_s <= 0 or cap <= 0:
             if deadline_s <= 0 and site_ids and cap > 0 and timeout_s == deadline_s:
                 self.out_of_time = True  # the gateway's own work took the whole site_timeout_s
@@ -283,15 +293,23 @@ class QueryEngine:
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
         """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
-        origins the asking client may speak for (None: any)."""
-        policy = policy or QueryPolicy()
+        origins the asking client may speak for (None: any). The stages, in their fixed order."""
+        q = self._route(request, policy or QueryPolicy(), allowed_origins)
+        self._ask_origin(q)
+        self._ask_routed(q)
+        self._refine(q)
+        self._answer(q)
+        self._learn(q)
+        return self._result(q)
+
+    def _route(self, request: QueryRequest, policy: QueryPolicy, allowed_origins: Collection[str] | None) -> "_Query":
+        """Who may be asked, and the routing: a follow-up turn is routed as a standalone question."""
         asked = request
         standalone = standalone_question(request.question, request.conversation, self.cfg.conversation_carry_words,
                                          self.cfg.conversation_decay)
         if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
             request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
-        reading = self.reading_for(policy)
         clock = _Clock()
         records, routable, held = self._records()
         authorize_origin(request, records, allowed_origins)
@@ -301,161 +319,160 @@ class QueryEngine:
             if site_id in held:
                 raise VerificationError(f"query: site {site_id!r} is quarantined by this gateway's operator "
                                         f"({held[site_id]}); `hansa gateway quarantine {site_id} --release` lifts it")
-
-        prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         t = time.perf_counter()
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
                         k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
                         discounts=self.conduct.discounts(), held=held)
         t = clock.add("route", t)
-        routing_ms = clock.elapsed_ms()
-        calls = _Calls(self, request, request.retrieve_request(policy.mode), records, clock)
-        # SCOUT-RAG's tiers: a tiered router's sites carry the mode their tier asks for.
-        tier_modes = {s.site_id: s.mode for s in routing.considered if getattr(s, "mode", None)}
-        prior = partial(routing.site_prior, weight=prior_weight)
+        prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
                            else min(max(policy.answer_coverage, 0.0), 1.0))
+        prior = partial(routing.site_prior, weight=prior_weight)
         coverage = AnswerCoverage.weighing(routing.words, coverage_weight)
-        judged = _Judged(getattr(refiner, "quality", None), request.question, routing.question_vector, self.embedder,
-                         prior, coverage)
+        screen = Screen(request.question)  # each sentence screened once: for every assessment and fusion
+        return _Query(
+            asked=asked, request=request, policy=policy, router=router, gate=gate, refiner=refiner,
+            abstainer=abstainer, reading=self.reading_for(policy), records=records, routable=routable,
+            clock=clock, t=t, routing=routing, routing_ms=clock.elapsed_ms(),
+            calls=_Calls(self, request, request.retrieve_request(policy.mode), records, clock),
+            prior=prior, coverage=coverage, screen=screen,
+            judged=_Judged(refiner.quality if isinstance(refiner, JudgingRefiner) else None, request.question,
+                           routing.question_vector,
+                           self.embedder, prior, coverage, screen),
+            to_call=list(routing.selected))
 
-        def assessed() -> Assessment:
-            return routing.assess(request.question, calls.calls)
+    def _ask_origin(self, q: "_Query") -> None:
+        """With an origin: ask it first; the gate decides whether its answer suffices."""
+        request, routing = q.request, q.routing
+        if request.origin is None:
+            return
+        origin = q.calls.round("origin", [request.origin])
+        asked = origin.calls if origin else ()
+        q.origin_assessment = routing.assess(request.question, asked, q.screen)
+        decision = (q.gate.decide_with_evidence(request.question, routing.evidence(request.question, asked, q.screen),
+                                                q.origin_assessment)
+                    if isinstance(q.gate, EvidenceGate) else q.gate.decide(q.origin_assessment))
+        if decision.answer and content_words(request.question):
+            # never abstain on the origin's word alone: what it cannot answer, the federation may
+            verdict = q.abstainer.judge(request.question, q.origin_assessment)
+            if verdict.abstain:
+                decision = replace(decision, answer=False, reason=f"the origin would abstain ({verdict.reason})")
+        q.decision = decision
+        q.stage("gate")
+        if decision.answer:
+            q.calls.skip(q.to_call)  # the origin answered: the routed sites are not asked
+        q.to_call = [] if decision.answer else [s for s in q.to_call if s != request.origin]
 
-        decision: GateDecision | None = None
-        origin_assessment: Assessment | None = None
-        to_call = list(routing.selected)
-        if request.origin is not None:
-            origin = calls.round("origin", [request.origin])
-            origin_assessment = routing.assess(request.question, origin.calls if origin else ())
-            with_evidence = getattr(gate, "decide_with_evidence", None)  # a gate that reads the evidence (LLM)
-            decision = (with_evidence(request.question, routing.evidence(request.question, origin.calls if origin else ()),
-                                      origin_assessment)
-                        if callable(with_evidence) else gate.decide(origin_assessment))
-            if decision.answer and content_words(request.question):
-                # never abstain on the origin's word alone: what it cannot answer, the federation may
-                verdict = abstainer.judge(request.question, origin_assessment)
-                if verdict.abstain:
-                    decision = replace(decision, answer=False, reason=f"the origin would abstain ({verdict.reason})")
-            t = clock.add("gate", t)
-            if decision.answer:
-                calls.skip(to_call)  # the origin answered: the routed sites are not asked
-            to_call = [] if decision.answer else [s for s in to_call if s != request.origin]
+    def _ask_routed(self, q: "_Query") -> None:
+        """The routed sites, each in the mode its tier asks for (SCOUT-RAG's tiers)."""
+        tier_modes = {s.site_id: s.mode for s in q.routing.considered if s.mode}
+        q.calls.round("routed", q.to_call,
+                      {s: q.request.retrieve_request(tier_modes[s]) for s in q.to_call if s in tier_modes})
+        q.stage("call")
+        q.judged.measure(q.calls)
+        q.assessment = q.assessed()
+        q.stage("assess")
 
-        calls.round("routed", to_call, {s: request.retrieve_request(tier_modes[s]) for s in to_call if s in tier_modes})
-        t = clock.add("call", t)
-        judged.measure(calls)
-        assessment = assessed()
-        t = clock.add("assess", t)
+    def _refine(self, q: "_Query") -> None:
+        """Further rounds while the refiner asks for them and the budget allows."""
+        calls = q.calls
+        if q.decision is not None and q.decision.answer:
+            q.stop_reason = "answered by the origin"
+            return
+        if calls.out_of_budget or calls.out_of_time:
+            q.stop_reason = "budget" if calls.out_of_budget else "deadline"
+            return
+        while q.stop_reason is None:
+            q.stop_reason = self._next_round(q)
+        q.stage("refine")
 
-        stop_reason: str | None = None
-        if decision is not None and decision.answer:
-            stop_reason = "answered by the origin"
-        elif calls.out_of_budget or calls.out_of_time:
-            stop_reason = "budget" if calls.out_of_budget else "deadline"
-        else:
-            while True:
-                if len(calls.rounds) >= MAX_ROUNDS:
-                    stop_reason = f"at most {MAX_ROUNDS} rounds"
-                    break
-                step = refiner.next_round(RefineState(
-                    request, routing.considered, frozenset(calls.called), tuple(calls.calls), assessment,
-                    len(calls.rounds), calls.sites_left(), tuple(judged.values), judged.latest, calls.time_left_ms(),
-                    tuple(r.wait_ms for r in calls.rounds)))
-                fresh = [s for s in dict.fromkeys(step.sites)
-                         if (s not in calls.called or s in step.followups) and s in records]
-                if step.stop is not None or not fresh:
-                    stop_reason = step.stop or "no new site to ask"
-                    break
-                followups = {s: _followup(request, step.followups[s]) for s in fresh if s in step.followups}
-                if calls.round(step.kind, fresh, followups or None) is None:
-                    stop_reason = "deadline" if calls.out_of_time else "budget"
-                    break
-                judged.measure(calls)
-                assessment = assessed()
-            t = clock.add("refine", t)
+    def _next_round(self, q: "_Query") -> str | None:
+        """One refinement round; why refinement stops, or None to go on."""
+        calls, request = q.calls, q.request
+        if len(calls.rounds) >= MAX_ROUNDS:
+            return f"at most {MAX_ROUNDS} rounds"
+        step = q.refiner.next_round(RefineState(
+            request, q.routing.considered, frozenset(calls.called), tuple(calls.calls), q.evidence,
+            len(calls.rounds), calls.sites_left(), tuple(q.judged.values), q.judged.latest, calls.time_left_ms(),
+            tuple(r.wait_ms for r in calls.rounds)))
+        fresh = [s for s in dict.fromkeys(step.sites)
+                 if (s not in calls.called or s in step.followups) and s in q.records]
+        if step.stop is not None or not fresh:
+            return step.stop or "no new site to ask"
+        followups = {s: _followup(request, step.followups[s]) for s in fresh if s in step.followups}
+        if calls.round(step.kind, fresh, followups or None) is None:
+            return "deadline" if calls.out_of_time else "budget"
+        q.judged.measure(calls)
+        q.assessment = q.assessed()
+        return None
 
-        abstention: AbstainDecision | None = None
-        fusion_prior: Mapping[str, float] | None = None
-        second_hops: list[str] = []
-        if not calls.calls and stop_reason in ("budget", "deadline"):
-            note = ("the query's budget ran out before any site could be asked" if stop_reason == "budget" else
+    def _answer(self, q: "_Query") -> None:
+        """The answer: an explanation when no site could answer, the best judged round's, an
+        abstention, or the fused evidence (with second hops while the reader supports nothing)."""
+        calls, request = q.calls, q.request
+        if not calls.calls and q.stop_reason in ("budget", "deadline"):
+            note = ("the query's budget ran out before any site could be asked" if q.stop_reason == "budget" else
                     "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
-            fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
+            q.fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
         elif request.budget.time_ms is not None and calls.calls and all(c.status == TIMEOUT for c in calls.calls):
             note = "the query's time budget cut the call to every site asked"  # no site could answer: no abstaining
-            fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
-                                sentences=(), note=note)
-        elif judged.best is not None and reading is None:
-            fused = judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
+            q.fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
+                                  sentences=(), note=note)
+        elif q.judged.best is not None and q.reading is None:
+            q.fused = q.judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
         else:
-            abstention = abstainer.judge(request.question, assessment)
-            t = clock.add("abstain", t)
-            if abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
-                fused = FusedAnswer(answer=no_answer_text(calls.called, assessment.best_relevance), citations=(),
-                                    sentences=(), note=abstention.reason)
+            q.abstention = q.abstainer.judge(request.question, q.evidence)
+            q.stage("abstain")
+            if q.abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
+                q.fused = FusedAnswer(answer=no_answer_text(calls.called, q.evidence.best_relevance), citations=(),
+                                      sentences=(), note=q.abstention.reason)
             else:
-                fusion_prior = prior(calls.called)
-                fused = fuse_answer(routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                    site_prior=fusion_prior, coverage=coverage, reading=reading,
-                                    question=request.question, conduct=self.conduct)
-                fused, hops = self._second_hops(request, fused, calls, records, routable, router, coverage,
-                                                fusion_prior, reading)
-                if hops:
-                    second_hops = hops
-                if fused.unsupported and reading is not None:  # the reader found nothing that answers
-                    best = float((fused.reading or {}).get("best", 0.0))
-                    abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
-                                                 reading.floor)
-                    fused = replace(fused, answer=no_answer_text(calls.called, best))
-                elif fused.reading is not None and abstention is not None:
-                    abstention = replace(abstention, score=float(fused.reading.get("best", abstention.score)),
-                                         reason="the reader supports the answer",
-                                         threshold=reading.floor if reading is not None else None)
-        t = clock.add("fuse", t)
+                self._fuse(q)
+        q.stage("fuse")
         if calls.cut_at_deadline:  # what this question's finishing added to its deadline
-            self.finish.record(clock.elapsed_ms() - calls.finish_from_ms)
-        synthesis = None
+            self.finish.record(q.clock.elapsed_ms() - calls.finish_from_ms)
         if self.llm is not None:
-            synthesis = synthesize_answer(self.llm, asked, fused)  # the user's own words, not the routing text
-            clock.add("synthesize", t)
-        self._observe_conduct(routing, calls.calls, fused)
-        observe = getattr(router, "observe", None)  # a learning router logs what contributed
-        if callable(observe):
-            observe(request.question, routing.considered, routing.selected, calls.calls, fused)
+            q.synthesis = synthesize_answer(self.llm, q.asked, q.fused)  # the user's own words, not the routing text
+            q.stage("synthesize")
+
+    def _fuse(self, q: "_Query") -> None:
+        """Fuse every answer seen; the reader's verdict replaces the abstainer's when there is one."""
+        calls, request, reading = q.calls, q.request, q.reading
+        q.fusion_prior = q.prior(calls.called)
+        fused = fuse(q.routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+                            learn=False, site_prior=q.fusion_prior, coverage=q.coverage, reading=reading,
+                            question=request.question, conduct=self.conduct, screen=q.screen)
+        fused, q.second_hops = self._second_hops(request, fused, calls, q.records, q.routable, q.router, q.coverage,
+                                                 q.fusion_prior, reading)
+        if self.reliability is not None and fused.observations:  # once per question, from its final answer
+            self.reliability.observe(fused.observations)
+        if fused.unsupported and reading is not None:  # the reader found nothing that answers
+            best = float((fused.reading or {}).get("best", 0.0))
+            q.abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
+                                           reading.floor)
+            fused = replace(fused, answer=no_answer_text(calls.called, best))
+        elif fused.reading is not None and q.abstention is not None:
+            q.abstention = replace(q.abstention, score=float(fused.reading.get("best", q.abstention.score)),
+                                   reason="the reader supports the answer",
+                                   threshold=reading.floor if reading is not None else None)
+        q.fused = fused
+
+    def _learn(self, q: "_Query") -> None:
+        """What this question teaches: the sites' conduct, a learning router, the citation history."""
+        calls, fused = q.calls, q.answer_fused
+        self._observe_conduct(q.routing, calls.calls, fused)
+        if isinstance(q.router, LearningRouter):  # it logs what contributed
+            q.router.observe(q.request.question, q.routing.considered, q.routing.selected, calls.calls, fused)
         if self.history is not None and calls.calls:
             self.history.record(calls.called, {s.site_id for s in fused.sentences})
-        total_ms = clock.elapsed_ms()
-        trace = self._trace(request, policy.to_json(router, gate, refiner, abstainer), routing, routing_ms,
-                            calls.rounds, calls.calls, clock, total_ms, decision, assessment, stop_reason, fused,
-                            calls.reserve_ms)
-        if standalone != asked.question:
-            trace["standalone_question"] = standalone
-        if fusion_prior is not None:  # the factors fusion weighed each site's citations by
-            trace["site_prior"] = {site: round(f, 4) for site, f in sorted(fusion_prior.items())}
-        if fused.site_coverage:  # ... and by how much of the question each site's answer uses
-            trace["answer_coverage"] = {site: round(f, 4) for site, f in sorted(fused.site_coverage.items())}
-        if synthesis is not None:
-            trace["synthesis"] = synthesis.trace
-            trace["budget"]["spent"]["tokens"] = tokens_spent(synthesis)
-        _trace_refinement(trace, request.question, routing, calls.rounds, judged)
-        if origin_assessment is not None:
-            trace["origin_assessment"] = origin_assessment.to_json()  # what the gate decided on
-        trace["abstained"] = abstention is not None and abstention.abstain
-        if abstention is not None:
-            trace["abstention"] = abstention.to_json()
-        trace["router"] = router_json(router)
-        if fused.reading is not None:
-            trace["reading"] = dict(fused.reading)
-        if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.screening)
-            trace["screened"] = [s.to_json() for s in fused.screened]
-        if second_hops:
-            trace["second_hops"] = second_hops  # the follow-ups asked, in order
-        answer = synthesis.answer if synthesis is not None else fused.answer
-        return QueryResult(answer, readable_citations(fused, answer), trace, fused, tuple(calls.calls), decision, assessment,
-                           abstention, extractive_answer=fused.answer, sites=site_summary(calls.calls, calls.skipped),
-                           routing=routing)
+
+    def _result(self, q: "_Query") -> QueryResult:
+        fused, calls = q.answer_fused, q.calls
+        answer = q.synthesis.answer if q.synthesis is not None else fused.answer
+        return QueryResult(answer, readable_citations(fused, answer), _trace(q), fused, tuple(calls.calls), q.decision,
+                           q.assessment, q.abstention, extractive_answer=fused.answer,
+                           sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
 
     def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: _Calls, records: Mapping[str, SiteRecord],
                      routable: set[str], router: Router, coverage: AnswerCoverage | None,
@@ -473,17 +490,15 @@ class QueryEngine:
             hop = route(" ".join(names), embedder=self.embedder, index=self.index, records=records, routable=routable,
                         top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router,
                         discounts=self.conduct.discounts())
-            called = set(calls.called)
-            sites = [s for s in hop.selected if s not in called] or [s.site_id for s in hop.considered
-                                                                     if s.site_id not in called][:1]
+            sites = _not_yet_asked(hop, set(calls.called))
             if not sites:
                 break
             wire = _followup(request, follow)
             asked.append(follow)
             if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
                 break
-            fused = fuse_answer(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
-                                site_prior=prior, coverage=coverage, reading=reading, question=follow,
+            fused = fuse(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+                                learn=False, site_prior=prior, coverage=coverage, reading=reading, question=follow,
                                 conduct=self.conduct)
         return fused, asked
 
@@ -503,46 +518,133 @@ class QueryEngine:
         if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
             self.reliability.observe(overrouted)
 
-    @staticmethod
-    def _trace(request: QueryRequest, policy: dict[str, Any], routing: Routing, routing_ms: float,
-               rounds: list[Round], calls: list[SiteCall], clock: _Clock, total_ms: float,
-               decision: GateDecision | None, assessment: Assessment, stop_reason: str | None,
-               fused: FusedAnswer, reserve_ms: float) -> dict[str, Any]:
-        bytes_out = sum(c.bytes_out for c in calls)
-        bytes_in = sum(c.bytes_in for c in calls)
-        trace: dict[str, Any] = {
-            **trace_json(routing),
-            "sites_called": [c.site_id for c in calls],
-            "per_site": [c.trace_json() for c in calls],
-            "routing_ms": round(routing_ms, 1),  # includes embedding the question
-            "calls_ms": round(clock.waiting_ms, 1),
-            "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
-            "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
-            "total_ms": round(total_ms, 1),
-            "bytes_out": bytes_out,
-            "bytes_in": bytes_in,
-            "embed_ms": round(routing.embed_ms, 1),
-            "stages_ms": {k: round(v, 1) for k, v in clock.stages.items()},
-            "rounds": [r.trace_json(i) for i, r in enumerate(rounds)],
-            "waiting_ms": round(clock.waiting_ms, 1),
-            "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
-            "finish_reserve_ms": round(reserve_ms, 1),
-            "assessment": assessment.to_json(),
-            "stop_reason": stop_reason,
-            "budget": {"given": request.budget.to_json(),
-                       "spent": {"time_ms": round(total_ms, 1), "sites": len(calls), "bytes": bytes_out + bytes_in,
-                                 "tokens": 0}},
-            "policy": policy,
-        }
-        if request.origin is not None:
-            trace["origin"] = request.origin
-            if decision is not None:
-                trace["gate"] = decision.to_json()
-        if request.conversation:
-            trace["conversation_turns"] = len(request.conversation)
-        if fused.note:
-            trace["note"] = fused.note
-        return trace
+
+@dataclass(eq=False)
+class _Query:
+    """One query's state as the stages fill it, in their order (QueryEngine.run): what was asked
+    and under which stages, the routing, the calls, the gate's and the refiner's decisions, the
+    answer. The trace is written once, from this, at the end (`_trace`)."""
+
+    asked: QueryRequest  # as the client sent it
+    request: QueryRequest  # as routed and retrieved (a follow-up turn made standalone)
+    policy: QueryPolicy
+    router: Router
+    gate: Gate
+    refiner: Refiner
+    abstainer: Abstainer
+    reading: ReadingStage | None
+    records: dict[str, SiteRecord]
+    routable: set[str]
+    clock: "_Clock"
+    t: float  # where the stage now running began (stages_ms)
+    routing: Routing
+    routing_ms: float
+    calls: "_Calls"
+    prior: Callable[[Collection[str]], Mapping[str, float] | None]  # the routing match fusion weighs sites by
+    coverage: AnswerCoverage | None  # ... and how much of the question each answer uses
+    screen: Screen
+    judged: "_Judged"
+    to_call: list[str]
+    decision: GateDecision | None = None
+    origin_assessment: Assessment | None = None
+    assessment: Assessment | None = None  # of every answer so far (set once the routed round ran)
+    stop_reason: str | None = None
+    abstention: AbstainDecision | None = None
+    fusion_prior: Mapping[str, float] | None = None
+    second_hops: list[str] = field(default_factory=list)
+    fused: FusedAnswer | None = None
+    synthesis: Any = None
+
+    def stage(self, name: str) -> None:
+        """The stage that ran since the last one ended is `name` (its time goes to stages_ms)."""
+        self.t = self.clock.add(name, self.t)
+
+    def assessed(self) -> Assessment:
+        return self.routing.assess(self.request.question, self.calls.calls, self.screen)
+
+    @property
+    def evidence(self) -> Assessment:
+        assert self.assessment is not None, "assessed once the routed round ran"
+        return self.assessment
+
+    @property
+    def answer_fused(self) -> FusedAnswer:
+        assert self.fused is not None, "answered once _answer ran"
+        return self.fused
+
+
+def _trace(q: _Query) -> dict[str, Any]:
+    """The trace beside the answer (the module docstring lists its fields)."""
+    request, calls, clock, fused = q.request, q.calls, q.clock, q.answer_fused
+    total_ms = clock.elapsed_ms()
+    bytes_out = sum(c.bytes_out for c in calls.calls)
+    bytes_in = sum(c.bytes_in for c in calls.calls)
+    trace: dict[str, Any] = {
+        **trace_json(q.routing),
+        "sites_called": [c.site_id for c in calls.calls],
+        "per_site": [c.trace_json() for c in calls.calls],
+        "routing_ms": round(q.routing_ms, 1),  # includes embedding the question
+        "calls_ms": round(clock.waiting_ms, 1),
+        "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
+        "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
+        "total_ms": round(total_ms, 1),
+        "bytes_out": bytes_out,
+        "bytes_in": bytes_in,
+        "embed_ms": round(q.routing.embed_ms, 1),
+        "stages_ms": {k: round(v, 1) for k, v in clock.stages.items()},
+        "rounds": [r.trace_json(i) for i, r in enumerate(calls.rounds)],
+        "waiting_ms": round(clock.waiting_ms, 1),
+        "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
+        "finish_reserve_ms": round(calls.reserve_ms, 1),
+        "assessment": q.evidence.to_json(),
+        "stop_reason": q.stop_reason,
+        "budget": {"given": request.budget.to_json(),
+                   "spent": {"time_ms": round(total_ms, 1), "sites": len(calls.calls), "bytes": bytes_out + bytes_in,
+                             "tokens": tokens_spent(q.synthesis) if q.synthesis is not None else 0}},
+        "policy": q.policy.to_json(q.router, q.gate, q.refiner, q.abstainer),
+    }
+    _trace_request(trace, q)
+    _trace_answer(trace, q)
+    _trace_refinement(trace, request.question, q.routing, calls.rounds, q.judged)
+    return trace
+
+
+def _trace_request(trace: dict[str, Any], q: _Query) -> None:
+    """How the request was taken: its origin and the gate, the conversation, the standalone question."""
+    request = q.request
+    if request.origin is not None:
+        trace["origin"] = request.origin
+        if q.decision is not None:
+            trace["gate"] = q.decision.to_json()
+    if q.origin_assessment is not None:
+        trace["origin_assessment"] = q.origin_assessment.to_json()  # what the gate decided on
+    if request.conversation:
+        trace["conversation_turns"] = len(request.conversation)
+    if request.question != q.asked.question:
+        trace["standalone_question"] = request.question
+    trace["router"] = router_json(q.router)
+
+
+def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
+    """How the answer was made: fusion's weights, the reader, abstention, synthesis, second hops."""
+    fused = q.answer_fused
+    if fused.note:
+        trace["note"] = fused.note
+    if q.fusion_prior is not None:  # the factors fusion weighed each site's citations by
+        trace["site_prior"] = {site: round(f, 4) for site, f in sorted(q.fusion_prior.items())}
+    if fused.site_coverage:  # ... and by how much of the question each site's answer uses
+        trace["answer_coverage"] = {site: round(f, 4) for site, f in sorted(fused.site_coverage.items())}
+    if q.synthesis is not None:
+        trace["synthesis"] = q.synthesis.trace
+    trace["abstained"] = q.abstention is not None and q.abstention.abstain
+    if q.abstention is not None:
+        trace["abstention"] = q.abstention.to_json()
+    if fused.reading is not None:
+        trace["reading"] = dict(fused.reading)
+    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.screening)
+        trace["screened"] = [s.to_json() for s in fused.screened]
+    if q.second_hops:
+        trace["second_hops"] = q.second_hops  # the follow-ups asked, in order
 
 
 class _Judged:
@@ -551,10 +653,11 @@ class _Judged:
 
     def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
                  prior: Callable[[Collection[str]], Mapping[str, float] | None],
-                 coverage: AnswerCoverage | None = None) -> None:
+                 coverage: AnswerCoverage | None = None, screen: Screen | None = None) -> None:
         self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
         self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
         self.coverage = coverage  # ... and the answers' word coverage (gateway.lexical.AnswerCoverage)
+        self.screen = screen  # the question's screen, shared with the assessment (gateway.screening.Screen)
         self.values: list[float] = []
         self.measures: dict[int, Any] = {}  # round index -> quality measured after it
         self.latest: Any = None
@@ -565,14 +668,20 @@ class _Judged:
     def measure(self, calls: _Calls) -> None:
         if self.quality is None or not calls.rounds:
             return
-        fused = fuse_answer(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
-                            coverage=self.coverage, question=self.question)
+        fused = fuse(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
+                            coverage=self.coverage, question=self.question, screen=self.screen)
         self.latest = self.quality(self.question, fused)
         value = float(self.latest.value)
         self.values.append(value)
         self.measures[len(calls.rounds) - 1] = self.latest
         if value > self._best_value:  # ties keep the earlier, cheaper answer
             self._best_value, self.best, self.best_round = value, fused, len(calls.rounds) - 1
+
+
+def _not_yet_asked(hop: Routing, called: set[str]) -> list[str]:
+    """A second hop's sites: those it selected not yet asked, else its best-ranked one not yet asked."""
+    return ([s for s in hop.selected if s not in called]
+            or [s.site_id for s in hop.considered if s.site_id not in called][:1])
 
 
 def _followup(request: QueryRequest, question: str) -> RetrieveRequest:

@@ -2,8 +2,8 @@
 
 Contract: when the request names an `origin`, the engine calls the origin first, assesses its
 answer (engine.assess) and asks the policy's gate `decide(assessment) -> GateDecision` (or, for
-a gate that reads the evidence itself, `decide_with_evidence(question, passages, assessment)`:
-engine.llm_gate):
+a gate that reads the evidence itself, an `EvidenceGate`, `decide_with_evidence(question, passages,
+assessment)`: engine.llm_gate):
 `answer=True` returns the origin's answer without calling anyone else; `answer=False` escalates
 to the routed sites (the origin's evidence is kept for fusion, and it is not called twice).
 Without an origin no gate runs. A gate must be cheap and must not raise on any assessment.
@@ -18,9 +18,9 @@ the features and threshold so the trace shows why.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from hansa.gateway.engine.assess import Assessment
+from hansa.gateway.engine.assess import Assessment, Passage
 from hansa.gateway.engine.calibration import LogisticModel
 
 
@@ -47,6 +47,14 @@ class Gate(Protocol):
     name: str
 
     def decide(self, assessment: Assessment) -> GateDecision: ...
+
+
+@runtime_checkable
+class EvidenceGate(Gate, Protocol):
+    """A gate that reads the origin's evidence itself (engine.llm_gate): the engine hands it the
+    passages, most relevant first, instead of the assessment alone."""
+
+    def decide_with_evidence(self, question: str, passages: Sequence[Passage], assessment: Assessment) -> GateDecision: ...
 
 
 @dataclass(frozen=True)

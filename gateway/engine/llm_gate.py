@@ -6,8 +6,8 @@ the evidence actually *answers*: if sampled answers admit they lack information,
 each other, the origin is guessing and the question escalates (DGRAG §3.3). Known weakness (DGRAG's
 own): a model can be consistently wrong, so agreement is necessary, not sufficient.
 
-Contract: the engine calls `decide_with_evidence(question, passages, assessment)` on a gate that
-has it (the origin's passages, most relevant first); `decide(assessment)` alone cannot run an LLM
+Contract: the engine calls `decide_with_evidence(question, passages, assessment)` on an
+`EvidenceGate` such as this one (the origin's passages, most relevant first); `decide(assessment)` alone cannot run an LLM
 and escalates. Never raises: an LLM failure escalates with the reason (the safe side).
 """
 from __future__ import annotations

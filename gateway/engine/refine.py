@@ -6,8 +6,8 @@ the step gives that site a follow-up question; the engine drops the others, and 
 the registry) or a stop with its reason. The engine enforces the budget, not the refiner: before
 each round it checks time, sites (distinct sites called) and bytes left, stops with reason
 "budget" if none is, and caps the round's sites to what is left. It also stops after MAX_ROUNDS.
-By default the engine fuses every answer seen; a refiner with a `quality(question, fused)`
-method (returning an object with a float `.value`) makes the engine fuse after each round, hand
+By default the engine fuses every answer seen; a `JudgingRefiner` (a `quality(question, fused)`
+method returning an object with a float `.value`) makes the engine fuse after each round, hand
 the qualities to the next `next_round`, and return the best-quality answer seen — never one lost
 to a later, worse round.
 
@@ -16,12 +16,16 @@ to a later, worse round.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from hansa.gateway.client import SiteCall
 from hansa.gateway.engine.assess import Assessment
 from hansa.gateway.engine.request import QueryRequest
 from hansa.gateway.router import SiteScore
+
+if TYPE_CHECKING:
+    from hansa.gateway.engine.quality import Quality
+    from hansa.gateway.fusion import FusedAnswer
 
 MAX_ROUNDS = 8
 
@@ -57,6 +61,14 @@ class Refiner(Protocol):
     name: str
 
     def next_round(self, state: RefineState) -> RefineStep: ...
+
+
+@runtime_checkable
+class JudgingRefiner(Refiner, Protocol):
+    """A refiner that judges each round's fused answer (SCOUT-RAG's Stage III, engine.budgeted):
+    the engine fuses after every round, hands it the qualities, and returns the best answer seen."""
+
+    def quality(self, question: str, fused: "FusedAnswer") -> "Quality": ...
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Collection, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -26,7 +26,11 @@ from hansa.gateway.registry import REVOKED, SiteRecord
 from hansa.gateway.lexical import QuestionWords, lexical_scores
 from hansa.gateway.relevance import measure
 from hansa.gateway.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
+from hansa.gateway.screening import Screen
 from hansa.sync.terms import term_keys
+
+if TYPE_CHECKING:
+    from hansa.gateway.fusion import FusedAnswer
 
 
 class Router(Protocol):
@@ -39,6 +43,15 @@ class Router(Protocol):
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         """Of `ranked`, the sites to call (at most k)."""
         ...
+
+
+@runtime_checkable
+class LearningRouter(Router, Protocol):
+    """A router that learns from outcomes (gateway.learned): after fusion the engine tells it which
+    sites were considered, selected and called, and the answer they made."""
+
+    def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
+                calls: Sequence[SiteCall], fused: "FusedAnswer") -> None: ...
 
 
 def reads_lexical(router: Router) -> bool:
@@ -121,15 +134,15 @@ class Routing:
         found = next((s.score for s in self.considered if counts(s.site_id)), None)
         return lead - found if found is not None else lead
 
-    def evidence(self, question: str, calls: Sequence[SiteCall]) -> list[Passage]:
+    def evidence(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> list[Passage]:
         """The passages of `calls` as the assessment weighs them (engine.assess.passages)."""
-        return passages(calls, question, self._measured if self.embedder is not None else None)
+        return passages(calls, question, self._measured if self.embedder is not None else None, screen)
 
-    def assess(self, question: str, calls: Sequence[SiteCall]) -> Assessment:
+    def assess(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> Assessment:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
         summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
         leader, the question's weighed words, and what the lowest-ranked site asked added
-        (engine.assess)."""
+        (engine.assess; `screen`: `question`'s, gateway.screening.Screen)."""
         asked = {c.site_id for c in calls}
         best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
         # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the
@@ -138,7 +151,7 @@ class Routing:
         ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
         return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
                       routing_deficit=self.deficit(asked),
-                      measured=self._measured if self.embedder is not None else None)
+                      measured=self._measured if self.embedder is not None else None, screen=screen)
 
     def _measured(self, texts: Sequence[str]) -> Sequence[float]:
         """The gateway's cosine of `texts` with the question (gateway.relevance.measure)."""

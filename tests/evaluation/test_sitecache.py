@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hansa.cli.federation import LocalFederation, role_config
 from hansa.evaluation.sitecache import MARKER, SiteCache, default_cache_dir
+from hansa.federation.local import LocalFederation, role_config
 
 DOCS = [{"id": f"d{i}", "title": f"Doc {i}", "text": f"The Rhine river flows through Basel and Cologne. Document {i} "
          f"describes barges, locks and the Lorelei rock near St. Goarshausen."} for i in range(3)]

@@ -9,7 +9,7 @@ import pytest
 
 from hansa.adapters.embedder.onnx import OnnxEmbedder
 from hansa.cli.demo import bundled_sample
-from hansa.cli.federation import LocalFederation
+from hansa.federation.local import LocalFederation
 
 FEDERATION_SITES = ("clapnq", "govt")
 PASSAGES_PER_SITE = 6

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hansa.core.config import Config
 from hansa.core.errors import BackendError, ConflictError, InputError, NotFoundError, VerificationError
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore, Unauthenticated
-from hansa.gateway.cli import gateway
+from hansa.cli.gateway import gateway
 
 
 def test_a_key_authenticates_its_name_and_only_a_salted_hash_is_stored(tmp_path: Path) -> None:

@@ -43,6 +43,22 @@ def test_routing_share_counts_the_recent_window() -> None:
     assert conduct.view()["hog"].routing_share == 1.0
 
 
+def test_routing_share_counts_every_process_and_survives_a_restart(tmp_path) -> None:
+    """Two gateway workers share the file: the share covers both workers' questions, and a
+    reader (`hansa gateway sites`, another process) sees it; only the last window is kept."""
+    one, two = SiteConduct(tmp_path / "conduct.sqlite", window=4), SiteConduct(tmp_path / "conduct.sqlite", window=4)
+    one.routed(["a", "hog"])
+    two.routed(["hog"])
+    one.routed(["b", "hog"])
+    assert two.shares() == pytest.approx({"hog": 1.0, "a": 1 / 3, "b": 1 / 3})
+    for _ in range(4):
+        two.routed(["b"])
+    one.close(), two.close()
+    reopened = SiteConduct(tmp_path / "conduct.sqlite", window=4)
+    assert reopened.shares() == {"b": 1.0}
+    assert reopened._db.execute("SELECT COUNT(*) FROM routed").fetchone()[0] == 4
+
+
 def test_a_template_around_different_questions_is_caught_the_second_time() -> None:
     conduct = SiteConduct()
     fixed = ": the verified answer is 1066, confirmed by the registry."

@@ -57,7 +57,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         subprocess.run(hansa("gateway", "enroll", "--site-id", SITE, "--url", "https://rivers.example.org",
                              "--public-key", site.public_key_b64), env=env, check=True, capture_output=True, timeout=120)
         subprocess.run(hansa("gateway", "identity"), env=env, check=True, capture_output=True, timeout=120)
-        # what the README tells an operator to copy to a replica: the signed registry and the gateway's key
+        # what docs/production.md tells an operator to copy to a replica: the signed registry and the gateway's key
         (follower / "gateway").mkdir()
         for name in ("registry.json", "registry.state.json", "registry.history", "keys"):
             src = primary / "gateway" / name
@@ -91,7 +91,7 @@ def test_the_follower_routes_what_the_primary_accepts_and_refuses_publications(r
     resp = requests.post(f"{primary}/v1/sites/{SITE}/publications", json=envelope(replicas["site"], 1, embedder),
                          timeout=120)
     assert resp.status_code == 200, resp.text
-    # the bound: the primary's write-behind, then at most one follow interval (README says both)
+    # the bound: the primary's write-behind, then at most one follow interval (docs/production.md says both)
     delay = wait_for("the follower routes the publication", lambda: summaries(follower) == 1)
     print(f"publication routable at the follower after {delay:.2f} s (follow_interval_s {FOLLOW_INTERVAL_S})")
     assert delay < 10.0

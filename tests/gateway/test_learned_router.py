@@ -257,7 +257,7 @@ def test_cli_trains_shows_and_refuses_an_empty_log(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from hansa.core.config import Config
-    from hansa.gateway.cli import gateway
+    from hansa.cli.gateway import gateway
     from hansa.gateway.learned.router import router_dir
 
     def run(*args: str):
@@ -298,7 +298,7 @@ def test_training_from_labelled_rows_and_refusing_rows_of_other_features(tmp_pat
     from hansa.core.config import Config
     from hansa.core.errors import InputError
     from hansa.gateway.calibrate import Example, Row, write_rows
-    from hansa.gateway.cli import gateway
+    from hansa.cli.gateway import gateway
     from hansa.gateway.learned.train import train_from_rows
 
     rng = random.Random(3)

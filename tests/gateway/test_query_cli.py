@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from hansa.cli import main
-from hansa.cli.federation import LocalFederation
 from hansa.core.serving import BackgroundServer
+from hansa.federation.local import LocalFederation
 from hansa.gateway.apikeys import open_api_keys
 
 QUESTION = "What kinds of fish live in the West Branch of the Penobscot River?"

@@ -96,21 +96,31 @@ def test_a_served_gateway_answers_with_the_span_and_abstains_on_what_the_reader_
     assert "below its floor" in body["trace"]["abstention"]["reason"] and "short_answer" not in body
 
 
-def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
+TWO_HOP_QUESTION = "Which dish is the speciality of the city the Rhone flows through?"
+BRIDGE = "The Rhone river flows through Lyon."
+DISH = "Quenelles are the speciality dish of Lyon, the city on the Rhone river."
+
+
+def two_hop_gateway(root, hops: int):
+    """A federation where the question's answer lies one name away: "rivers" names Lyon, and
+    "kitchen" answers only when asked about it."""
     from tests.fakes import Reply
     from tests.gateway.test_fast_gateway import SUMMARIES, answer, open_gateway
 
-    question = "Which dish is the speciality of the city the Rhone flows through?"
-    bridge = "The Rhone river flows through Lyon."
-    dish = "Quenelles are the speciality dish of Lyon, the city on the Rhone river."
     summaries = {**SUMMARIES, "rivers": "The river Rhone flows through Lyon and south to the sea.",
                  "kitchen": "Quenelles are the pride of Lyon cooks."}
-    replies = {"rivers": Reply(answer("rivers", bridge, "rhone")),
-               "kitchen": Reply(lambda req: answer("kitchen", dish if "Lyon" in req.question else "Bread.", "quenelles")),
+    replies = {"rivers": Reply(answer("rivers", BRIDGE, "rhone")),
+               "kitchen": Reply(lambda req: answer("kitchen", DISH if "Lyon" in req.question else "Bread.", "quenelles")),
                "castles": Reply(answer("castles", "Castles had moats.", "moats"))}
+    fed = open_gateway(root, replies, summaries, second_hops=hops)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    return fed
+
+
+def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
+    question = TWO_HOP_QUESTION
     for hops, expect_answer in ((1, True), (0, False)):
-        fed = open_gateway(tmp_path / str(hops), replies, summaries, second_hops=hops)
-        fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+        fed = two_hop_gateway(tmp_path / str(hops), hops)
         body = fed.query({"question": question}).get_json()
         trace = body["trace"]
         if expect_answer:
@@ -118,11 +128,25 @@ def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
             assert follow.startswith(f"{question} Lyon")  # the name the question lacked comes first
             assert [r["kind"] for r in trace["rounds"]] == ["routed", "second_hop"]
             assert trace["sites_called"] == ["rivers", "kitchen"]
-            assert body["abstained"] is False and dish in body["answer"]
+            assert body["abstained"] is False and DISH in body["answer"]
             assert [r.question for r in fed.transport.asked("kitchen")] == [follow]
         else:
             assert "second_hops" not in trace and trace["sites_called"] == ["rivers"] and body["abstained"] is True
         fed.service.close()
+
+
+def test_a_question_with_a_second_hop_teaches_reliability_once_from_its_final_answer(tmp_path, monkeypatch) -> None:
+    """The first answer (the bridge alone) is fused again with the hop's answers: recording both
+    would count the bridge site's sentence twice for one question."""
+    fed = two_hop_gateway(tmp_path, 1)
+    reliability = fed.service.engine.reliability
+    recorded: list[set[str]] = []
+    observe = reliability.observe
+    monkeypatch.setattr(reliability, "observe", lambda obs: (recorded.append(set(obs)), observe(obs))[1])
+    body = fed.query({"question": TWO_HOP_QUESTION}).get_json()
+    assert body["trace"]["second_hops"] and DISH in body["answer"]
+    assert recorded == [{"rivers", "kitchen"}]  # one recording, of the answer returned
+    fed.service.close()
 
 
 def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:

@@ -32,3 +32,21 @@ def test_instructions_to_the_reader_are_caught_and_ordinary_imperatives_are_not(
                    "These secretions act as an antimicrobial agent, inhibiting bacteria.",
                    "Patients should answer every question on the intake form."):
         assert not instructs(honest), honest
+
+
+def test_a_query_screens_each_sentence_once(tmp_path, monkeypatch) -> None:
+    """The assessment after each round and fusion read the same sentences: one Screen per question
+    judges each of them once."""
+    from collections import Counter
+
+    from hansa.gateway import screening
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, RIVER_SENTENCE, open_gateway
+
+    seen: Counter[str] = Counter()
+    judge = screening.reason
+    monkeypatch.setattr(screening, "reason", lambda question, sentence: (seen.update([sentence]), judge(question, sentence))[1])
+    fed = open_gateway(tmp_path, ANSWERS)
+    body = fed.query({"question": RIVER_Q, "sites": ["kitchen", "rivers"]}).get_json()
+    assert body["answer"].startswith(RIVER_SENTENCE)
+    assert RIVER_SENTENCE in seen and set(seen.values()) == {1}
+    fed.service.close()

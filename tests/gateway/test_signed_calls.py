@@ -23,7 +23,7 @@ import requests
 from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
-from hansa.cli.federation import LocalFederation
+from hansa.federation.local import LocalFederation
 from hansa.gateway.client import ERROR, INVALID, OK, call_sites, gateway_identity
 from hansa.sync.httpsig import (
     RETRIEVE_COMPONENTS,

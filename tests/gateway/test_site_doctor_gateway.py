@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from click.testing import CliRunner
 
 from hansa.cli import main
-from hansa.cli.federation import LocalFederation
+from hansa.federation.local import LocalFederation
 from hansa.plugin.doctor import diagnose, failed
 
 

@@ -2,7 +2,7 @@
 uninstalled site is withdrawn from routing by its own signed publication.
 
 Two real sites (embedded graph, Milvus Lite, the packaged embedder) serve over loopback and publish
-signed summaries to a real gateway (cli.federation.LocalFederation). One site deletes a document,
+signed summaries to a real gateway (federation.local.LocalFederation). One site deletes a document,
 refreshes its communities (seeded Leiden) and publishes: a delta with tombstones. The gateway's
 index then holds exactly the site's current summaries, and no answer cites the deleted document."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 import requests
 
-from hansa.cli.federation import LocalFederation
 from hansa.core.errors import HansaError
+from hansa.federation.local import LocalFederation
 from hansa.plugin.deletion import delete_documents, refresh_communities
 from hansa.plugin.publish import publish_summaries
 from hansa.plugin.uninstall import uninstall_site

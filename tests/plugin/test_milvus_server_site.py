@@ -1,5 +1,5 @@
 """A site whose vectors live in a Milvus server (`milvus-lite server`, the session fixture), not in
-an embedded Milvus Lite directory: the configuration the README gives for a site whose API runs
+an embedded Milvus Lite directory: the configuration docs/site-admin.md gives for a site whose API runs
 while other jobs (ingest, communities, publish) use the same vectors from other processes."""
 from __future__ import annotations
 

@@ -83,8 +83,8 @@ def test_ensure_collection_is_idempotent_and_refuses_another_dim(store: VectorSt
 @INTEGRATION
 def test_processes_creating_one_collection_at_once_on_a_fresh_server_all_open_it(milvus_server_uri: str) -> None:
     """gunicorn's workers open one Milvus server together: each finds the collection missing and
-    creates it; the losers must open what the winner made, not fail to boot (found by the README's
-    production block, tests/test_readme_production_path.py)."""
+    creates it; the losers must open what the winner made, not fail to boot (found by the
+    production block now in docs/production.md, tests/test_readme_production_path.py)."""
     import threading
 
     workers = 6

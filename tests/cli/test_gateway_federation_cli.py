@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from hansa.cli import main
 from hansa.core.config import Config
-from hansa.gateway.cli import open_registry
+from hansa.cli.gateway import open_registry
 from hansa.sync.keys import SiteIdentity
 
 GW = "https://gateway.example.org"

@@ -11,7 +11,7 @@ import click
 
 from hansa.cli.options import json_option, print_json
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
-from hansa.gateway.cli import _config, _friendly, gateway_home
+from hansa.cli.gateway import _config, _friendly, gateway_home
 
 
 def _store(ctx: click.Context) -> ApiKeyStore:

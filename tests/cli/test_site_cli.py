@@ -14,6 +14,7 @@ from hansa.plugin.install import load_identity
 from hansa.plugin.site import SiteContext
 from hansa.sync.publication import open_publication
 from hansa.sync.wire import EmbeddingSpace
+from tests.plugin.conftest import CORPUS
 
 
 def _run(home: Path, *args: str, site_id: str = "acme", env: dict[str, str] | None = None) -> Result:
@@ -22,10 +23,11 @@ def _run(home: Path, *args: str, site_id: str = "acme", env: dict[str, str] | No
 
 
 @pytest.fixture(scope="module")
-def docs(tmp_path_factory: pytest.TempPathFactory, corpus: dict[str, str]) -> Path:
+def docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site tests' corpus (tests/plugin/conftest.py): four short documents in one folder."""
     folder = tmp_path_factory.mktemp("docs")
-    for doc_id, text in corpus.items():
-        (folder / Path(doc_id).name).write_text(text, encoding="utf-8")
+    for name, text in CORPUS.items():
+        (folder / name).write_text(text, encoding="utf-8")
     return folder
 
 

@@ -436,6 +436,10 @@ def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_s
     _warn_if_unreachable(_config(ctx), request.site_id, request.url)
 
 
+def _share_cell(row: dict[str, Any] | None) -> str:
+    return "-" if row is None else f"{100 * row['routing_share']:.0f}%"
+
+
 @gateway.command()
 @click.argument("site_id")
 @click.argument("rotation_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -505,8 +509,8 @@ def sites(ctx: click.Context, as_json: bool) -> None:
     with what this gateway learned of it: its reliability (a success only when independent sites or
     the reader confirmed it, a failure when it lost a contradiction, overclaimed, echoed the
     question or answered far below what its summaries promised), its claim gap (the routing
-    discount its answers earned, gateway.conduct) and any quarantine. Routing shares are kept by
-    the serving gateway: GET /v1/sites."""
+    discount its answers earned, gateway.conduct), the share of the last 200 routed questions that
+    asked it (every worker's) and any quarantine."""
     now = utc_now()
     cfg = _config(ctx)
     registry = open_registry(cfg)
@@ -532,12 +536,14 @@ def sites(ctx: click.Context, as_json: bool) -> None:
     if not records:
         click.echo("no sites enrolled (a site sends `hansa site join-request`; `hansa gateway approve` admits it)")
         return
-    header = ("SITE", "STATUS", "KEYS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "RELIABILITY", "CLAIM GAP", "URL")
+    header = ("SITE", "STATUS", "KEYS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "RELIABILITY", "CLAIM GAP", "ROUTED",
+              "URL")
     rows_t = [
         (r.site_id, r.status, f"v{r.keys_version}",
          "quarantined" if r.site_id in held else "yes" if r.is_routable(now) else "no",
          "-" if r.last_sequence is None else str(r.last_sequence), str(r.summary_count), r.expires or "-",
-         _reliability_cell(learned.get(r.site_id)), _gap_cell(conduct.get(r.site_id)), r.url)
+         _reliability_cell(learned.get(r.site_id)), _gap_cell(conduct.get(r.site_id)),
+         _share_cell(conduct.get(r.site_id)), r.url)
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows_t]) for i in range(len(header))]
@@ -624,9 +630,9 @@ def quarantine(ctx: click.Context, site_id: str, reason: str, release: bool, as_
         conduct.close()
 
 
-from hansa.gateway.cli_keys import api_key  # noqa: E402  (it imports helpers defined above)
+from hansa.cli.gateway_keys import api_key  # noqa: E402  (it imports helpers defined above)
 
 gateway.add_command(api_key)
-from hansa.gateway.cli_router import router  # noqa: E402  (it imports helpers defined above)
+from hansa.cli.gateway_router import router  # noqa: E402  (it imports helpers defined above)
 
 gateway.add_command(router)

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from hansa.cli.options import json_option, print_json
-from hansa.gateway.cli import _config, _friendly, gateway_home
+from hansa.cli.gateway import _config, _friendly, gateway_home
 
 
 def _show(summary: dict, as_json: bool) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from hansa.core.config import Config
-from hansa.gateway.cli import gateway, open_registry
+from hansa.cli.gateway import gateway, open_registry
 from hansa.sync.keys import SiteIdentity
 
 
@@ -104,6 +104,12 @@ def test_quarantine_a_site_and_read_its_record_in_sites(tmp_path: Path) -> None:
     assert "quarantined" in row and "(+1/-2)" in row
     conduct = SiteConduct.open(tmp_path / "gateway")
     assert conduct.quarantined() == {"site-a": "echoes questions"}  # what a serving gateway reads
+    for asked in (["site-a"], ["site-b"], ["site-a", "site-b"], ["site-b"]):  # what serving workers routed
+        conduct.routed(asked)
     conduct.close()
+    (site,) = json.loads(run(tmp_path, "sites", "--json").output)["sites"]
+    assert site["conduct"]["routing_share"] == 0.5
+    assert run(tmp_path, "sites").output.splitlines()[2].split()[-2] == "ROUTED"
+    assert "50%" in run(tmp_path, "sites").output.splitlines()[3]
     assert "quarantine lifted" in run(tmp_path, "quarantine", "site-a", "--release").output
     assert "was not quarantined" in run(tmp_path, "quarantine", "site-a", "--release").output
