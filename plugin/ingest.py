@@ -24,6 +24,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from hansa.adapters.records import Chunk, Document, DocumentGraph
+from hansa.core.resources import peak_rss_mib
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import InputError
 from hansa.core.logs import get_logger
@@ -59,6 +60,9 @@ class IngestReport:
     documents_deleted: tuple[str, ...] = ()  # with sync: stored documents whose file or record is gone
     skipped: tuple[str, ...] = ()  # unsupported files found in the folders (not read)
     bad: tuple[str, ...] = ()  # with skip_bad: unreadable files and lines left out (one line each)
+    # the process's peak resident memory so far (the model, the documents read, the batch in
+    # flight): what an admin sizes the machine by (core.resources)
+    peak_rss_mib: float = 0.0
 
 
 def fingerprint(doc: SourceDocument, ctx: SiteContext) -> str:
@@ -251,6 +255,7 @@ def ingest_paths(
         documents_deleted=tuple(gone),
         skipped=tuple(read.skipped),
         bad=tuple(read.bad),
+        peak_rss_mib=peak_rss_mib(),
     )
     log.info("ingest.done", **{k: v if not isinstance(v, tuple) else len(v) for k, v in vars(report).items()})
     return report

@@ -73,6 +73,9 @@ def test_ingest_writes_graph_and_vectors_with_provenance_then_reingest_is_noop(
     stats = site.graph.stats()
     assert stats.documents == len(docs)
     assert report.chunks == stats.chunks == site.vectors.count(CHUNKS) > 0
+    import resource  # the report's peak memory is the process's own, as the kernel kept it
+    assert report.peak_rss_mib == pytest.approx(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, abs=64)
+    assert report.peak_rss_mib > 10
     assert report.entities == stats.entities > 0
     assert report.relations == stats.relations > 0
     assert report.chunks_per_s > 0
