@@ -4,7 +4,8 @@ State lives under `<home>/gateway/` (gateway.registry describes the files); the 
 Milvus at `cfg.milvus_uri`. Every registry change is a new registry version signed by m of the n
 federation keys (`--key`, by keyid or key folder) and submitted through the one verified path;
 registry commands only touch files, so they work while the gateway runs, which applies the change
-at its next request (a revoked site's summaries leave its index then).
+at its next request (a revoked site's summaries leave its index then). Signing goes through
+gateway.admin, the one module that holds federation keys, which nothing serving requests imports.
 
 How a site joins: the site runs `hansa site join-request --gateway ... --out req.json` and
 sends the file; admins check it out of band (who asked, from where) and run
@@ -122,7 +123,7 @@ def _apply(ctx: click.Context, change: admin.Change, keys: tuple[str, ...], out:
     registry = open_registry(_config(ctx))
     signers = _signers(ctx, keys)
     if out is not None:
-        envelope = registry.draft(change, signers, need_threshold=False)
+        envelope = admin.draft(registry, change, signers, need_threshold=False)
         _write_document(out, envelope)
         if as_json:
             print_json({"draft": str(out), "signatures": len(envelope["signatures"])})
@@ -130,7 +131,7 @@ def _apply(ctx: click.Context, change: admin.Change, keys: tuple[str, ...], out:
             click.echo(f"draft written to {out} with {len(envelope['signatures'])} signature(s); "
                        "countersign with `hansa gateway federation sign`, then `federation submit`")
         return None
-    return registry.change(change, signers)
+    return admin.change(registry, change, signers)
 
 
 def _say(as_json: bool, text: str, obj: dict[str, Any]) -> None:
@@ -325,7 +326,7 @@ def federation_init(ctx: click.Context, threshold: int, key_count: int, gateway_
     trial. In production each key belongs to a different admin: move each folder to its admin's
     machine or token and delete it here; the gateway itself needs none of them to run."""
     registry = open_registry(_config(ctx))
-    identities = registry.init_federation(threshold, key_count, gateway_url, registry_ttl=_ttl(days))
+    identities = admin.init_federation(registry, threshold, key_count, gateway_url, registry_ttl=_ttl(days))
     if as_json:
         print_json({"threshold": threshold, "keys": [{"keyid": i.keyid, "folder": str(registry.keys_dir / i.keyid)}
                                                       for i in identities]})
@@ -402,7 +403,7 @@ def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], new_key_co
     old = _signers(ctx, keys)
     admin.authorized(root, old)  # refuse before creating any key
     new = admin.create_keys(registry.keys_dir, new_key_count)
-    root_env, registry_env = admin.rotate_root(root, current, old, new, threshold, utc_now())
+    root_env, registry_env = admin.rotate_root(root, current, old, new, threshold, registry.clock())
     rotated = registry.submit_root(root_env, registry_env)
     if as_json:
         print_json({"root_version": rotated.version, "threshold": threshold, "keys": [i.keyid for i in new]})
@@ -492,7 +493,7 @@ def enroll(ctx: click.Context, site_id: str, site_url: str, public_keys: tuple[s
     keys on this machine (a gateway without a federation gets a 1-of-1 one). Real sites send a join
     request instead."""
     registry = open_registry(_config(ctx))
-    rec = registry.enroll(site_id, site_url, [_read_key(k) for k in public_keys], keys=_signers(ctx, keys) if keys else None)
+    rec = admin.enroll(registry, site_id, site_url, [_read_key(k) for k in public_keys], keys=_signers(ctx, keys) if keys else None)
     _say(as_json, f"enrolled {rec.site_id} at {rec.url} with {len(rec.public_keys)} key(s) "
                   f"(registry version {registry.registry.version})",
          {"site_id": rec.site_id, "url": rec.url, "public_keys": len(rec.public_keys),
@@ -511,9 +512,9 @@ def sites(ctx: click.Context, as_json: bool) -> None:
     question or answered far below what its summaries promised), its claim gap (the routing
     discount its answers earned, gateway.conduct), the share of the last 200 routed questions that
     asked it (every worker's) and any quarantine."""
-    now = utc_now()
     cfg = _config(ctx)
     registry = open_registry(cfg)
+    now = registry.clock()
     root, current, records = registry.root, registry.registry, registry.list()
     learned, conduct, held = _learned(cfg)
     if as_json:

@@ -98,6 +98,7 @@ class LocalFederation:
         from hansa.gateway.app import create_gateway_app
         from hansa.gateway.client import gateway_identity
         from hansa.gateway.service import Gateway
+        from hansa.gateway import admin
         from hansa.gateway.registry import SiteRegistry
         from hansa.plugin.api import create_site_app
         from hansa.plugin.publish import publish_summaries
@@ -122,7 +123,7 @@ class LocalFederation:
         self.api_key = open_api_keys(gw_home).create(API_KEY_NAME)
         for site_id, handle in self.sites.items():
             identity = SiteIdentity.load(handle.ctx.identity_dir)
-            self.registry.enroll(site_id, handle.server.url, [identity.public_key_b64])
+            admin.enroll(self.registry, site_id, handle.server.url, [identity.public_key_b64])
         embedder = next(iter(self.sites.values())).ctx.embedder  # one model per process, shared
         self.gateway_vectors = self._stack.enter_context(
             MilvusVectorStore(self.gateway_config.milvus_uri, prefix=self.gateway_config.milvus.collection_prefix)

@@ -1,5 +1,10 @@
 """Federation authority: the federation's signing keys, and the signed documents they produce.
 
+This is the only module that holds federation private keys, so it is kept apart from everything
+that serves requests: the command line (and the in-process trial federation, hansa.federation)
+imports it; no other module of the gateway does (tests/test_import_walls.py holds that wall). The
+store it works through (gateway.registry) and the state machine behind it only verify.
+
 `hansa gateway federation init` creates all n keys on one machine, which suits a trial or a demo.
 In production each key belongs to a different admin and lives on that admin's machine (or a
 hardware token): a registry change is drafted once (`--out DRAFT`), countersigned by each admin
@@ -17,14 +22,20 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hansa.core.errors import InputError, VerificationError
+from hansa.core.errors import ConflictError, InputError, NotFoundError, VerificationError
+from hansa.core.logs import get_logger
+from hansa.gateway.registry import KEYS_DIRNAME, SiteRecord, SiteRegistry
 from hansa.gateway.trust import REGISTRY_TTL, REGISTRY_TYPE, ROOT_TTL, ROOT_TYPE, Registry, Root, SitePolicy
 from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity
 from hansa.sync.dsse import sign_all
-from hansa.sync.membership import MAX_KEYS_PER_SITE, open_join_request, open_key_rotation
-from hansa.sync.wire import format_utc
+from hansa.sync.membership import MAX_KEYS_PER_SITE, open_join_request, open_key_rotation, validate_site_url
+from hansa.sync.wire import format_utc, validate_site_id
 
-KEYS_DIRNAME = "federation-keys"
+__all__ = ["KEYS_DIRNAME", "Change", "admission", "authorized", "change", "create_keys", "draft", "enroll",
+           "enrolment", "genesis", "init_federation", "load_key", "local_keys", "renewal", "revocation",
+           "revoke", "rotate_root", "rotation", "sign_registry", "sign_root"]
+
+log = get_logger(__name__)
 KEYID_RE = re.compile(r"^[0-9a-f]{32}$")
 MAX_FEDERATION_KEYS = MAX_KEYS_PER_SITE  # old and new root keys both sign a rotation: 2n <= 16
 
@@ -158,3 +169,82 @@ def revocation(site_id: str, ttl: timedelta = REGISTRY_TTL) -> Change:
 
 def renewal(ttl: timedelta = REGISTRY_TTL) -> Change:
     return lambda registry, now: registry.renew(now, ttl)
+
+
+# -- the operations that sign, through a store (the command line; trials and demos) -------------
+def init_federation(
+    store: SiteRegistry, threshold: int, count: int, gateway_url: str | None = None, now: datetime | None = None,
+    registry_ttl: timedelta = REGISTRY_TTL,
+) -> list[SiteIdentity]:
+    """Create `count` federation keys under the store's `keys_dir` and the federation's first root
+    and registry, signed by all of them. Returns the keys (print their keyids)."""
+    now = now or store.clock()
+    if store.refresh().root is not None:
+        raise ConflictError("this gateway already has a federation; `hansa gateway sites` shows it")
+    if not isinstance(threshold, int) or isinstance(threshold, bool) or not 1 <= threshold <= count:
+        raise InputError(f"threshold must be between 1 and the number of keys ({count})")
+    url = validate_site_url(gateway_url) if gateway_url is not None else None
+    identities = create_keys(store.keys_dir, count)
+    root_env, reg_env = genesis(identities, threshold, now, url, registry_ttl=registry_ttl)
+    store.initialize(root_env, reg_env, now)
+    return identities
+
+
+def _signers(store: SiteRegistry, keys: Sequence[SiteIdentity] | None, need_threshold: bool) -> list[SiteIdentity]:
+    """`keys`, or every federation key kept on this machine, if they carry the authority."""
+    root = store.refresh().root
+    if root is None:
+        raise NotFoundError("this gateway has no federation yet: run `hansa gateway federation init`")
+    given = list(keys) if keys is not None else local_keys(store.keys_dir)
+    return authorized(root, given, need_threshold)
+
+
+def draft(
+    store: SiteRegistry, make: Change, keys: Sequence[SiteIdentity] | None = None, now: datetime | None = None,
+    need_threshold: bool = True,
+) -> dict[str, Any]:
+    """The next registry built by `make` from the one in force, signed by `keys` (default: the
+    local federation keys). Drafts for other admins to countersign skip the threshold."""
+    now = now or store.clock()
+    signers = _signers(store, keys, need_threshold)
+    current = store.refresh().registry
+    if current is None:
+        raise NotFoundError("this gateway has no registry yet: run `hansa gateway federation init`")
+    return sign_registry(make(current, now), signers)
+
+
+def change(
+    store: SiteRegistry, make: Change, keys: Sequence[SiteIdentity] | None = None, now: datetime | None = None
+) -> Registry:
+    """Draft, sign and submit: the one path every registry change takes."""
+    now = now or store.clock()
+    return store.submit_registry(draft(store, make, keys, now), now)
+
+
+def enroll(
+    store: SiteRegistry, site_id: str, url: str, public_keys: Sequence[str], now: datetime | None = None,
+    keys: Sequence[SiteIdentity] | None = None,
+) -> SiteRecord:
+    """Admit a site in one step (create + approve with local federation keys): trials and demos.
+    A gateway without any federation first gets a local 1-of-1 one, and says so in its log.
+    A real site sends a join request instead (`hansa site join-request`)."""
+    validate_site_id(site_id)
+    url = validate_site_url(url)
+    if keys is None and store.refresh().root is None:
+        log.warning("registry.local_federation", keys_dir=str(store.keys_dir),
+                    note="created a 1-of-1 federation key on this machine: fine for a trial, not for production")
+        init_federation(store, 1, 1, now=now)
+    change(store, enrolment(site_id, url, public_keys), keys, now)
+    log.info("registry.enrolled", site_id=site_id, url=url)
+    return store.get(site_id)
+
+
+def revoke(
+    store: SiteRegistry, site_id: str, keys: Sequence[SiteIdentity] | None = None, now: datetime | None = None
+) -> SiteRecord:
+    """Untrust everything from a site at once: it drops out of routing and publishing now, and
+    the gateway drops its summaries from the index (listeners; and at every start)."""
+    validate_site_id(site_id)
+    change(store, revocation(site_id), keys, now)
+    log.info("registry.revoked", site_id=site_id)
+    return store.get(site_id)

@@ -12,16 +12,20 @@ How it travels — never in a URL, so never in an access log:
   signature over the login time (itsdangerous, the signer Flask itself uses), HttpOnly,
   SameSite=Strict, Secure over HTTPS, scoped to /admin, valid `SESSION_TTL_S`. Nothing is stored
   server-side, so every worker accepts it, and changing the admin key ends every session.
+
+A session's age is read from an injected clock (the real UTC clock by default), so a test ages a
+session by moving its own clock rather than the whole process's.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 
-from itsdangerous import BadSignature, URLSafeTimedSerializer
+from itsdangerous import BadSignature, TimestampSigner, URLSafeTimedSerializer
 
 from hansa.core.errors import ConfigError, HansaError
 from hansa.gateway.apikeys import KEY_PREFIX
+from hansa.gateway.registry import Clock, utc_now
 
 MIN_ADMIN_KEY_CHARS = 24
 SESSION_COOKIE = "hansa_admin"
@@ -41,6 +45,16 @@ class AdminUnauthenticated(HansaError):
     http_headers = {"WWW-Authenticate": 'Bearer realm="hansa-admin"'}
 
 
+def _signer(clock: Clock) -> type[TimestampSigner]:
+    """itsdangerous's timestamp signer, reading the time from `clock`."""
+
+    class ClockedSigner(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return int(clock().timestamp())
+
+    return ClockedSigner
+
+
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
@@ -48,14 +62,14 @@ def _digest(text: str) -> bytes:
 class AdminKey:
     """The configured admin key: checks a presented key, a bearer header, and session cookies."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, clock: Clock = utc_now) -> None:
         if len(key) < MIN_ADMIN_KEY_CHARS:
             raise ConfigError(f"[gateway] admin_key must have at least {MIN_ADMIN_KEY_CHARS} characters "
                               "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
         if key.startswith(KEY_PREFIX):
             raise ConfigError("[gateway] admin_key must not be a client API key (hansa_...): use a secret of its own")
         self._digest = _digest(key)
-        self._sessions = URLSafeTimedSerializer(key, salt=_SESSION_SALT)
+        self._sessions = URLSafeTimedSerializer(key, salt=_SESSION_SALT, signer=_signer(clock))
 
     def matches(self, presented: str | None) -> bool:
         """Constant-time: equal-length digests, so neither content nor length leaks through timing."""

@@ -27,6 +27,7 @@ from hansa.core.jsonsafe import dumps
 from hansa.gateway.admin_auth import (LOGIN_BURST, LOGIN_REFILL_PER_S, SESSION_COOKIE, SESSION_TTL_S, AdminKey,
                                       AdminUnauthenticated)
 from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
+from hansa.gateway.registry import Clock, utc_now
 
 # No script may run and nothing may load from elsewhere; the one inline <style> is the page's only style.
 SECURITY_HEADERS = {
@@ -67,11 +68,12 @@ def _refusal(exc: HansaError) -> Response:
 
 
 def create_admin_blueprint(admin_key: str, state: Callable[[], dict[str, Any]],
-                           login_limits: TokenBucketLimiter | None = None) -> Blueprint:
+                           login_limits: TokenBucketLimiter | None = None, clock: Clock = utc_now) -> Blueprint:
     """The admin routes. `admin_key`: `[gateway] admin_key` ("" turns the page off); `state`:
     builds the admin document (gateway.admin_state.admin_state over the service); `login_limits`:
-    the login attempts' buckets (default: this process's, LOGIN_BURST per client address)."""
-    key = AdminKey(admin_key) if admin_key else None
+    the login attempts' buckets (default: this process's, LOGIN_BURST per client address); `clock`:
+    what sessions are dated and aged by."""
+    key = AdminKey(admin_key, clock) if admin_key else None
     limits = login_limits or TokenBucketLimiter("admin-login", LOGIN_BURST, LOGIN_REFILL_PER_S)
     admin = Blueprint("admin", __name__, template_folder="templates")
 

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from hansa.core.errors import HansaError
-from hansa.gateway.registry import utc_now
 from hansa.sync.keys import keyid_for, load_public_key
 from hansa.sync.wire import format_utc, parse_utc
 
@@ -53,8 +52,9 @@ def recent_statuses(queries: Iterable[dict[str, Any]], per_site: int = RECENT_ST
 
 
 def admin_state(gateway: Any, now: datetime | None = None) -> dict[str, Any]:
-    """The admin document of `gateway` (a hansa.gateway.service.Gateway) at `now`."""
-    now = now or utc_now()
+    """The admin document of `gateway` (a hansa.gateway.service.Gateway) at `now` (default: the
+    time of its registry's clock, which its routability is decided by)."""
+    now = now or gateway.registry.clock()
     queries = gateway.recent_queries.newest()
     statuses = recent_statuses(queries)
     sites = []

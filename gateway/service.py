@@ -406,7 +406,7 @@ class Gateway:
     def sites_view(self) -> dict[str, Any]:
         """The registry as operators see it: every site with its expiry and routability."""
         self.sync()
-        now = utc_now()
+        now = self.registry.clock()
         learned = {r["site_id"]: r for r in self.reliability.view()} if self.reliability else {}
         conduct = {s: v.to_json() for s, v in self.conduct.view().items()}
         records = self.registry.list()
@@ -422,7 +422,7 @@ class Gateway:
     def health(self) -> dict[str, Any]:
         self.sync()
         records = self.registry.list()
-        now = utc_now()
+        now = self.registry.clock()
         routable = [r for r in records if r.is_routable(now)]
         # degraded (still 200): a routable site's last call from this process did not succeed
         unreachable = {r.site_id: last for r in routable

@@ -12,8 +12,9 @@ malformed or contradictory registry cannot be written in the first place; `check
 refuses any history the methods would not produce (a key set changed without a new key-set
 version, a site deleted instead of revoked), whoever built the document.
 
-Nothing here touches disk or clocks other than through the `now` arguments: the store
-(gateway.registry) decides what is in force.
+Nothing here touches disk or clocks other than through the `now` arguments: which document may
+follow which is gateway.trust_state's decision, and the store (gateway.registry) keeps what it
+accepted.
 """
 from __future__ import annotations
 

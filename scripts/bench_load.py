@@ -140,6 +140,7 @@ def add_fault_sites(fed: Any, stack: ExitStack, documents: dict[str, list[dict[s
                     deadline_s: float) -> dict[str, str]:
     """Start, enroll and publish the fault sites; returns {site_id: kind}. Each mirrors a real
     site's passages as its summaries, so questions that route to that site route to it as well."""
+    from hansa.gateway import admin
     from hansa.sync.keys import SiteIdentity
     from hansa.sync.publication import build_publication
     from hansa.sync.vectors import encode_vector
@@ -160,7 +161,7 @@ def add_fault_sites(fed: Any, stack: ExitStack, documents: dict[str, list[dict[s
             else:
                 port = stack.enter_context(_closing(GarbageSite(deadline_s + 1.0))).port
             identity = SiteIdentity.generate()
-            fed.registry.enroll(site_id, f"http://127.0.0.1:{port}", [identity.public_key_b64])
+            admin.enroll(fed.registry, site_id, f"http://127.0.0.1:{port}", [identity.public_key_b64])
             passages = documents[next(mirrors)][:4]
             vectors = gw.embedder.embed([p["text"] for p in passages])
             records = [SummaryRecord(f"c{j}", 1, encode_vector(v), Richness(5, 3, 1), level=0, text=p["title"])

@@ -217,6 +217,7 @@ def index_passes(passes: dict[str, Any], name: str, index: Any, sites: Sequence[
 def http_pass(sites: Sequence[Site], open_store: Callable[[], Any], embedder: Any, home: Path) -> dict[str, Any]:
     """POST every publication through the gateway's Flask app, with a real registry of the sites."""
     from hansa.core.config import GatewayConfig
+    from hansa.gateway import admin
     from hansa.gateway.app import create_gateway_app
     from hansa.gateway.registry import SiteRegistry
     from hansa.gateway.service import Gateway
@@ -224,7 +225,7 @@ def http_pass(sites: Sequence[Site], open_store: Callable[[], Any], embedder: An
     home.mkdir(parents=True, exist_ok=True)
     registry = SiteRegistry(home / "registry.json")
     for site in sites:
-        registry.enroll(site.site_id, "http://127.0.0.1:9/bench", [site.identity.public_key_b64])
+        admin.enroll(registry, site.site_id, "http://127.0.0.1:9/bench", [site.identity.public_key_b64])
     cfg = GatewayConfig(max_request_bytes=64 * 1024 * 1024, publish_burst=1000)
     store = open_store()
     try:

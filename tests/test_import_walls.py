@@ -6,6 +6,9 @@ room; sync (the wire and trust formats) no adapter. federation (a whole federati
 is the one room that wires plugin and gateway together: none of them imports it, and it imports
 neither evaluation nor the command line. Nothing below the command line imports it: every click
 command lives under cli/.
+
+Inside the gateway, the one module that holds federation private keys (gateway.admin) is imported
+by nothing that serves requests: only the command line and the in-process federation sign.
 """
 from __future__ import annotations
 
@@ -53,3 +56,22 @@ def test_the_scan_sees_imports() -> None:
     """The scan itself works: it finds the gateway's import of the wire formats."""
     found = {m for _, m in imports(REPO / "gateway" / "service.py")}
     assert "hansa.sync.wire" in found
+
+
+KEY_HOLDER = "hansa.gateway.admin"
+
+
+def test_nothing_that_serves_requests_imports_the_key_holding_admin_module() -> None:
+    crossings = []
+    for path in sorted((REPO / "gateway").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for line, module in imports(path):
+            if module == KEY_HOLDER and rel != "gateway/admin.py":
+                crossings.append(f"{rel}:{line} imports {module}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):  # `from hansa.gateway import admin`
+            if isinstance(node, ast.ImportFrom) and node.module == "hansa.gateway" and any(
+                a.name == "admin" for a in node.names
+            ):
+                crossings.append(f"{rel}:{node.lineno} imports {KEY_HOLDER}")
+    assert not crossings, "\n".join(crossings)

@@ -61,7 +61,7 @@ from hansa.gateway.index import SummaryIndex
 from hansa.gateway.lexical import AnswerCoverage
 from hansa.gateway.reading import ReadingStage, open_reading
 from hansa.gateway.relevance import measure_early
-from hansa.gateway.registry import SiteRecord, SiteRegistry, utc_now
+from hansa.gateway.registry import SiteRecord, SiteRegistry
 from hansa.gateway.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.reliability import OVERROUTED, Observation, SiteReliability
 from hansa.gateway.screening import Screen
@@ -278,7 +278,7 @@ class QueryEngine:
         """Every enrolled site's record, the sites routable now, and those an operator quarantined
         (with the reason; never routable)."""
         records = {r.site_id: r for r in self.registry.list()}
-        now = utc_now()
+        now = self.registry.clock()
         held = self.conduct.quarantined()
         return records, {sid for sid, r in records.items() if r.is_routable(now) and sid not in held}, held
 

@@ -20,6 +20,7 @@ from typing import Any
 def main(home: str, spec_path: str) -> None:
     from hansa.core.config import load_config
     from hansa.core.errors import HansaError
+    from hansa.gateway import admin
     from hansa.gateway.engine import QueryRequest
     from hansa.gateway.service import Gateway
     from hansa.gateway.transport import InProcessSiteTransport
@@ -38,7 +39,7 @@ def main(home: str, spec_path: str) -> None:
     result: dict[str, Any] = {}
     with Gateway.open(cfg, transport=lambda identity, _cfg: InProcessSiteTransport(identity)) as gw:
         for site_id, url, key in spec.get("enroll", []):
-            gw.registry.enroll(site_id, url, [key])
+            admin.enroll(gw.registry, site_id, url, [key])
         for site_id, envelope in spec.get("publish", []):
             gw.publish(site_id, json.loads(Path(envelope).read_text(encoding="utf-8")))
         result["routing"] = routing(gw)

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from freezegun import freeze_time
 
 from hansa.core.config import as_dict, load_config
 from hansa.core.errors import ConfigError
@@ -20,6 +19,7 @@ from hansa.gateway.admin_page import create_admin_blueprint, duration
 from hansa.gateway.admin_state import key_id, recent_statuses
 from hansa.gateway.recent_queries import MAX_RECORD_BYTES, RecentQueries
 from hansa.sync.keys import SiteIdentity
+from tests.clock import ManualClock
 
 KEY = "admin-key-for-tests-0123456789abcdef"
 HOSTILE_SITE = "evil\"><script>alert('site')</script>"
@@ -53,10 +53,10 @@ def state_doc() -> dict[str, Any]:
     }
 
 
-def client(admin_key: str = KEY, state: dict[str, Any] | None = None) -> Any:
+def client(admin_key: str = KEY, state: dict[str, Any] | None = None, clock: ManualClock | None = None) -> Any:
     app = Flask("admin-test")
     doc = state or state_doc()
-    app.register_blueprint(create_admin_blueprint(admin_key, lambda: doc))
+    app.register_blueprint(create_admin_blueprint(admin_key, lambda: doc, **({"clock": clock} if clock else {})))
     return app.test_client()
 
 
@@ -118,13 +118,13 @@ def test_a_session_from_another_key_a_forged_one_or_an_old_one_is_refused() -> N
     c.set_cookie(SESSION_COOKIE, "ImFkbWluIg.forged.signature", path="/admin")
     assert c.get("/admin").status_code == 401
     start = datetime(2026, 11, 23, 12, tzinfo=timezone.utc)
-    with freeze_time(start) as clock:
-        c = client()
-        logged_in(c)
-        clock.move_to(start + timedelta(seconds=SESSION_TTL_S - 60))
-        assert c.get("/admin/api/state").status_code == 200
-        clock.move_to(start + timedelta(seconds=SESSION_TTL_S + 60))
-        assert c.get("/admin/api/state").status_code == 401
+    clock = ManualClock(start)
+    c = client(clock=clock)
+    logged_in(c)
+    clock.move_to(start + timedelta(seconds=SESSION_TTL_S - 60))
+    assert c.get("/admin/api/state").status_code == 200
+    clock.move_to(start + timedelta(seconds=SESSION_TTL_S + 60))
+    assert c.get("/admin/api/state").status_code == 401
 
 
 def test_without_an_admin_key_there_is_no_admin_page() -> None:

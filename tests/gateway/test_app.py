@@ -20,6 +20,7 @@ from hansa.core.errors import BackendError, InputError
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.service import Gateway
 from hansa.gateway.index import SummaryIndex
+from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry
 from hansa.sync.dsse import sign_envelope
 from hansa.sync.httpsig import HttpMessage, sign_response
@@ -136,7 +137,7 @@ def records(embedder) -> dict[str, tuple[SummaryRecord, ...]]:
 
 def enroll(env, site: str, url: str = "http://127.0.0.1:9/none") -> SiteIdentity:
     identity = SiteIdentity.generate()
-    env["registry"].enroll(site, url, [identity.public_key_b64])
+    admin.enroll(env["registry"], site, url, [identity.public_key_b64])
     return identity
 
 
@@ -345,7 +346,7 @@ def test_expired_and_revoked_sites_drop_out_of_routing(env, records, sites_http:
     # revocation: immediately unroutable, publishing refused, rows purged at once (guarantee 10)
     before = env["index"].count()
     assert env["index"].sites([kitchen]) == {kitchen: 2}
-    reg.revoke(kitchen)
+    admin.revoke(reg, kitchen)
     assert env["index"].sites([kitchen]) == {}
     assert env["index"].count() == before - 2
     body = post(env, "/v1/query", {"question": FOOD_Q, "top_k_sites": 3}).get_json()

@@ -28,6 +28,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import Config, load_config
 from hansa.gateway.durable import COLLECTION
 from hansa.gateway.registry import SiteRegistry
+from hansa.gateway import admin
 from hansa.gateway.service import Gateway
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import PublicationHead, build_publication, summary_sha256
@@ -77,7 +78,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     homes = {}
     for name, applied in (("holds_p1", ["P1"]), ("clean", ["P1", "P2"])):
         home = homes[name] = root / name
-        SiteRegistry(home / "gateway" / "registry.json").enroll(SITE, "https://rivers.example.org", [site.public_key_b64])
+        admin.enroll(SiteRegistry(home / "gateway" / "registry.json"), SITE, "https://rivers.example.org", [site.public_key_b64])
         with Gateway.open(_config(home), embedder=embedder) as gateway:
             for pub in applied:
                 gateway.publish(SITE, envelopes[pub])

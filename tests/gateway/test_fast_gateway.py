@@ -17,6 +17,7 @@ from hansa.core.config import GatewayConfig
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.registry import SiteRegistry
+from hansa.gateway import admin
 from hansa.gateway.service import Gateway
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import build_publication
@@ -75,7 +76,7 @@ def open_gateway(root: Path, replies: Mapping[str, Reply | Sequence[Reply]], sum
     fed = FakeFederation(service, transport, service.api_keys.create("fast-tests"))
     space = EmbeddingSpace.of(EMBEDDER)
     for site, text in summaries.items():  # each site enrolls and publishes one signed summary
-        registry.enroll(site, f"https://{site}.example", [SITE_KEYS[site].public_key_b64])
+        admin.enroll(registry, site, f"https://{site}.example", [SITE_KEYS[site].public_key_b64])
         record = SummaryRecord("c0", 1, encode_vector(EMBEDDER.embed_one(text)), Richness(5, 3, 2), level=0)
         envelope = build_publication(SITE_KEYS[site], site, 1, space, [record], timedelta(hours=1))
         resp = fed.client.post(f"/v1/sites/{site}/publications", json=envelope)

@@ -32,7 +32,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
     root: Path = tmp_path_factory.mktemp("federation-app")
     store = MilvusVectorStore(str(root / "x.db"))
     registry = SiteRegistry(root / "gateway" / "registry.json")
-    keys = registry.init_federation(2, 3, GW)
+    keys = admin.init_federation(registry, 2, 3, GW)
     cfg = GatewayConfig(top_m_summaries=16, top_k_sites=2, site_timeout_s=2.0, allow_private_addresses=True)
     gw = Gateway.open(cfg, embedder=embedder, vector_store=store, registry=registry)
     app = create_gateway_app(gw)
@@ -51,7 +51,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, embedder) -> Iterator[dict[str
 def admit(env, site_id: str, policy: SitePolicy | None = None) -> SiteIdentity:
     identity = SiteIdentity.generate()
     request = build_join_request([identity], site_id, "http://127.0.0.1:9/none", GW)
-    env["registry"].change(admin.admission(request, policy), env["keys"][:2])
+    admin.change(env["registry"], admin.admission(request, policy), env["keys"][:2])
     return identity
 
 
@@ -75,7 +75,7 @@ def test_a_revoked_site_is_refused_and_leaves_the_index_at_once(env) -> None:
     total = env["index"].count()
 
     # revoked by `hansa gateway revoke` in another process: gone from the next request on
-    SiteRegistry(env["registry"].path).change(admin.revocation("rev-a"), env["keys"][1:])
+    admin.change(SiteRegistry(env["registry"].path), admin.revocation("rev-a"), env["keys"][1:])
     assert env["client"].get("/v1/health").status_code == 200
     assert env["index"].sites(["rev-a", "rev-b"]) == {"rev-b": 2} and env["index"].count() == total - 2
     view = {s["site_id"]: s for s in env["client"].get("/v1/sites").get_json()["sites"]}
@@ -86,7 +86,7 @@ def test_a_revoked_site_is_refused_and_leaves_the_index_at_once(env) -> None:
     assert snapshot(env, "rev-a") == before
 
     # revoked through the gateway's own registry: gone before any request
-    env["registry"].revoke("rev-b", keys=env["keys"][:2])
+    admin.revoke(env["registry"], "rev-b", keys=env["keys"][:2])
     assert env["index"].sites(["rev-a", "rev-b"]) == {} and env["index"].count() == total - 4
 
 
@@ -121,7 +121,7 @@ def test_rotation_replaces_the_keys_and_resets_the_floor(env) -> None:
     assert publish(env, "rot-a", old, "rot-a", 5).status_code == 200
     new = SiteIdentity.generate()
     rotation = build_key_rotation(old, [old.public_key_b64], [new], "rot-a")
-    env["registry"].change(admin.rotation("rot-a", rotation), env["keys"][:2])
+    admin.change(env["registry"], admin.rotation("rot-a", rotation), env["keys"][:2])
     assert env["index"].sites(["rot-a"]) == {}  # signed by keys no longer trusted: dropped at once
     before = snapshot(env, "rot-a")
     assert before[2] == [None]

@@ -120,13 +120,14 @@ def test_a_staged_embedder_takes_over_at_restart_with_no_empty_index(tmp_path: P
     from hansa.core.config import GatewayConfig
     from hansa.core.errors import InputError
     from hansa.gateway.durable import COLLECTION
+    from hansa.gateway import admin
     from hansa.gateway.registry import SiteRegistry
     from hansa.gateway.service import STAGED_DIR, Gateway
 
     nxt = OnnxEmbedder("all-MiniLM-L6-v2-q")
     me = SiteIdentity.generate()
     registry = SiteRegistry(tmp_path / "gateway" / "registry.json")
-    registry.enroll("rivers", "http://127.0.0.1:9/none", [me.public_key_b64])
+    admin.enroll(registry, "rivers", "http://127.0.0.1:9/none", [me.public_key_b64])
 
     def envelope(model, sequence: int) -> dict[str, Any]:  # noqa: ANN001
         recs = [SummaryRecord(f"c{i}", sequence, encode_vector(v), Richness(4, 2, 1), level=0)

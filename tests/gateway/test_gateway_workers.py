@@ -16,6 +16,7 @@ import pytest
 from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import GatewayConfig
 from hansa.core.shared_state import SharedState
+from hansa.gateway import admin
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.engine import QueryRequest
 from hansa.gateway.registry import SiteRegistry
@@ -63,7 +64,7 @@ def pair(tmp_path: Path, embedder) -> Iterator[dict[str, Any]]:
                           shared=state)
         opened.append((gw, state))
     site = SiteIdentity.generate()
-    opened[0][0].registry.enroll(SITE, "https://rivers.example.org", [site.public_key_b64])
+    admin.enroll(opened[0][0].registry, SITE, "https://rivers.example.org", [site.public_key_b64])
     yield {"a": opened[0][0], "b": opened[1][0], "site": site, "site_app": site_app, "embedder": embedder}
     for gw, state in opened:
         gw.close()
@@ -100,7 +101,7 @@ def test_a_revocation_in_one_worker_applies_in_the_other_at_its_next_request(pai
     a, b = pair["a"], pair["b"]
     a.publish(SITE, publication(pair, 1))
     assert routed_sites(b) == [SITE]
-    a.registry.revoke(SITE)
+    admin.revoke(a.registry, SITE)
     assert routed_sites(b) == []
     assert b.index.current(SITE) is None and b.health()["summaries"] == 0
 

@@ -23,6 +23,7 @@ from hansa.core.config import GatewayConfig
 from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.service import Gateway as GatewayService
+from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry
 from hansa.sync.dsse import sign_envelope
 from hansa.sync.keys import SiteIdentity
@@ -110,7 +111,7 @@ def _space(embedder: Any) -> EmbeddingSpace:
 
 def _enrolled(gateway: Gateway, site_id: str) -> SiteIdentity:
     me = SiteIdentity.generate()
-    gateway.registry.enroll(site_id, "https://example.org/" + site_id, [me.public_key_b64])
+    admin.enroll(gateway.registry, site_id, "https://example.org/" + site_id, [me.public_key_b64])
     return me
 
 

@@ -8,6 +8,7 @@ import openai
 import pytest
 import requests
 
+from hansa.gateway import admin
 from hansa.gateway.openai_api import MODEL_ID, ChatError, parse_chat
 
 USER = {"role": "user", "content": "What does the Federal Emergency Management Agency do?"}
@@ -131,7 +132,7 @@ def dead_gateway(federation, tmp_path_factory):
     root = tmp_path_factory.mktemp("dead")
     store = MilvusVectorStore(str(root / "x.db"))
     registry = SiteRegistry(root / "gateway" / "registry.json")
-    registry.enroll("dead", "http://127.0.0.1:9/nobody", [SiteIdentity.generate().public_key_b64])  # port 9: discard, closed
+    admin.enroll(registry, "dead", "http://127.0.0.1:9/nobody", [SiteIdentity.generate().public_key_b64])  # port 9: discard, closed
     cfg = GatewayConfig(site_timeout_s=2.0, allow_private_addresses=True)
     gw = Gateway.open(cfg, embedder=next(iter(federation.sites.values())).ctx.embedder, vector_store=store,
                       registry=registry)

@@ -33,6 +33,7 @@ from hansa.sync.publication import (
     open_publication,
     summary_sha256,
 )
+from hansa.gateway import admin
 from hansa.gateway.engine.route import SummaryRouter, site_term_scores
 from hansa.sync.terms import TermSketch
 from hansa.sync.vectors import encode_vector
@@ -110,7 +111,7 @@ class Site:
     def __init__(self, gw: Gateway, site_id: str) -> None:
         self.site_id, self.gw = site_id, gw
         self.identity = SiteIdentity.generate()
-        gw.registry.enroll(site_id, "http://127.0.0.1:9/none", [self.identity.public_key_b64])
+        admin.enroll(gw.registry, site_id, "http://127.0.0.1:9/none", [self.identity.public_key_b64])
         self.head: PublicationHead | None = None
 
     def envelope(self, sequence: int, records: Any, base: PublicationHead | None = None,

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from hansa.cli import main
 from hansa.core.serving import BackgroundServer
 from hansa.federation.local import LocalFederation
+from hansa.gateway import admin
 from hansa.gateway.apikeys import open_api_keys
 
 QUESTION = "What kinds of fish live in the West Branch of the Penobscot River?"
@@ -100,7 +101,7 @@ def stranded_gateway(federation: LocalFederation, tmp_path: Path) -> Iterator[tu
 
     home = tmp_path / "stranded"
     registry = SiteRegistry(home / "registry.json")
-    registry.enroll("govt", dead_url(), [SiteIdentity.generate().public_key_b64])
+    admin.enroll(registry, "govt", dead_url(), [SiteIdentity.generate().public_key_b64])
     api_keys = open_api_keys(home)
     key = api_keys.create("stranded")
     embedder = next(iter(federation.sites.values())).ctx.embedder

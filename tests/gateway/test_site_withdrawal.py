@@ -103,4 +103,4 @@ def test_an_uninstall_that_cannot_withdraw_removes_nothing(tmp_path_factory: pyt
         with pytest.raises(HansaError, match="nothing was removed.*--no-withdraw"):
             uninstall_site(ctx, gateway_url="http://127.0.0.1:9", withdraw=True)
         assert ctx.graph.installed_site() == "solo" and ctx.graph.communities()  # the site is whole
-        assert federation.registry.get("solo").is_routable()  # and still serves its gateway
+        assert federation.registry.get("solo").is_routable(federation.registry.clock())  # and still serves its gateway

@@ -23,6 +23,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import Config, GatewayConfig
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.registry import SiteRegistry
+from hansa.gateway import admin
 from hansa.gateway.service import Gateway
 from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox
@@ -176,7 +177,7 @@ def gateway(homes: dict[str, Any], tmp_path: Path, make_config: Callable[..., Co
         embedder = ctx.embedder
     store = MilvusVectorStore(str(tmp_path / "gw.db"))
     registry = SiteRegistry(tmp_path / "gateway" / "registry.json")
-    registry.enroll(SITE_ID, "http://127.0.0.1:9/none", [key])
+    admin.enroll(registry, SITE_ID, "http://127.0.0.1:9/none", [key])
     service = Gateway.open(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
                            embedder=embedder, vector_store=store, registry=registry)
     server = make_server("127.0.0.1", 0, create_gateway_app(service), threaded=True)

@@ -23,6 +23,7 @@ from hansa.core.config import GatewayConfig
 from hansa.core.errors import BackendError
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.service import Gateway
+from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry
 from hansa.plugin import publish as publish_module
 from hansa.plugin.install import load_identity
@@ -101,7 +102,7 @@ def gateway(built_site: SiteContext, tmp_path_factory: pytest.TempPathFactory) -
     root = tmp_path_factory.mktemp("outbox-gateway")
     store = MilvusVectorStore(str(root / "gw.db"))
     registry = SiteRegistry(root / "gateway" / "registry.json")
-    registry.enroll("acme", "http://127.0.0.1:9/none", [load_identity(built_site).public_key_b64])
+    admin.enroll(registry, "acme", "http://127.0.0.1:9/none", [load_identity(built_site).public_key_b64])
     service = Gateway.open(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
                            embedder=built_site.embedder, vector_store=store, registry=registry)
     gw = FlakyGateway(service)

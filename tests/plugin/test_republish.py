@@ -21,6 +21,7 @@ from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError
 from hansa.gateway.app import create_gateway_app
 from hansa.gateway.service import Gateway
+from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry
 from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox, RetryPolicy
@@ -39,7 +40,7 @@ class LiveGateway:
     def __init__(self, root: Path, site: SiteContext) -> None:
         self.store = MilvusVectorStore(str(root / "gw.db"))
         self.registry = SiteRegistry(root / "gateway" / "registry.json")
-        self.registry.enroll(site.site_id, "http://127.0.0.1:9/none", [load_identity(site).public_key_b64])
+        admin.enroll(self.registry, site.site_id, "http://127.0.0.1:9/none", [load_identity(site).public_key_b64])
         self.service = Gateway.open(GatewayConfig(publish_burst=1000, max_request_bytes=4 * 1024 * 1024),
                                     embedder=site.embedder, vector_store=self.store, registry=self.registry)
         self.app = create_gateway_app(self.service)
@@ -101,7 +102,7 @@ def test_serving_site_republishes_before_expiry_and_the_gateway_expiry_moves_for
         assert second is not None and first is not None and second > first
         record = gateway.registry.get(site.site_id)
         assert record.last_sequence is not None and record.last_sequence > first_sequence
-        assert record.is_routable(), "the site never dropped out of routing"
+        assert record.is_routable(gateway.registry.clock()), "the site never dropped out of routing"
     assert republisher.last_error is None
     assert accepted_expiry(site) == gateway.expires(site.site_id)  # the site knows what the gateway holds
     assert all(r.changed == 0 for r in republisher.results[1:]), "re-publications carried no change"
