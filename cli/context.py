@@ -6,7 +6,9 @@ the same message (`demo` and `eval` build their own and do not read it).
 """
 from __future__ import annotations
 
-from typing import Any
+import functools
+from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import click
 
@@ -28,6 +30,27 @@ def root_config(ctx: click.Context | None = None, *, required: bool = True) -> C
     if obj.get("config") is None and required:
         raise click.ClickException(obj.get("config_error") or "no configuration loaded")
     return obj.get("config")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly(fn: F) -> F:
+    """A HansaError is a message for the operator, not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except HansaError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def gateway_home(cfg: Config) -> Path:
+    """Where a gateway keeps its state (registry, keys, learned records): `<home>/gateway`."""
+    return cfg.home / "gateway"
 
 
 def config_error(ctx: click.Context | None = None) -> str | None:

@@ -15,17 +15,19 @@ draft.json --key K`, and the last runs `hansa gateway federation submit draft.js
 """
 from __future__ import annotations
 
-import functools
 import json
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import click
 
+from hansa.cli.context import friendly, gateway_home, root_config
+from hansa.cli.gateway_keys import api_key
+from hansa.cli.gateway_router import router
 from hansa.cli.options import deprecated_alias, gateway_option, json_option, print_json
 from hansa.core.config import Config
-from hansa.core.errors import HansaError, InputError
+from hansa.core.errors import InputError
 from hansa.core.jsonsafe import loads_strict
 from hansa.gateway import admin
 from hansa.gateway.registry import SiteRegistry, utc_now
@@ -33,12 +35,7 @@ from hansa.gateway.trust import REGISTRY_TYPE, Registry, SitePolicy
 from hansa.sync.dsse import add_signature, unverified_payload
 from hansa.sync.keys import SiteIdentity
 
-F = TypeVar("F", bound=Callable[..., Any])
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
-
-
-def gateway_home(cfg: Config) -> Path:
-    return cfg.home / "gateway"
 
 
 def open_registry(cfg: Config) -> SiteRegistry:
@@ -46,22 +43,7 @@ def open_registry(cfg: Config) -> SiteRegistry:
 
 
 def _config(ctx: click.Context) -> Config:
-    from hansa.cli.context import root_config
-
     return root_config(ctx)  # type: ignore[return-value]
-
-
-def _friendly(fn: F) -> F:
-    """A HansaError is a message for the operator, not a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except HansaError as exc:
-            raise click.ClickException(str(exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _read_key(value: str) -> str:
@@ -168,7 +150,7 @@ def _warn_if_unreachable(cfg: Config, site: str, url: str) -> None:
                    "private network ([gateway] allow_private_addresses). Link-local and cloud-metadata "
                    "addresses stay refused.")
 @click.pass_context
-@_friendly
+@friendly
 def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None,
           allow_private_addresses: bool) -> None:
     """Serve the gateway API (gunicorn) until interrupted; HTTPS with [gateway] tls_cert/tls_key."""
@@ -195,7 +177,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
 @gateway.command()
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def identity(ctx: click.Context, as_json: bool) -> None:
     """Print the gateway's public signing key (created on first use).
 
@@ -240,7 +222,7 @@ def identity(ctx: click.Context, as_json: bool) -> None:
                    "per question on average (e.g. 4 for 25% of 16 sites); overrides --min-recall.")
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles: str | None, out: Path | None,
               min_in_domain_answered: float | None, gate_targets: str | None, min_answerable_answered: float | None,
               min_recall: float | None, max_sites: float | None, as_json: bool) -> None:
@@ -317,7 +299,7 @@ def federation() -> None:
 @json_option()
 @deprecated_alias("--gateway-url", "gateway_url", "--gateway")
 @click.pass_context
-@_friendly
+@friendly
 def federation_init(ctx: click.Context, threshold: int, key_count: int, gateway_url: str | None, days: float,
                     as_json: bool) -> None:
     """Create n federation keys and the federation's first root and (empty) registry.
@@ -343,7 +325,7 @@ def federation_init(ctx: click.Context, threshold: int, key_count: int, gateway_
 @OUT_OPTION
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def federation_renew(ctx: click.Context, keys: tuple[str, ...], days: float, out: Path | None, as_json: bool) -> None:
     """Sign the registry again under a new version and expiry (a registry that expires is refused)."""
     reg = _apply(ctx, admin.renewal(_ttl(days)), keys, out, as_json)
@@ -357,7 +339,7 @@ def federation_renew(ctx: click.Context, keys: tuple[str, ...], days: float, out
 @KEY_OPTION
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def federation_sign(ctx: click.Context, draft: Path, keys: tuple[str, ...], as_json: bool) -> None:
     """Countersign a registry DRAFT in place (each admin with their own key)."""
     envelope = _read_document(draft)
@@ -378,7 +360,7 @@ def federation_sign(ctx: click.Context, draft: Path, keys: tuple[str, ...], as_j
 @click.argument("draft", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def federation_submit(ctx: click.Context, draft: Path, as_json: bool) -> None:
     """Put a fully signed registry DRAFT in force (verified: threshold, version, expiry)."""
     reg = open_registry(_config(ctx)).submit_registry(_read_document(draft))
@@ -392,7 +374,7 @@ def federation_submit(ctx: click.Context, draft: Path, as_json: bool) -> None:
 @click.option("--threshold", type=int, required=True, help="How many new keys must sign a change.")
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], new_key_count: int, threshold: int,
                            as_json: bool) -> None:
     """Replace the federation keys: the new root is signed by m of the old keys and by the new ones."""
@@ -421,7 +403,7 @@ def federation_rotate_root(ctx: click.Context, keys: tuple[str, ...], new_key_co
 @OUT_OPTION
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_summaries: int | None,
             out: Path | None, as_json: bool) -> None:
     """Admit the site of a join request (from `hansa site join-request`) in a new registry version."""
@@ -448,7 +430,7 @@ def _share_cell(row: dict[str, Any] | None) -> str:
 @OUT_OPTION
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def rotate(ctx: click.Context, site_id: str, rotation_file: Path, keys: tuple[str, ...], out: Path | None,
            as_json: bool) -> None:
     """Replace SITE_ID's keys by a rotation signed by one current key and every new key.
@@ -468,7 +450,7 @@ def rotate(ctx: click.Context, site_id: str, rotation_file: Path, keys: tuple[st
 @OUT_OPTION
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def revoke(ctx: click.Context, site_id: str, keys: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Revoke a site: nothing from it is accepted or routed to any more."""
     reg = _apply(ctx, admin.revocation(site_id), keys, out, as_json)
@@ -486,7 +468,7 @@ def revoke(ctx: click.Context, site_id: str, keys: tuple[str, ...], out: Path | 
               help="Federation keys that sign (default: every federation key kept on this machine).")
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def enroll(ctx: click.Context, site_id: str, site_url: str, public_keys: tuple[str, ...], keys: tuple[str, ...],
            as_json: bool) -> None:
     """Trials and demos: admit a site from its public key in one step, signed with the federation
@@ -504,7 +486,7 @@ def enroll(ctx: click.Context, site_id: str, site_url: str, public_keys: tuple[s
 @gateway.command()
 @json_option("Print JSON instead of a table.")
 @click.pass_context
-@_friendly
+@friendly
 def sites(ctx: click.Context, as_json: bool) -> None:
     """Show the verified registry: its version and expiry, and each site's keys and publication,
     with what this gateway learned of it: its reliability (a success only when independent sites or
@@ -596,7 +578,7 @@ def _gap_cell(row: dict[str, Any] | None) -> str:
 @click.option("--release", is_flag=True, help="Lift the site's quarantine instead.")
 @json_option("Print JSON instead of a sentence.")
 @click.pass_context
-@_friendly
+@friendly
 def quarantine(ctx: click.Context, site_id: str, reason: str, release: bool, as_json: bool) -> None:
     """Stop routing to and asking SITE_ID at this gateway, without revoking it.
 
@@ -631,9 +613,5 @@ def quarantine(ctx: click.Context, site_id: str, reason: str, release: bool, as_
         conduct.close()
 
 
-from hansa.cli.gateway_keys import api_key  # noqa: E402  (it imports helpers defined above)
-
 gateway.add_command(api_key)
-from hansa.cli.gateway_router import router  # noqa: E402  (it imports helpers defined above)
-
 gateway.add_command(router)

@@ -11,11 +11,11 @@ import click
 
 from hansa.cli.options import json_option, print_json
 from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
-from hansa.cli.gateway import _config, _friendly, gateway_home
+from hansa.cli.context import friendly, gateway_home, root_config
 
 
 def _store(ctx: click.Context) -> ApiKeyStore:
-    return open_api_keys(gateway_home(_config(ctx)))
+    return open_api_keys(gateway_home(root_config(ctx)))
 
 
 @click.group("api-key")
@@ -29,7 +29,7 @@ def api_key() -> None:
               help="A site this key may name as a query's origin (repeat; default: any site).")
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def create(ctx: click.Context, name: str, origin: tuple[str, ...], as_json: bool) -> None:
     """Create a key for NAME (also its rate-limit identity) and print it once."""
     key = _store(ctx).create(name, origins=list(origin) if origin else None)
@@ -45,7 +45,7 @@ def create(ctx: click.Context, name: str, origin: tuple[str, ...], as_json: bool
 @click.argument("name")
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def revoke(ctx: click.Context, name: str, as_json: bool) -> None:
     """Revoke NAME's key: the gateway refuses it (403) from its next request on."""
     rec = _store(ctx).revoke(name)
@@ -58,7 +58,7 @@ def revoke(ctx: click.Context, name: str, as_json: bool) -> None:
 @api_key.command("list")
 @json_option("Print JSON instead of a table.")
 @click.pass_context
-@_friendly
+@friendly
 def list_keys(ctx: click.Context, as_json: bool) -> None:
     """List key names and states (never the keys themselves)."""
     views = [r.view() for r in _store(ctx).list()]

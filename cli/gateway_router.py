@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from hansa.cli.options import json_option, print_json
-from hansa.cli.gateway import _config, _friendly, gateway_home
+from hansa.cli.context import friendly, gateway_home, root_config
 
 
 def _show(summary: dict, as_json: bool) -> None:
@@ -41,7 +41,7 @@ def router() -> None:
 @click.option("--min-questions", type=int, default=20, show_default=True, help="Refuse to train on fewer logged questions.")
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_recall: float | None, l2: float,
           min_questions: int, as_json: bool) -> None:
     """Retrain from the gateway's outcome log (or from labelled rows, --rows); print the new
@@ -49,7 +49,7 @@ def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_r
     from hansa.gateway.learned.router import MODEL_FILE, router_dir
     from hansa.gateway.learned.train import summary, train_from_rows, train_router
 
-    cfg = _config(ctx)
+    cfg = root_config(ctx)
     target = cfg.gateway.router_target_recall if target_recall is None else target_recall
     if not 0 < target <= 1 or l2 < 0:
         raise click.BadParameter("--target-recall must be in (0, 1] and --l2 >= 0")
@@ -74,14 +74,14 @@ def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_r
 @router.command()
 @json_option()
 @click.pass_context
-@_friendly
+@friendly
 def show(ctx: click.Context, as_json: bool) -> None:
     """Print the current model, or say why routing falls back to summary matching."""
     from hansa.gateway.learned.model import load_model
     from hansa.gateway.learned.router import MODEL_FILE, router_dir
     from hansa.gateway.learned.train import summary
 
-    path = router_dir(gateway_home(_config(ctx))) / MODEL_FILE
+    path = router_dir(gateway_home(root_config(ctx))) / MODEL_FILE
     model = load_model(path)
     if model is None:
         if as_json:

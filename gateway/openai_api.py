@@ -34,7 +34,7 @@ from typing import Any, Iterator
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import HTTPException
 
-from hansa.core.errors import HansaError, InputError, NotFoundError
+from hansa.core.errors import HansaError, InputError
 from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
 from hansa.gateway.answers import all_failed
