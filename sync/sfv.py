@@ -6,7 +6,14 @@ signer and the verifier must serialize the same parsed value to the same bytes; 
 and serializer used by both sides guarantees that. Parsing follows RFC 8941 §4.2 with two
 deliberate refusals where the RFC lets a later value win: a duplicate dictionary key or a
 duplicate parameter is an error (two `sig1=` members must never mean "whichever came last").
-Byte sequences must be canonical padded base64.
+Byte sequences must be canonical padded base64. RFC 9651's Dates and Display Strings are not
+RFC 8941 (which RFC 9421 builds on) and are refused.
+
+Why not `http-sf` (or the inactive `http-sfv`): docs/decisions/0001-http-message-signatures.md.
+hansa needs the two refusals above, which the libraries do not make by default, and only Items and
+Dictionaries; tests/sync/test_sfv_interop.py runs this parser through the official
+structured-field test suite and against both libraries (it found one bug here: a tab between
+dictionary members, which is valid, was refused).
 """
 from __future__ import annotations
 
@@ -50,6 +57,9 @@ _TCHAR = set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO
 _TOKEN_FIRST = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ*")
 _TOKEN_REST = _TCHAR | set(":/")
 _B64 = re.compile(r"[A-Za-z0-9+/=]*")
+_STRING = re.compile(r'"((?:[ !#-\[\]-~]|\\["\\])*)"')  # the common case in one step; errors by the loop
+_ESCAPE = re.compile(r"\\(.)")
+_KEY = re.compile(r"[a-z*][a-z0-9_\-.*]*")
 
 
 class SFError(InputError):
@@ -63,8 +73,8 @@ class _Parser:
             raise SFError(f"{what}: expected a string")
         if len(text) > MAX_FIELD_CHARS:
             raise SFError(f"{what}: longer than {MAX_FIELD_CHARS} characters")
-        if any(not 0x20 <= ord(ch) <= 0x7E for ch in text):
-            raise SFError(f"{what}: only visible ASCII and spaces are allowed in a structured field")
+        if not (text.isascii() and text.replace("\t", " ").isprintable()):  # SP..~ and HTAB only
+            raise SFError(f"{what}: only visible ASCII, spaces and tabs are allowed in a structured field")
         self.s = text.strip(" ")
         self.i = 0
         self.what = what
@@ -139,12 +149,11 @@ class _Parser:
         return params
 
     def key(self) -> str:
-        start = self.i
-        if not self.peek() or self.peek() not in _KEY_FIRST:
+        match = _KEY.match(self.s, self.i)
+        if not match:
             raise self.fail("a key must start with a lowercase letter or '*'")
-        while self.i < len(self.s) and self.s[self.i] in _KEY_REST:
-            self.i += 1
-        return self.s[start:self.i]
+        self.i = match.end()
+        return match.group()
 
     def bare_item(self) -> BareItem:
         ch = self.peek()
@@ -190,6 +199,11 @@ class _Parser:
         return Decimal(text)
 
     def string(self) -> str:
+        match = _STRING.match(self.s, self.i)
+        if match:
+            self.i = match.end()
+            text = match.group(1)
+            return _ESCAPE.sub(r"\1", text) if "\\" in text else text
         self.i += 1  # opening quote
         out: list[str] = []
         while self.i < len(self.s):
@@ -202,6 +216,8 @@ class _Parser:
                 self.i += 1
             elif ch == '"':
                 return "".join(out)
+            elif ch == "\t":  # let through above only as whitespace between dictionary members
+                raise self.fail("a string holds visible ASCII and spaces only")
             else:
                 out.append(ch)
         raise self.fail("unterminated string")

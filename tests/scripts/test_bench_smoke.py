@@ -70,6 +70,16 @@ def test_routing_smoke(tmp_path: Path) -> None:
     assert data["rank10_minus_rank100_mean"] > 0, "the top-10 must stand out from the rest"
 
 
+def test_httpsig_smoke(tmp_path: Path) -> None:
+    doc = run_bench("httpsig", tmp_path)
+    variants = doc["results"]["variants"]
+    assert {"request:hansa", "response:hansa", "crypto_floor", "parse:hansa", "request:http_message_signatures",
+            "response:http_message_signatures", "parse:http_sf", "parse:http_sfv"} == set(variants)
+    assert all(is_rate(v["per_s"]) and len(v["round_rates"]) == doc["params"]["rounds"] for v in variants.values())
+    assert all(is_rate(doc["ratios"][k]) for k in ("request:hansa_vs_library", "response:hansa_vs_library",
+                                                   "parse:hansa_vs_http_sf"))
+    assert doc["params"]["signature_input"].startswith('hansa=("@method" "@target-uri"')
+
 def test_publication_smoke(tmp_path: Path) -> None:
     doc = run_bench("publication", tmp_path)
     expected = doc["params"]["sites"] * doc["params"]["summaries_per_site"]
