@@ -58,7 +58,9 @@ def _milvus_answers(uri: str) -> bool:
     from pymilvus.exceptions import MilvusException
 
     try:
-        client = MilvusClient(uri=uri, timeout=5)
+        from hansa.adapters.vector.milvus import grpc_options
+
+        client = MilvusClient(uri=uri, timeout=5, dedicated=True, **grpc_options(uri, embedded=False))
     except MilvusException:
         return False
     try:
@@ -113,7 +115,10 @@ def milvus_server_uri(milvus_server: str) -> str:
     """The session's Milvus server, with every collection dropped: each test starts empty."""
     from pymilvus import MilvusClient
 
-    client = MilvusClient(uri=milvus_server, timeout=30)
+    from hansa.adapters.vector.milvus import grpc_options
+
+    # its own connection, without idle pings (what the store itself opens to a loopback server)
+    client = MilvusClient(uri=milvus_server, timeout=30, dedicated=True, **grpc_options(milvus_server, embedded=False))
     try:
         for name in client.list_collections():
             client.drop_collection(name)

@@ -17,6 +17,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any, Iterator, Mapping, Sequence
 
 # gRPC's C core writes its own log lines (connection drops, GOAWAY "too_many_pings" from a Milvus
@@ -70,6 +71,19 @@ class _Schema:
 
 def is_server_uri(uri: str) -> bool:
     return uri.startswith(_SERVER_SCHEMES)
+
+
+def grpc_options(uri: str, embedded: bool) -> dict[str, Any]:
+    """MilvusClient options for `uri`. Milvus Lite (embedded, or `milvus-lite server` on this host)
+    serves gRPC with grpc's default ping policy, and pymilvus pings idle channels every 10 s: the
+    server answers GOAWAY "too_many_pings", and a connection pymilvus keeps for the URI fails its
+    next health check and reconnect (seen after ~10 idle minutes against `milvus-lite server`). Over
+    loopback there is no idle middlebox to keep alive, so idle pings are off there; a remote server
+    keeps pymilvus's defaults."""
+    host = (urlsplit(uri).hostname or "") if "://" in uri else ""
+    if embedded or host in ("localhost", "::1") or host.startswith("127."):
+        return {"grpc_options": {"grpc.keepalive_permit_without_calls": 0}}
+    return {}
 
 
 def _shown(uri: str) -> str:
@@ -194,10 +208,7 @@ class MilvusVectorStore(VectorStore):
         from pymilvus import MilvusClient
         from pymilvus.exceptions import MilvusException
 
-        # Milvus Lite serves gRPC from a thread of this process with grpc's default ping policy;
-        # pymilvus' 10 s keepalive pings on idle channels make it answer GOAWAY "too_many_pings"
-        # (noisy logs, a reconnect). Over loopback there is no idle middlebox to keep alive.
-        options = {"grpc_options": {"grpc.keepalive_permit_without_calls": 0}} if lite_dir is not None else {}
+        options = grpc_options(uri, embedded=lite_dir is not None)
         try:
             return MilvusClient(uri=uri, token=token, timeout=self._timeout, **options)
         except MilvusException as exc:

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Callable
 
+from hansa.adapters.vector.milvus import grpc_options
 from hansa.core.config import Config
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.site import CHUNKS, SENTENCES, SUMMARIES, SiteContext
@@ -79,7 +80,7 @@ def test_doctor_checks_the_collections_on_a_milvus_server(tmp_path: Path, milvus
     assert found["vector collections"]["detail"] == ("hansa_chunks (384-d, 0 rows), hansa_summaries (384-d, 0 rows), "
                                                   "hansa_sentences (384-d, 0 rows)")
 
-    client = MilvusClient(uri=milvus_server_uri, timeout=30)
+    client = MilvusClient(uri=milvus_server_uri, timeout=30, dedicated=True, **grpc_options(milvus_server_uri, embedded=False))
     try:
         client.drop_collection("hansa_chunks")
     finally:

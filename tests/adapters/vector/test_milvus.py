@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
-from hansa.adapters.vector.milvus import MilvusVectorStore, quote_literal
+from hansa.adapters.vector.milvus import MilvusVectorStore, grpc_options, quote_literal
 from hansa.core.errors import BackendError, ConfigError, InputError, NotFoundError
 from tests.fakes import InMemoryVectorStore
 
@@ -386,3 +386,20 @@ def test_an_index_file_a_crash_cut_short_is_rebuilt_and_no_row_is_lost(lite_path
         assert "milvus_lite.index_files_rebuilt" in caplog.text
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize("uri, embedded, idle_pings", [
+    ("/tmp/site/milvus.db", True, False),  # Milvus Lite in this process
+    ("http://127.0.0.1:19530", False, False),  # `milvus-lite server` on this host
+    ("http://localhost:19530", False, False),
+    ("http://[::1]:19530", False, False),
+    ("https://milvus.example.org:19530", False, True),  # a remote server keeps pymilvus's keepalive
+    ("http://10.0.0.7:19530", False, True),
+])
+def test_idle_keepalive_pings_are_off_only_over_loopback(uri: str, embedded: bool, idle_pings: bool) -> None:
+    """A loopback Lite server answers pymilvus's idle pings with GOAWAY "too_many_pings", after which
+    the connection pymilvus keeps for the URI fails to reconnect (CI, session 23)."""
+    options = grpc_options(uri, embedded)
+    assert (options == {}) is idle_pings
+    if not idle_pings:
+        assert options == {"grpc_options": {"grpc.keepalive_permit_without_calls": 0}}
