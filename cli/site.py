@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import click
 
+from hansa.cli.context import friendly
 from hansa.cli.options import deprecated_alias, gateway_option, json_option, print_json as _print_json
 from hansa.core import logs
 from hansa.core.config import CONFIG_FILENAME, Config
@@ -281,10 +282,7 @@ def query(question: str, top_k: int, mode: str, as_json: bool) -> None:
 
     with _site() as ctx:
         check_site_file(ctx)
-        try:
-            request = RetrieveRequest.from_json({"question": question, "top_k": top_k, "mode": mode})
-        except HansaError as exc:
-            raise click.ClickException(str(exc)) from exc
+        request = RetrieveRequest.from_json({"question": question, "top_k": top_k, "mode": mode})
         answer = retrieve(ctx, request)
     if as_json:
         _print_json(answer.to_json())
@@ -404,6 +402,7 @@ def publish(gateway_url: str | None, out: Path | None, retry_only: bool, attempt
 @click.option("--republish/--no-republish", default=True, show_default=True,
               help="Re-publish to [site] gateway_url in the background before the publication expires "
                    "and when the summaries change.")
+@friendly
 def serve(host: str | None, port: int | None, workers: int | None, republish: bool) -> None:
     """Answer the gateway's retrieve requests over HTTP (POST /v1/retrieve, GET /v1/health, GET /metrics).
 
@@ -429,10 +428,7 @@ def serve(host: str | None, port: int | None, workers: int | None, republish: bo
                     f"with {options.workers} worker(s) (Ctrl-C stops)"
                     + (f"; re-publishing to {cfg.site.gateway_url}" if republish else ""), "serve.ready")
 
-    try:
-        serve_site(cfg, options, on_ready=ready, republish=republish)
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    serve_site(cfg, options, on_ready=ready, republish=republish)
 
 
 @site.command()
@@ -543,6 +539,7 @@ def _write_new(out: Path, envelope: Any) -> None:
               help="Where to write the signed request; send it to the federation admins.")
 @json_option()
 @deprecated_alias("--gateway-url", "gateway_url", "--gateway")
+@friendly
 def join_request(gateway_url: str | None, site_url: str | None, out: Path, as_json: bool) -> None:
     """Ask a federation to admit this site: a request signed with the site's key (run install first).
 
@@ -556,11 +553,8 @@ def join_request(gateway_url: str | None, site_url: str | None, out: Path, as_js
     if not gateway_url:
         raise click.ClickException("give --gateway (or set [site] gateway_url): the request names its federation")
     site_url = site_url or f"http://{cfg.site.host}:{cfg.site.port}"
-    try:
-        identity = SiteIdentity.load(cfg.keys_dir)
-        envelope = build_join_request([identity], cfg.site.site_id, site_url, gateway_url)
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    identity = SiteIdentity.load(cfg.keys_dir)
+    envelope = build_join_request([identity], cfg.site.site_id, site_url, gateway_url)
     _write_new(out, envelope)
     if as_json:
         _print_json({"site_id": cfg.site.site_id, "url": site_url, "gateway_url": gateway_url,
@@ -575,6 +569,7 @@ def join_request(gateway_url: str | None, site_url: str | None, out: Path, as_js
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the signed rotation; send it to the federation admins.")
 @json_option()
+@friendly
 def rotate_request(new_key_dir: Path, out: Path, as_json: bool) -> None:
     """Create a new signing key and a rotation request signed by the current key and the new one.
 
@@ -584,13 +579,10 @@ def rotate_request(new_key_dir: Path, out: Path, as_json: bool) -> None:
     from hansa.sync.membership import build_key_rotation
 
     cfg = _config()
-    try:
-        current = SiteIdentity.load(cfg.keys_dir)
-        new = SiteIdentity.generate()
-        new.save(new_key_dir)
-        envelope = build_key_rotation(current, [current.public_key_b64], [new], cfg.site.site_id)
-    except HansaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    current = SiteIdentity.load(cfg.keys_dir)
+    new = SiteIdentity.generate()
+    new.save(new_key_dir)
+    envelope = build_key_rotation(current, [current.public_key_b64], [new], cfg.site.site_id)
     _write_new(out, envelope)
     if as_json:
         _print_json({"site_id": cfg.site.site_id, "keyid": current.keyid, "new_keyid": new.keyid,

@@ -118,31 +118,50 @@ class SiteConduct:
     def close(self) -> None:
         self._db.close()
 
-    # -- claim gaps -----------------------------------------------------------------------------
-    def observe_claims(self, claimed: Mapping[str, float], answered: Mapping[str, float]) -> dict[str, float]:
-        """One question's calls: `claimed` each asked site's best summary similarity at routing,
-        `answered` the best relevance the gateway measured among its sentences (a site that
-        answered nothing measured: 0). Sites routing matched on no summary are not observed.
-        Returns each observed site's gap on this call beyond the federation's median gap (before
-        this call; empty while fewer than two sites have settled gaps)."""
+    # -- what one question showed ----------------------------------------------------------------
+    def observe(self, routed: Collection[str] | None, claimed: Mapping[str, float],
+                answered: Mapping[str, float]) -> dict[str, float]:
+        """One question's conduct, written in one transaction: `routed` the sites a routed question
+        asked (None when the sites were not chosen by routing: they say nothing of routing share);
+        `claimed` each asked site's best summary similarity at routing, `answered` the best
+        relevance the gateway measured among its sentences (a site that answered nothing measured:
+        0). Sites routing matched on no summary are not in `claimed`. Returns each claimed site's
+        gap on this call beyond the federation's median gap (before this call; empty while fewer
+        than two sites have settled gaps)."""
         with self._lock:
-            settled = [g for s, g in self._gap.items() if self._calls.get(s, 0) >= self.min_calls]
-            median = statistics.median(settled) if len(settled) >= 2 else None
-            excess = {}
-            for site, s in claimed.items():
-                gap = float(s) - float(answered.get(site, 0.0))
-                if median is not None:
-                    excess[site] = gap - median
-                old = self._gap.get(site)
-                self._gap[site] = gap if old is None else (1 - self.decay) * old + self.decay * gap
-                self._calls[site] = self._calls.get(site, 0) + 1
-            if claimed:
-                now = time.time()
-                self._db.executemany(
-                    "INSERT INTO claim_gap (site_id, gap, calls, updated) VALUES (?, ?, ?, ?) ON CONFLICT(site_id) "
-                    "DO UPDATE SET gap = excluded.gap, calls = excluded.calls, updated = excluded.updated",
-                    [(s, self._gap[s], self._calls[s], now) for s in claimed])
+            excess = self._gaps(claimed, answered)
+            if routed is None and not claimed:
+                return excess
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if claimed:
+                    now = time.time()
+                    self._db.executemany(
+                        "INSERT INTO claim_gap (site_id, gap, calls, updated) VALUES (?, ?, ?, ?) ON CONFLICT(site_id) "
+                        "DO UPDATE SET gap = excluded.gap, calls = excluded.calls, updated = excluded.updated",
+                        [(s, self._gap[s], self._calls[s], now) for s in claimed])
+                if routed is not None:
+                    cur = self._db.execute("INSERT INTO routed (sites) VALUES (?)", (json.dumps(sorted(set(routed))),))
+                    self._db.execute("DELETE FROM routed WHERE n <= ?", (cur.lastrowid - self.window,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
             return excess
+
+    def _gaps(self, claimed: Mapping[str, float], answered: Mapping[str, float]) -> dict[str, float]:
+        """Fold one call's claim gaps into the running ones (in memory; `observe` writes them)."""
+        settled = [g for s, g in self._gap.items() if self._calls.get(s, 0) >= self.min_calls]
+        median = statistics.median(settled) if len(settled) >= 2 else None
+        excess = {}
+        for site, s in claimed.items():
+            gap = float(s) - float(answered.get(site, 0.0))
+            if median is not None:
+                excess[site] = gap - median
+            old = self._gap.get(site)
+            self._gap[site] = gap if old is None else (1 - self.decay) * old + self.decay * gap
+            self._calls[site] = self._calls.get(site, 0) + 1
+        return excess
 
     def _discounts(self) -> dict[str, float]:
         settled = {s: g for s, g in self._gap.items() if self._calls.get(s, 0) >= self.min_calls}
@@ -178,18 +197,6 @@ class SiteConduct:
             return dict(self._db.execute("SELECT site_id, reason FROM quarantine").fetchall())
 
     # -- routing share ----------------------------------------------------------------------------
-    def routed(self, sites: Collection[str]) -> None:
-        """One routed question asked `sites`."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = self._db.execute("INSERT INTO routed (sites) VALUES (?)", (json.dumps(sorted(set(sites))),))
-                self._db.execute("DELETE FROM routed WHERE n <= ?", (cur.lastrowid - self.window,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
     def shares(self) -> dict[str, float]:
         """Per site, the share of the last WINDOW routed questions (every process's) that asked it."""
         with self._lock:

@@ -413,28 +413,27 @@ def fuse(
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     covered = _covered(ok, coverage)
     site_prior = _combined(site_prior, covered)
-    record = reliability.observe if reliability is not None and learn else _ignore
+    learner = reliability if learn else None
     per_site, screened = _screen(Screen(question) if screen is None else screen, _per_site(ok), conduct)
     echoed = _echo_failures(screened)
     pairs = round_robin(per_site, max_measured)
     trust = _trust(reliability, ok, echoed)
     if not pairs:
-        if echoed:
-            record(echoed)
+        if echoed and learner is not None:
+            learner.observe(echoed)
         note = _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
                            sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
                            observations=echoed)
     pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences)
     ranking = pool.verified(question_vector, embedder, eager_below)
-    read_trace, best_read = pool.read(reading, question, question_vector, embedder)
-    if reading is not None:  # the reader's verdict replaces cosine: rank again, losing documents whole
-        ranking = pool.rank(whole_documents=True)
+    read_trace, best_read, ranking = pool.read(reading, question, question_vector, embedder, ranking)
     resolution, rejected, chosen = ranking
     candidates, copies = pool.candidates, pool.copies
     checked = [c for c in candidates if c.checked]
     observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed)
-    record(observations)
+    if learner is not None:
+        learner.observe(observations)
     citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},
                                 site_prior)
     found = dict(conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered, reading=read_trace,
@@ -452,10 +451,6 @@ def fuse(
 def _echo_failures(screened: Sequence[Screened]) -> dict[str, Observation]:
     """An echo costs its site a failure, which already weighs against it in the answer it echoed in."""
     return {s.site_id: Observation.failed(ECHOED) for s in screened if s.reason in (ECHO, TEMPLATE)}
-
-
-def _ignore(observations: Mapping[str, Observation]) -> None:
-    """What `fuse` records to when it does not learn."""
 
 
 def _trust(reliability: SiteReliability | None, ok: Sequence[SiteCall],
@@ -524,13 +519,15 @@ class _Pool:
                                self.max_sentences, whole_documents=whole_documents))
 
     def read(self, reading: ReadingStage | None, question: str, question_vector: np.ndarray,
-             embedder: Embedder) -> tuple[dict[str, object] | None, str]:
-        """With a reader: it reads the best-measured candidates (their scores replace cosine);
-        its trace and the sentence it scored highest."""
+             embedder: Embedder, ranking: _Ranking) -> tuple[dict[str, object] | None, str, _Ranking]:
+        """With a reader: it reads the best-measured candidates, and its verdict replaces cosine:
+        they are ranked again, documents losing a conflict losing all their sentences. Returns its
+        trace, the sentence it scored highest and the ranking (`ranking` as is without a reader)."""
         if reading is None:
-            return None, ""
-        return _read(reading, question, _pool(self.candidates, self.trust, reading.pool, question_vector, embedder),
-                     self.candidates)
+            return None, "", ranking
+        trace, best = _read(reading, question, _pool(self.candidates, self.trust, reading.pool, question_vector,
+                                                     embedder), self.candidates)
+        return trace, best, self.rank(whole_documents=True)
 
     def verified(self, question_vector: np.ndarray, embedder: Embedder, eager_below: int | None) -> _Ranking:
         """Verify what is used (gateway/relevance.py): rank with claims as upper bounds, measure what

@@ -36,7 +36,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -48,7 +47,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402  (scripts/ is not a package)

@@ -54,13 +54,12 @@ def _free_port() -> int:
 
 
 def _milvus_answers(uri: str) -> bool:
-    from pymilvus import MilvusClient
     from pymilvus.exceptions import MilvusException
 
-    try:
-        from hansa.adapters.vector.milvus import grpc_options
+    from tests.milvus_client import server_client
 
-        client = MilvusClient(uri=uri, timeout=5, dedicated=True, **grpc_options(uri, embedded=False))
+    try:
+        client = server_client(uri, timeout=5)
     except MilvusException:
         return False
     try:
@@ -113,12 +112,9 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def milvus_server_uri(milvus_server: str) -> str:
     """The session's Milvus server, with every collection dropped: each test starts empty."""
-    from pymilvus import MilvusClient
+    from tests.milvus_client import server_client
 
-    from hansa.adapters.vector.milvus import grpc_options
-
-    # its own connection, without idle pings (what the store itself opens to a loopback server)
-    client = MilvusClient(uri=milvus_server, timeout=30, dedicated=True, **grpc_options(milvus_server, embedded=False))
+    client = server_client(milvus_server)
     try:
         for name in client.list_collections():
             client.drop_collection(name)

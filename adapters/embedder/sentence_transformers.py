@@ -31,14 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no tokenizer thread 
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder, checked_texts, unit_rows
-from hansa.adapters.embedder.local_model import (  # noqa: F401  (re-exported: callers import them from here)
-    PACKAGED_MODEL_ID,
-    PACKAGED_NAMES,
-    mean_pooled_dim,
-    model_digest,
-    packaged_model_dir,
-    resolve_model,
-)
+from hansa.adapters.embedder.local_model import mean_pooled_dim, model_digest, resolve_model
 from hansa.core.errors import BackendError, ConfigError, InputError
 
 PRECISIONS = ("auto", "fp32", "bf16")

@@ -129,24 +129,25 @@ class OrgGraphSource:
         return DocumentCount(int(row["nodes"]), int(row["with_id"]), int(row["ids"]))
 
     def documents(self, batch: int) -> Iterator[list[OrgDocument]]:
-        """Every document with an id, in id order, `batch` per read transaction (keyset pages:
-        no transaction stays open while the caller embeds a page)."""
+        """Every document with an id, in id order, `batch` per read transaction, so no transaction
+        stays open while the caller embeds a page. The ids and element ids are listed first (one
+        scan of the label); each page is then a seek by element id, where paging by "ids after the
+        last one" scanned the whole label again for every page."""
         m = self.mapping
         if m.entity_labels:
             query = render("map/documents_entities", document=m.document_label, mention=m.mention_type,
                            entities=m.entity_labels)
         else:
             query = render("map/documents", document=m.document_label)
-        after = ""
-        while True:
+        keys = self._read(render("map/document_keys", document=m.document_label), "listing documents", id=m.document_id)
+        for start in range(0, len(keys), int(batch)):
+            elements = [k["element"] for k in keys[start:start + int(batch)]]
             rows = self._read(query, "reading documents", id=m.document_id, title=m.document_title or m.document_id,
-                              text=m.document_text, name=m.entity_name, after=after, limit=int(batch))
-            if not rows:
-                return
-            yield [OrgDocument(id=r["id"], title=r["title"], text=r["text"],
-                               entities=tuple(sorted((e["name"], tuple(e["labels"])) for e in r["entities"])))
-                   for r in rows]
-            after = rows[-1]["id"]
+                              text=m.document_text, name=m.entity_name, elements=elements)
+            if rows:
+                yield [OrgDocument(id=r["id"], title=r["title"], text=r["text"],
+                                   entities=tuple(sorted((e["name"], tuple(e["labels"])) for e in r["entities"])))
+                       for r in rows]
 
     def relations(self) -> list[tuple[str, str, int]]:
         """(name, name, number of relationships) per ordered pair of mapped entities."""

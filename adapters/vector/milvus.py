@@ -11,10 +11,12 @@ string can never change the shape of an expression.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import threading
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -84,6 +86,25 @@ def grpc_options(uri: str, embedded: bool) -> dict[str, Any]:
     if embedded or host in ("localhost", "::1") or host.startswith("127."):
         return {"grpc_options": {"grpc.keepalive_permit_without_calls": 0}}
     return {}
+
+
+class _NoAllocTimestampRefusal(logging.Filter):
+    """Milvus Lite serves gRPC in this process and does not implement AllocTimestamp, which pymilvus
+    calls while it waits for the index of a collection it just created; pymilvus carries on without
+    it, but grpc logs the refusal as an ERROR with a traceback at every collection creation, which
+    reads as a failure in the demo and in a site's logs. Only that refusal is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, NotImplementedError) or record.exc_info[2] is None:
+            return True
+        return all(frame.name != "AllocTimestamp" for frame in traceback.extract_tb(record.exc_info[2]))
+
+
+def _quiet_lite_refusals() -> None:
+    grpc_server = logging.getLogger("grpc._server")
+    if not any(isinstance(f, _NoAllocTimestampRefusal) for f in grpc_server.filters):
+        grpc_server.addFilter(_NoAllocTimestampRefusal())
 
 
 def _shown(uri: str) -> str:
@@ -200,6 +221,7 @@ class MilvusVectorStore(VectorStore):
             except OSError as exc:
                 raise BackendError(f"cannot create the Milvus Lite directory {path.parent}: {exc}") from exc
             self._uri = str(path)
+            _quiet_lite_refusals()
             self._client = self._connect(self._uri, token, lite_dir=path)
             self._lite_path = self._uri
             _lite_acquire(self._lite_path)

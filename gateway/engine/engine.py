@@ -507,13 +507,11 @@ class QueryEngine:
         and, when fusion measured the answers, each answering site's best summary similarity at
         routing against the best relevance measured among its sentences."""
         called = list(dict.fromkeys(c.site_id for c in calls))
-        if routing.selection == "routed":
-            self.conduct.routed(called)
-        if not fused.measured:
-            return  # nothing was measured (abstained before fusion, or no sentence): nothing to compare
-        claimed = {c.site_id: best for c in calls
-                   if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
-        excess = self.conduct.observe_claims(claimed, fused.site_best)
+        claimed = {}
+        if fused.measured:  # else nothing was measured (abstained before fusion, or no sentence)
+            claimed = {c.site_id: best for c in calls
+                       if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
+        excess = self.conduct.observe(called if routing.selection == "routed" else None, claimed, fused.site_best)
         overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
         if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
             self.reliability.observe(overrouted)

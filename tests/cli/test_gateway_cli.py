@@ -105,7 +105,7 @@ def test_quarantine_a_site_and_read_its_record_in_sites(tmp_path: Path) -> None:
     conduct = SiteConduct.open(tmp_path / "gateway")
     assert conduct.quarantined() == {"site-a": "echoes questions"}  # what a serving gateway reads
     for asked in (["site-a"], ["site-b"], ["site-a", "site-b"], ["site-b"]):  # what serving workers routed
-        conduct.routed(asked)
+        conduct.observe(asked, {}, {})
     conduct.close()
     (site,) = json.loads(run(tmp_path, "sites", "--json").output)["sites"]
     assert site["conduct"]["routing_share"] == 0.5

@@ -12,7 +12,7 @@ from hansa.gateway.router import SiteScore
 def test_a_site_whose_answers_fall_far_below_its_summaries_is_discounted_by_the_excess() -> None:
     conduct = SiteConduct(decay=0.5, min_calls=3)
     for _ in range(4):
-        conduct.observe_claims({"a": 0.6, "b": 0.55, "c": 0.5, "hog": 0.7}, {"a": 0.55, "b": 0.5, "c": 0.5, "hog": 0.2})
+        conduct.observe(None, {"a": 0.6, "b": 0.55, "c": 0.5, "hog": 0.7}, {"a": 0.55, "b": 0.5, "c": 0.5, "hog": 0.2})
     got = conduct.discounts()
     assert set(got) == {"hog"}  # honest sites sit at the median: no discount
     assert got["hog"] == pytest.approx(0.5 - 0.05, abs=1e-6)  # its gap 0.5 over the median gap 0.05
@@ -20,10 +20,10 @@ def test_a_site_whose_answers_fall_far_below_its_summaries_is_discounted_by_the_
 
 def test_no_discount_before_enough_calls_or_without_a_federation_to_compare() -> None:
     conduct = SiteConduct(min_calls=3)
-    conduct.observe_claims({"a": 0.6, "hog": 0.9}, {"a": 0.6, "hog": 0.0})
+    conduct.observe(None, {"a": 0.6, "hog": 0.9}, {"a": 0.6, "hog": 0.0})
     assert conduct.discounts() == {}  # one call each
     alone = SiteConduct(min_calls=1)
-    alone.observe_claims({"hog": 0.9}, {"hog": 0.0})
+    alone.observe(None, {"hog": 0.9}, {"hog": 0.0})
     assert alone.discounts() == {}  # one site: no median to compare with
 
 
@@ -37,7 +37,7 @@ def test_discounted_ranking_reorders_and_keeps_the_router_order_on_ties() -> Non
 def test_routing_share_counts_the_recent_window() -> None:
     conduct = SiteConduct(window=4)
     for asked in (["a", "hog"], ["b", "hog"], ["hog"], ["a", "hog"], ["b", "hog"]):
-        conduct.routed(asked)
+        conduct.observe(asked, {}, {})
     shares = conduct.shares()
     assert shares["hog"] == 1.0 and shares["a"] == 0.25 and shares["b"] == 0.5
     assert conduct.view()["hog"].routing_share == 1.0
@@ -47,12 +47,12 @@ def test_routing_share_counts_every_process_and_survives_a_restart(tmp_path) -> 
     """Two gateway workers share the file: the share covers both workers' questions, and a
     reader (`hansa gateway sites`, another process) sees it; only the last window is kept."""
     one, two = SiteConduct(tmp_path / "conduct.sqlite", window=4), SiteConduct(tmp_path / "conduct.sqlite", window=4)
-    one.routed(["a", "hog"])
-    two.routed(["hog"])
-    one.routed(["b", "hog"])
+    one.observe(["a", "hog"], {}, {})
+    two.observe(["hog"], {}, {})
+    one.observe(["b", "hog"], {}, {})
     assert two.shares() == pytest.approx({"hog": 1.0, "a": 1 / 3, "b": 1 / 3})
     for _ in range(4):
-        two.routed(["b"])
+        two.observe(["b"], {}, {})
     one.close(), two.close()
     reopened = SiteConduct(tmp_path / "conduct.sqlite", window=4)
     assert reopened.shares() == {"b": 1.0}
@@ -74,3 +74,24 @@ def test_an_honest_sentence_repeated_whole_for_two_questions_is_not_a_template()
     assert not conduct.templated("site", "Who built the Royal Castle?", sentence)
     assert not conduct.templated("site", "When was the Royal Castle built?", sentence)
     assert not conduct.templated("other", "Who built the Royal Castle?", sentence)
+
+
+def test_one_question_is_one_write_of_its_claim_gaps_and_its_routing(tmp_path) -> None:
+    """The claim gaps and the routing share a question teaches land together (one transaction):
+    another worker reading the file sees both or neither."""
+    conduct = SiteConduct(tmp_path / "conduct.sqlite", min_calls=1)
+    statements: list[str] = []
+    conduct._db.set_trace_callback(statements.append)
+    conduct.observe(["a", "hog"], {"a": 0.6, "hog": 0.9}, {"a": 0.6})
+    assert [s.split()[0] for s in statements if s.split()[0] in ("BEGIN", "COMMIT")] == ["BEGIN", "COMMIT"]
+    conduct.close()
+    other = SiteConduct(tmp_path / "conduct.sqlite", min_calls=1)
+    assert other.shares() == {"a": 1.0, "hog": 1.0}
+    assert other.view()["hog"].claim_gap == pytest.approx(0.9)
+
+
+def test_a_question_not_chosen_by_routing_writes_nothing_of_routing() -> None:
+    conduct = SiteConduct()
+    assert conduct.observe(None, {}, {}) == {}
+    conduct.observe(None, {"a": 0.5}, {"a": 0.5})
+    assert conduct.shares() == {}

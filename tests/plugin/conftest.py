@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
 from hansa.core.config import Config, load_config
 from hansa.plugin.site import SiteContext
+
+if TYPE_CHECKING:
+    from neo4j import Driver
 
 SITE_ID = "acme"
 
@@ -141,3 +144,19 @@ def empty_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteContext
     with SiteContext.open(site_config(tmp_path_factory.mktemp("empty") / "home")) as ctx:
         install_site(ctx)
         yield ctx
+
+
+@pytest.fixture(scope="module")
+def driver(neo4j_uri: str, request: pytest.FixtureRequest) -> Iterator["Driver"]:
+    """A driver on the session's Neo4j for a module that writes to it: the module's `CLEAR`
+    statement (matching its own fixture data and what hansa wrote) runs on its `DB` before and after
+    the module, so tests sharing the server leave nothing behind."""
+    from neo4j import GraphDatabase
+
+    clear, db = request.module.CLEAR, request.module.DB
+    with GraphDatabase.driver(neo4j_uri, auth=None) as drv:
+        drv.execute_query(clear, database_=db)
+        try:
+            yield drv
+        finally:
+            drv.execute_query(clear, database_=db)

@@ -15,11 +15,11 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from neo4j import Driver, GraphDatabase
+from neo4j import Driver
 
 from hansa.cli import main
 from hansa.core.config import load_config
@@ -139,16 +139,6 @@ def _snapshot(driver: Driver) -> tuple[int, int, str]:
     nodes, rels = _rows(driver, ORG_NODES), _rows(driver, ORG_RELS)
     digest = hashlib.sha256(json.dumps([nodes, rels], sort_keys=True, default=str).encode()).hexdigest()
     return len(nodes), len(rels), digest
-
-
-@pytest.fixture(scope="module")
-def driver(neo4j_uri: str) -> Iterator[Driver]:
-    with GraphDatabase.driver(neo4j_uri, auth=None) as drv:
-        drv.execute_query(CLEAR, database_=DB)
-        try:
-            yield drv
-        finally:
-            drv.execute_query(CLEAR, database_=DB)
 
 
 @pytest.fixture(scope="module")

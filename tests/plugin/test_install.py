@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from hansa.adapters.embedder.catalog import MODELS
-from hansa.adapters.embedder.sentence_transformers import packaged_model_dir
+from hansa.adapters.embedder.local_model import packaged_model_dir
 from hansa.core.config import Config, load_config
 from hansa.core.errors import ConfigError
 from hansa.plugin.install import install_site, load_identity

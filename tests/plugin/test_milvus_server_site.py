@@ -10,11 +10,11 @@ import textwrap
 from pathlib import Path
 from typing import Callable
 
-from hansa.adapters.vector.milvus import grpc_options
 from hansa.core.config import Config
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.site import CHUNKS, SENTENCES, SUMMARIES, SiteContext
 from hansa.sync.wire import RetrieveRequest
+from tests.milvus_client import server_client
 
 
 def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_process(
@@ -63,7 +63,6 @@ def test_a_site_on_a_milvus_server_ingests_answers_and_shares_it_with_another_pr
 
 def test_doctor_checks_the_collections_on_a_milvus_server(tmp_path: Path, milvus_server_uri: str) -> None:
     from click.testing import CliRunner
-    from pymilvus import MilvusClient
 
     from hansa.cli import main
 
@@ -80,7 +79,7 @@ def test_doctor_checks_the_collections_on_a_milvus_server(tmp_path: Path, milvus
     assert found["vector collections"]["detail"] == ("hansa_chunks (384-d, 0 rows), hansa_summaries (384-d, 0 rows), "
                                                   "hansa_sentences (384-d, 0 rows)")
 
-    client = MilvusClient(uri=milvus_server_uri, timeout=30, dedicated=True, **grpc_options(milvus_server_uri, embedded=False))
+    client = server_client(milvus_server_uri)
     try:
         client.drop_collection("hansa_chunks")
     finally:

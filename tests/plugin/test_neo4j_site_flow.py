@@ -13,12 +13,12 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
-from neo4j import Driver, GraphDatabase
+from neo4j import Driver
 
 from hansa.adapters.graph.base import LeidenParams
 from hansa.cli import main
@@ -92,16 +92,6 @@ def _rows(driver: Driver, query: str, **params: Any) -> list[dict[str, Any]]:
 def _canonical(rows: list[dict[str, Any]]) -> list[str]:
     """Order-independent, comparable form of query rows (lists inside sorted, values as JSON)."""
     return sorted(json.dumps(row, sort_keys=True, default=str) for row in rows)
-
-
-@pytest.fixture(scope="module")
-def driver(neo4j_uri: str) -> Iterator[Driver]:
-    with GraphDatabase.driver(neo4j_uri, auth=None) as drv:
-        drv.execute_query(CLEAR, database_=DB)
-        try:
-            yield drv
-        finally:
-            drv.execute_query(CLEAR, database_=DB)
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 
 from hansa.adapters.embedder import open_embedder
+from hansa.adapters.embedder.local_model import PACKAGED_MODEL_ID, packaged_model_dir, resolve_model
 from hansa.adapters.embedder.sentence_transformers import (
-    PACKAGED_MODEL_ID,
     SentenceTransformerEmbedder,
     cpu_has_native_bf16,
-    packaged_model_dir,
-    resolve_model,
     resolve_precision,
 )
 from hansa.core.config import load_config

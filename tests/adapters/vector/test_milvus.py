@@ -8,6 +8,7 @@ Tiers: the Milvus variants are marked `integration` through the fixtures' params
 that open Milvus directly by their own marker; the in-memory variants are the fast tier."""
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -403,3 +404,20 @@ def test_idle_keepalive_pings_are_off_only_over_loopback(uri: str, embedded: boo
     assert (options == {}) is idle_pings
     if not idle_pings:
         assert options == {"grpc_options": {"grpc.keepalive_permit_without_calls": 0}}
+
+
+@INTEGRATION
+def test_creating_a_collection_on_milvus_lite_logs_no_grpc_error(lite_path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Milvus Lite refuses pymilvus's AllocTimestamp (the wait for a new collection's index): grpc
+    logged that refusal as an ERROR with a traceback at every collection creation, in the demo too."""
+    store = MilvusVectorStore(lite_path)
+    try:
+        with caplog.at_level(logging.INFO, logger="grpc._server"):
+            store.ensure_collection(CollectionSpec(name="quiet", dim=4))
+        assert store.count("quiet") == 0
+    finally:
+        store.close()
+    assert [r for r in caplog.records if r.name == "grpc._server"] == []
+    other = logging.LogRecord("grpc._server", logging.ERROR, __file__, 1, "Exception calling application", None,
+                              (ValueError, ValueError("a real failure"), None))
+    assert all(f.filter(other) for f in logging.getLogger("grpc._server").filters)  # other errors still show
