@@ -1,11 +1,11 @@
 """`hansa gateway ...`: run the gateway and govern its federation registry.
 
-State lives under `<home>/gateway/` (gateway.registry describes the files); the summary index is in
+State lives under `<home>/gateway/` (gateway.trust.registry describes the files); the summary index is in
 Milvus at `cfg.milvus_uri`. Every registry change is a new registry version signed by m of the n
 federation keys (`--key`, by keyid or key folder) and submitted through the one verified path;
 registry commands only touch files, so they work while the gateway runs, which applies the change
 at its next request (a revoked site's summaries leave its index then). Signing goes through
-gateway.admin, the one module that holds federation keys, which nothing serving requests imports.
+gateway.trust.admin, the one module that holds federation keys, which nothing serving requests imports.
 
 How a site joins: the site runs `hansa site join-request --gateway ... --out req.json` and
 sends the file; admins check it out of band (who asked, from where) and run
@@ -29,9 +29,9 @@ from hansa.cli.options import deprecated_alias, gateway_option, json_option, pri
 from hansa.core.config import Config
 from hansa.core.errors import InputError
 from hansa.core.jsonsafe import loads_strict
-from hansa.gateway import admin
-from hansa.gateway.registry import SiteRegistry, utc_now
-from hansa.gateway.trust import REGISTRY_TYPE, Registry, SitePolicy
+from hansa.gateway.trust import admin
+from hansa.gateway.trust.registry import SiteRegistry, utc_now
+from hansa.gateway.trust.documents import REGISTRY_TYPE, Registry, SitePolicy
 from hansa.sync.dsse import add_signature, unverified_payload
 from hansa.sync.keys import SiteIdentity
 
@@ -157,7 +157,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     from dataclasses import replace
 
     from hansa.gateway.client import gateway_identity
-    from hansa.gateway.serving import serve_gateway, server_options
+    from hansa.gateway.http.serving import serve_gateway, server_options
 
     cfg = _config(ctx)
     if allow_private_addresses:
@@ -230,9 +230,9 @@ def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles:
     fit-split rows; the gateway loads the file at its next start, escalates round by round when it
     holds an escalation model, and tiers sites (the tiers and refine policies) by its cut-offs.
     Prints the fit's rates (on the fit rows themselves)."""
-    from hansa.gateway import calibrate as fitting
-    from hansa.gateway.engine.calibration import read_calibration
-    from hansa.gateway.engine.tiers import DEFAULT_QUANTILES
+    from hansa.gateway.query import calibrate as fitting
+    from hansa.gateway.query.calibration import read_calibration
+    from hansa.gateway.query.tiers import DEFAULT_QUANTILES
     from hansa.gateway.service import calibration_path
 
     cfg = _config(ctx)
@@ -492,7 +492,7 @@ def sites(ctx: click.Context, as_json: bool) -> None:
     with what this gateway learned of it: its reliability (a success only when independent sites or
     the reader confirmed it, a failure when it lost a contradiction, overclaimed, echoed the
     question or answered far below what its summaries promised), its claim gap (the routing
-    discount its answers earned, gateway.conduct), the share of the last 200 routed questions that
+    discount its answers earned, gateway.query.conduct), the share of the last 200 routed questions that
     asked it (every worker's) and any quarantine."""
     cfg = _config(ctx)
     registry = open_registry(cfg)
@@ -536,8 +536,8 @@ def sites(ctx: click.Context, as_json: bool) -> None:
 
 def _learned(cfg: Config) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
     """(reliability, conduct, quarantine) per site from the gateway's files, read as they stand."""
-    from hansa.gateway.conduct import FILE_NAME as CONDUCT_FILE, SiteConduct
-    from hansa.gateway.reliability import FILE_NAME as RELIABILITY_FILE, SiteReliability
+    from hansa.gateway.query.conduct import FILE_NAME as CONDUCT_FILE, SiteConduct
+    from hansa.gateway.query.reliability import FILE_NAME as RELIABILITY_FILE, SiteReliability
 
     home = gateway_home(cfg)
     learned: dict[str, dict[str, Any]] = {}
@@ -592,7 +592,7 @@ def quarantine(ctx: click.Context, site_id: str, reason: str, release: bool, as_
       hansa gateway quarantine clinic-b --reason "echoes questions since 2026-11-27"
       hansa gateway quarantine clinic-b --release
     """
-    from hansa.gateway.conduct import SiteConduct
+    from hansa.gateway.query.conduct import SiteConduct
 
     cfg = _config(ctx)
     open_registry(cfg).get(site_id)  # an enrolled site (404-style error otherwise)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from hansa.cli.options import json_option, print_json
-from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
+from hansa.gateway.trust.apikeys import ApiKeyStore, open_api_keys
 from hansa.cli.context import friendly, gateway_home, root_config
 
 

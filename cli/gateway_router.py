@@ -1,4 +1,4 @@
-"""`hansa gateway router ...`: the learned router's model (gateway/learned/).
+"""`hansa gateway router ...`: the learned router's model (gateway/query/learned/).
 
 `train` fits a new model from the outcome log the gateway writes under `<home>/gateway/router/`
 and replaces `model.json` atomically; a running gateway with `[gateway] router = "learned"` picks
@@ -46,8 +46,8 @@ def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_r
           min_questions: int, as_json: bool) -> None:
     """Retrain from the gateway's outcome log (or from labelled rows, --rows); print the new
     model's version and data digest."""
-    from hansa.gateway.learned.router import MODEL_FILE, router_dir
-    from hansa.gateway.learned.train import summary, train_from_rows, train_router
+    from hansa.gateway.query.learned.router import MODEL_FILE, router_dir
+    from hansa.gateway.query.learned.train import summary, train_from_rows, train_router
 
     cfg = root_config(ctx)
     target = cfg.gateway.router_target_recall if target_recall is None else target_recall
@@ -55,7 +55,7 @@ def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_r
         raise click.BadParameter("--target-recall must be in (0, 1] and --l2 >= 0")
     home = router_dir(gateway_home(cfg))
     if rows_path is not None:
-        from hansa.gateway.calibrate import read_rows
+        from hansa.gateway.query.calibrate import read_rows
 
         model = train_from_rows(read_rows(rows_path), target_recall=target, l2=l2, min_questions=min_questions)
         path = model.save(out or home / MODEL_FILE)
@@ -77,9 +77,9 @@ def train(ctx: click.Context, rows_path: Path | None, out: Path | None, target_r
 @friendly
 def show(ctx: click.Context, as_json: bool) -> None:
     """Print the current model, or say why routing falls back to summary matching."""
-    from hansa.gateway.learned.model import load_model
-    from hansa.gateway.learned.router import MODEL_FILE, router_dir
-    from hansa.gateway.learned.train import summary
+    from hansa.gateway.query.learned.model import load_model
+    from hansa.gateway.query.learned.router import MODEL_FILE, router_dir
+    from hansa.gateway.query.learned.train import summary
 
     path = router_dir(gateway_home(root_config(ctx))) / MODEL_FILE
     model = load_model(path)

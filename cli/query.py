@@ -115,7 +115,7 @@ def render(answer: Mapping[str, Any]) -> str:
 def build_request(question: str, conversation: tuple[str, ...], origin: str | None, sites: tuple[str, ...],
                   top_k_sites: int | None, top_k: int | None, budget: Mapping[str, int | None]) -> dict[str, Any]:
     """The request body, validated by the gateway's own QueryRequest (its message on a bad value)."""
-    from hansa.gateway.engine.request import Budget, QueryRequest
+    from hansa.gateway.query.request import Budget, QueryRequest
 
     try:
         request = QueryRequest(question=question, conversation=conversation, origin=origin,

@@ -224,23 +224,23 @@ class GatewayConfig:
     top_m_summaries: int = 128  # summaries matched per question (DGRAG's m)
     top_k_sites: int = 5  # at most this many sites are asked (DGRAG's k) ...
     # ... and only those scoring within this of the best. With lexical_weight, both chosen on the
-    # MTRAG and SQuAD fit splits (gateway/router.py says how); summaries alone used 0.24.
+    # MTRAG and SQuAD fit splits (gateway/query/router.py says how); summaries alone used 0.24.
     site_margin: float = 0.4
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.
     lexical_weight: float = 0.3
     # Fusion's citation ranking weighs each site's documents by how well the site matched the question
-    # at routing (gateway/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
+    # at routing (gateway/query/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
     # score / the best asked site's). 0: the sites' own scores alone. 0.2 was fit on SQuAD's fit split
     # (scripts/sweep_fusion.py, benchmarks/site_prior_fit.json; more weight lost recall).
     fusion_site_prior: float = 0.2
     # ... and by how much of the question (rare words weighing most) each site's answer sentences
-    # use (gateway/lexical.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed. 0.5
+    # use (gateway/query/lexical.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed. 0.5
     # was fit on SQuAD's fit split (scripts/sweep_fusion.py --param answer_coverage,
     # benchmarks/answer_coverage_fit.json); on the report split it ranks the gold document higher
     # (MRR +3 points) without raising evidence recall@10 (benchmarks/README.md).
     fusion_answer_coverage: float = 0.5
-    # The reader the gateway judges answers with (gateway/reading.py): "packaged" (the cross-encoder
+    # The reader the gateway judges answers with (gateway/query/reading.py): "packaged" (the cross-encoder
     # shipped in adapters/reader/model, its card beside it), "none", or a model directory. Its
     # score replaces cosine as an answer sentence's relevance; below `reader_floor` (negative: the
     # model's own fit-split calibration) a sentence supports nothing, and with none above it the
@@ -250,7 +250,7 @@ class GatewayConfig:
     reader_pool: int = 12
     reader_relative_floor: float = 0.5  # a further answer sentence scores at least this share of the best one's
     # With a reader: follow-up rounds that ask about the names in the best-read sentence while the
-    # reader supports no answer (gateway/engine/hops.py); 0: none. Bounded by the request's budget.
+    # reader supports no answer (gateway/query/hops.py); 0: none. Bounded by the request's budget.
     second_hops: int = 1
     # How long a round of site calls may take, counted from when the gateway began working toward
     # it (the query's arrival, or the previous round's end): the gateway's own routing and
@@ -258,14 +258,14 @@ class GatewayConfig:
     site_timeout_s: float = 10.0
     # ... and a round stops waiting up to this much earlier, keeping back what the gateway's work
     # after a round took for this process's recent questions cut at a deadline (their 95th
-    # percentile: gateway/engine/finish.py), so a hung site costs the user the deadline, not the
+    # percentile: gateway/query/finish.py), so a hung site costs the user the deadline, not the
     # deadline plus the final fusion. 0: off.
     finish_reserve_max_ms: float = 200.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
     # model from <home>/gateway/router/model.json, trained by `hansa gateway router train`; summary
-    # matching until a usable model exists). gateway/learned/ says how it learns.
+    # matching until a usable model exists). gateway/query/learned/ says how it learns.
     router: str = "summary"
-    # The strategy HTTP queries run with (gateway/engine/policy.py named_policy): "hansa" (the
+    # The strategy HTTP queries run with (gateway/query/policy.py named_policy): "hansa" (the
     # engine's defaults: calibrated escalation when the calibration holds one, else one round of
     # summary routing), "one_round", "tiers" / "refine" (SCOUT-RAG's tiers, with budgeted
     # refinement), "escalate", "gated" (an origin's own answer first) or "learned" (RAGRoute's router).
@@ -289,7 +289,7 @@ class GatewayConfig:
     publish_burst: int = 10
     publish_refill_per_s: float = 1 / 60
     # Replicas on several hosts (docs/production.md, "Replicas on several hosts"): one "primary" accepts
-    # publications and, on a Milvus server, mirrors each site's head into it (gateway/head_mirror.py);
+    # publications and, on a Milvus server, mirrors each site's head into it (gateway/index/head_mirror.py);
     # a "follower" shares that Milvus server, refuses publications, and at a request at least
     # follow_interval_s after its last look loads the sets the primary mirrored since.
     role: str = "primary"
@@ -314,18 +314,18 @@ class GatewayConfig:
     tls_cert: str = ""
     tls_key: str = ""
     proxy_hops: int = 0
-    # Site reliability learned from fusion (gateway/reliability.py): how fast old evidence fades.
+    # Site reliability learned from fusion (gateway/query/reliability.py): how fast old evidence fades.
     reliability_half_life_hours: float = 168.0
-    # The gate's and abstention's calibration (gateway/engine/calibration.py), relative to the
+    # The gate's and abstention's calibration (gateway/query/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"
-    # The read-only admin page (/admin, gateway/admin_page.py). Empty: no admin page. Set it from the
+    # The read-only admin page (/admin, gateway/http/admin_page.py). Empty: no admin page. Set it from the
     # environment (HANSA_GATEWAY_ADMIN_KEY) rather than a file; at least 24 characters, and never a
     # client API key (those start with "hansa_"): e.g. `python -c "import secrets; print(secrets.token_urlsafe(32))"`.
     admin_key: str = ""
     # How many answered queries (with their traces) the admin page keeps, newest first; 0: none.
     recent_queries: int = 50
-    # Conversation-aware routing (gateway/engine/conversation.py): a follow-up question is routed and
+    # Conversation-aware routing (gateway/query/conversation.py): a follow-up question is routed and
     # retrieved as itself plus this many salient content words of the user's earlier turns, a turn's
     # words weighted by conversation_decay per turn back (0 words: the last turn alone).
     conversation_carry_words: int = 16  # chosen on the fit split: benchmarks/conversation_routing.json

@@ -6,7 +6,7 @@ text: proper-noun runs ("Federal Reserve", "Bank of America"), acronyms ("IRA", 
 phrases (runs of 1-3 content words between stopwords, "interest rate", "load balancer").
 
 Why in core: a site builds its knowledge graph from these entities (plugin.extraction), and the
-gateway compares the entities of the claims sites make (gateway.claims); both must spot the same
+gateway compares the entities of the claims sites make (gateway.query.claims); both must spot the same
 entities the same way, and the gateway must not import the site adapter to do it.
 """
 from __future__ import annotations

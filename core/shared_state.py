@@ -11,7 +11,7 @@ serializes the read-modify-write steps below across processes. Several hosts nee
 What it holds (one table each, all keys namespaced by the caller):
 - `claim_once`: a key accepted once until it expires, with a fail-closed bound on live keys
   (replay nonces: hansa.sync.nonce_store).
-- `take_tokens`: token buckets (rate limits: hansa.gateway.ratelimit.SharedBuckets).
+- `take_tokens`: token buckets (rate limits: hansa.gateway.trust.ratelimit.SharedBuckets).
 - `bump` / `version` / `put` / `get`: a versioned key/value, so a worker can ask "did anything
   change since I last looked?" with one primary-key read per request (registry, publications).
 - `append` / `newest`: bounded rings of records, newest kept (the gateway's recent queries, which

@@ -1,5 +1,5 @@
 """A small SQLite file for state a gateway updates inside every query (what it learned of each
-site: gateway.reliability, gateway.conduct), opened one way.
+site: gateway.query.reliability, gateway.query.conduct), opened one way.
 
 Why these settings: WAL keeps readers (`hansa gateway sites` while a gateway serves) off the
 writer's lock; without an fsync per commit (`synchronous=NORMAL`; WAL stays consistent, a power cut

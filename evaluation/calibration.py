@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hansa.evaluation.datasets import Question
-from hansa.gateway.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows, reader_rows, tier_rows
+from hansa.gateway.query.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows, reader_rows, tier_rows
 
 
 # How deep escalate rows follow a question's ranking: every schedule the fit chooses among ends at
@@ -40,7 +40,7 @@ def collect_routing_rows(gateway: Any, questions: Sequence[Question], texts: Seq
                          gold_sites: Sequence[Sequence[str]]) -> list[Row]:
     """The tiers rows and the learned router's rows of every question (`texts`: what the gateway
     routes for each); neither calls a site."""
-    from hansa.gateway.learned.train import router_rows
+    from hansa.gateway.query.learned.train import router_rows
 
     labelled = [LabelledQuestion(q.id, text, tuple(gold), q.answerable)
                 for q, text, gold in zip(questions, texts, gold_sites)]

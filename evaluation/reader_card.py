@@ -24,7 +24,7 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         "A cross-encoder over (question, sentence): `answers` (probability that the sentence answers the",
         "question) and an answer span within the sentence. hansa's gateway uses it as the relevance floor of",
         "an answer, the abstention score, the judge of which side of a conflict answers the question, and the",
-        "source of a second hop's follow-up (gateway/reading.py).",
+        "source of a second hop's follow-up (gateway/query/reading.py).",
         "",
         "## Files",
         f"- graph `{meta['graph']['file']}` sha256 `{meta['graph']['sha256']}` ({meta['graph']['size']:,} bytes)",

@@ -12,7 +12,7 @@ baselines differ only by the request (`sites`, `top_k_sites`), the engine strate
   full_information sites ranked by their single best chunk, under hansa's selection rule — needs
                    every chunk embedding at the gateway, so hansa may not ship it.
 The query engine's strategies take a policy per call (a client may not pick a policy over HTTP; see
-gateway/engine/policy.py):
+gateway/query/policy.py):
   gated            DGRAG: the user's own site (`origin`) answers first, the calibrated gate decides
                    whether to escalate. Each answerable question is asked twice: with a gold site as
                    origin (in-domain) and with a site holding none of its gold (out-of-domain);
@@ -21,7 +21,7 @@ gateway/engine/policy.py):
   learned          RAGRoute: the learned router over site-agnostic features (summary matching
                    until a model is trained; `router_model`: a model trained on the fit split's
                    router rows, `hansa gateway router train --rows`).
-  escalate         DGRAG's gate round by round (engine/escalate.py): the ranking's best site(s)
+  escalate         DGRAG's gate round by round (gateway/query/escalate.py): the ranking's best site(s)
                    first, more only while the calibrated evidence is not confident; needs a
                    calibration with an `escalate` model (--calibration).
   one_round        summary routing's margin rule, one round, whatever the calibration holds (with an
@@ -35,7 +35,7 @@ computed without calling sites; the questions themselves are asked by a thread p
 since a question mostly waits on sites.
 
 `conversation`: MTRAG-UN questions are asked as their last turn with the earlier user turns as
-`QueryRequest.conversation` (the engine makes the turn standalone: engine/conversation.py), and the
+`QueryRequest.conversation` (the engine makes the turn standalone: gateway/query/conversation.py), and the
 routing curves are also computed for a small grid of carried-word settings, the last turn alone
 and all turns joined (`conversation_routing`), so the setting can be chosen on the fit split.
 `llm`: the gateway synthesizes answers with the OpenAI-compatible endpoint; every outcome keeps
@@ -115,7 +115,7 @@ def budget_strategies(budgets: Sequence[tuple[str, int]]) -> dict[str, dict[str,
     """Strategy name -> the request budget of each budget point: `refine[sites=4]` -> {"sites": 4}.
     Each point is checked as the gateway checks a request's budget, so a sweep fails before any
     site is built rather than on its first question."""
-    from hansa.gateway.engine.request import Budget
+    from hansa.gateway.query.request import Budget
 
     out = {}
     for key, value in budgets:
@@ -171,7 +171,7 @@ class Outcome:
     short_answer: str = ""  # with a reader: its span in the answer's leading sentence
     used_docs: list[str] = field(default_factory=list)  # documents of the answer's sentences
     reader: str = ""  # the reader's name (empty: none)
-    second_hop_rounds: int = 0  # follow-up rounds that asked a bridge entity (engine.hops)
+    second_hop_rounds: int = 0  # follow-up rounds that asked a bridge entity (query.hops)
     reading_ms: float | None = None  # the gateway's reader time (None: no reader)
 
 
@@ -278,8 +278,8 @@ def outcome_of(strategy: str, q: Question, gold_sites: list[str], response: dict
 
 def policy_for(strategy: str, gateway: Any, router_model: Path | None = None) -> Any:
     """The QueryPolicy of an engine strategy: the same one `[gateway] strategy` serves
-    (gateway.engine.policy.named_policy), built against the federation's gateway."""
-    from hansa.gateway.engine.policy import named_policy
+    (gateway.query.policy.named_policy), built against the federation's gateway."""
+    from hansa.gateway.query.policy import named_policy
 
     if strategy not in ENGINE_STRATEGIES:
         raise InputError(f"not an engine strategy: {strategy!r}")
@@ -289,7 +289,7 @@ def policy_for(strategy: str, gateway: Any, router_model: Path | None = None) ->
 def ask(fed: Any, body: dict[str, Any], policy: Any = None) -> tuple[dict[str, Any], float]:
     """Ask the federation's Gateway service in-process (`body` as POST /v1/query takes it; `policy`
     None: the gateway's configured one, as HTTP clients get). The sites still answer over HTTP."""
-    from hansa.gateway.engine import QueryRequest
+    from hansa.gateway.query import QueryRequest
 
     t0 = time.perf_counter()
     result = fed.gateway_service.query(QueryRequest.from_json(body), EVAL_CLIENT, policy=policy)
@@ -310,7 +310,7 @@ def other_site(q: Question, sites: Sequence[str], gold_sites: Sequence[str]) -> 
 
 def asked_body(q: Question, use_conversation: bool) -> dict[str, Any]:
     """What is asked for `q`: its text, with the earlier user turns as the conversation."""
-    from hansa.gateway.engine.request import MAX_CONVERSATION_TURNS
+    from hansa.gateway.query.request import MAX_CONVERSATION_TURNS
 
     earlier = q.conversation[:-1] if q.conversation and q.conversation[-1] == q.text else q.conversation
     if use_conversation and earlier:
@@ -323,8 +323,8 @@ CONVERSATION_GRID = ((0, 0.5), (4, 0.5), (8, 0.5), (16, 0.5), (8, 1.0), (16, 1.0
 
 
 def routed_text(q: Question, carry_words: int, decay: float) -> str:
-    """The text the gateway routes for `q` under a carried-word setting (engine/conversation.py)."""
-    from hansa.gateway.engine.conversation import standalone_question
+    """The text the gateway routes for `q` under a carried-word setting (gateway/query/conversation.py)."""
+    from hansa.gateway.query.conversation import standalone_question
 
     body = asked_body(q, True)
     return standalone_question(q.text, body.get("conversation", ()), carry_words, decay)
@@ -534,7 +534,7 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
 
 
 def _write_rows(settings: EvalSettings, run: FederationRun, rows: Sequence[Any], progress: Progress) -> None:
-    from hansa.gateway.calibrate import write_rows
+    from hansa.gateway.query.calibrate import write_rows
 
     assert settings.calibration_rows is not None
     target = rows_path(settings.calibration_rows, run.n_sites)
@@ -561,11 +561,11 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
         raise InputError("calibration rows are collected on the fit split only (--split fit): "
                          "a gate fit on report questions would be reported on what it was fit on")
     if settings.calibration is not None:
-        from hansa.gateway.engine.calibration import read_calibration
+        from hansa.gateway.query.calibration import read_calibration
 
         read_calibration(Path(settings.calibration))  # the gateway would fall back to defaults, unmeasured
     if settings.router_model is not None:
-        from hansa.gateway.learned.model import load_model
+        from hansa.gateway.query.learned.model import load_model
 
         if load_model(Path(settings.router_model)) is None:  # the router would fall back, unmeasured
             raise InputError(f"router model {settings.router_model} is unusable (missing, corrupt or trained on "

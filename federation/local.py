@@ -94,12 +94,12 @@ class LocalFederation:
 
     def _build(self) -> None:
         from hansa.adapters.vector.milvus import MilvusVectorStore
-        from hansa.gateway.apikeys import open_api_keys
-        from hansa.gateway.app import create_gateway_app
+        from hansa.gateway.trust.apikeys import open_api_keys
+        from hansa.gateway.http.app import create_gateway_app
         from hansa.gateway.client import gateway_identity
         from hansa.gateway.service import Gateway
-        from hansa.gateway import admin
-        from hansa.gateway.registry import SiteRegistry
+        from hansa.gateway.trust import admin
+        from hansa.gateway.trust.registry import SiteRegistry
         from hansa.plugin.api import create_site_app
         from hansa.plugin.publish import publish_summaries
         from hansa.sync.keys import SiteIdentity

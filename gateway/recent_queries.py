@@ -1,6 +1,6 @@
 """The gateway's recent queries: a bounded ring of answered questions with their traces.
 
-Why: an operator looking at the admin page (gateway/admin_page.py) asks "what did the gateway just
+Why: an operator looking at the admin page (gateway/http/admin_page.py) asks "what did the gateway just
 do, and why?" — which sites a question went to, what each call returned, how long every stage took.
 The engine's trace already says all of that; this ring only keeps the newest `keep` of them.
 
@@ -23,7 +23,7 @@ from typing import Any
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.core.shared_state import SharedState
-from hansa.gateway.registry import utc_now
+from hansa.gateway.trust.registry import utc_now
 from hansa.sync.wire import format_utc
 
 log = get_logger(__name__)

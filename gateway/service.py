@@ -14,7 +14,7 @@ transport, rate limits, API keys, signing identity) and every caller holds the s
 
 What `open` builds itself it also closes (the embedder and vector store it opened from `cfg`); what
 the caller passes in stays the caller's to close. With `llm` (hansa.adapters.llm.LLM) every query's
-answer is synthesized from the fused evidence and checked (engine/synthesize.py); without it, the
+answer is synthesized from the fused evidence and checked (query/synthesize.py); without it, the
 answer is extractive. Either way `query()` returns the final answer with readable citations. The summary index is always the gateway's: it is
 rebuilt from its durable copy on open and flushed on close.
 """
@@ -39,19 +39,19 @@ from hansa.core.errors import ConfigError, HansaError
 from hansa.core.files import write_json_atomic
 from hansa.core.logs import get_logger
 from hansa.core.shared_state import ChangeWatcher, SharedState
-from hansa.gateway.apikeys import ApiKeyStore, open_api_keys
+from hansa.gateway.trust.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
-from hansa.gateway.engine import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
-from hansa.gateway.head_mirror import HeadMirror
-from hansa.gateway.history import HISTORY_FILE, SiteHistory
-from hansa.gateway.index import SummaryIndex
-from hansa.gateway.publishing import SitePublications
+from hansa.gateway.query import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
+from hansa.gateway.index.head_mirror import HeadMirror
+from hansa.gateway.query.history import HISTORY_FILE, SiteHistory
+from hansa.gateway.index.summaries import SummaryIndex
+from hansa.gateway.trust.publishing import SitePublications
 from hansa.gateway.query_id import new_query_id, query_scope
-from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
+from hansa.gateway.trust.ratelimit import RateLimited, TokenBucketLimiter
 from hansa.gateway.recent_queries import RecentQueries, query_record
-from hansa.gateway.registry import REVOKED, SiteRegistry, utc_now
-from hansa.gateway.conduct import SiteConduct
-from hansa.gateway.reliability import SiteReliability
+from hansa.gateway.trust.registry import REVOKED, SiteRegistry, utc_now
+from hansa.gateway.query.conduct import SiteConduct
+from hansa.gateway.query.reliability import SiteReliability
 from hansa.gateway.transport import HttpSiteTransport, SiteTransport
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import EmbeddingSpace
@@ -107,7 +107,7 @@ def promote_staged(gateway_dir: Path, space: EmbeddingSpace, store: VectorStore)
 def _promote_locked(gateway_dir: Path, index_dir: Path, staged: Path, space: EmbeddingSpace, store: VectorStore) -> bool:
     import shutil
 
-    from hansa.gateway.durable import DurableStore
+    from hansa.gateway.index.durable import DurableStore
 
     promoted = False
     if _held_space(staged) == space:
@@ -224,11 +224,11 @@ class Gateway:
         # The router HTTP queries get: None keeps the engine's default (summary matching).
         self.router = None
         if cfg.router == "learned" or cfg.strategy == "learned":
-            from hansa.gateway.learned.router import open_router
+            from hansa.gateway.query.learned.router import open_router
 
             self.router = open_router(cfg, index, registry.path.parent)
         # The policy HTTP queries run with ([gateway] strategy; None: the engine's defaults).
-        from hansa.gateway.engine.policy import named_policy
+        from hansa.gateway.query.policy import named_policy
 
         self.policy = None if cfg.strategy == "learned" else named_policy(cfg.strategy, self)
         self._owned = resources_to_close or ExitStack()
@@ -353,7 +353,7 @@ class Gateway:
             return result
 
     def publish(self, site_id: str, envelope: Any) -> dict[str, Any]:
-        """Accept a site's signed publication (see gateway.publishing.SitePublications.publish)."""
+        """Accept a site's signed publication (see gateway.trust.publishing.SitePublications.publish)."""
         from hansa.gateway import metrics
 
         self.sync()
@@ -415,7 +415,7 @@ class Gateway:
                            # words in the site's published term statistics (None: it publishes none)
                            "terms": len(terms[r.site_id]) if r.site_id in terms else None,
                            **({"reliability": learned[r.site_id]} if r.site_id in learned else {}),
-                           # what its answers showed against its claims (gateway.conduct)
+                           # what its answers showed against its claims (gateway.query.conduct)
                            **({"conduct": conduct[r.site_id]} if r.site_id in conduct else {})}
                           for r in records]}
 
@@ -436,7 +436,7 @@ class Gateway:
 
     @staticmethod
     def openapi() -> bytes:
-        return resources.files("hansa.gateway").joinpath("openapi.json").read_bytes()
+        return resources.files("hansa.gateway.http").joinpath("openapi.json").read_bytes()
 
     def close(self, timeout: float | None = 30.0) -> bool:
         """Let the index's durable write-behind finish, then close what `open` opened. Idempotent.

@@ -319,7 +319,7 @@ def publish_withdrawal(
     ctx: SiteContext, gateway_url: str | None = None, now: datetime | None = None, retry: RetryPolicy | None = None,
 ) -> PublishResult:
     """Sign and deliver a publication that holds no summary and no term statistics: the site's
-    withdrawal. The gateway then routes nothing to it (gateway.registry `is_withdrawn`) without an
+    withdrawal. The gateway then routes nothing to it (gateway.trust.registry `is_withdrawn`) without an
     admin revoking it, and a later publication brings it back. `hansa site uninstall` sends it
     first, while the site still has its key; it goes through the outbox like any publication."""
     configured = gateway_url or ctx.cfg.site.gateway_url

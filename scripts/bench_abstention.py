@@ -4,10 +4,10 @@ cross-validated, with hansa's own model and two richer models of the same featur
 Issue 8 asks the gateway to abstain on >= 70% of unanswerable questions while answering >= 90% of
 answerable ones. The gateway decides from its assessment of the evidence in hand (best relevance,
 its margin, coverage of the question's words, agreement, the best summary match, ...;
-gateway/engine/assess.py). This script asks whether those features *can* separate the two
+gateway/query/assess.py). This script asks whether those features *can* separate the two
 kinds of question, before anyone tunes the model further:
 
-- `hansa`: the shipped fit (gateway.engine.calibration.fit_model: standardized logistic
+- `hansa`: the shipped fit (gateway.query.calibration.fit_model: standardized logistic
   regression, threshold keeping `--answered` of the training folds' answerable questions), fit on
   k-1 folds and judged on the held-out fold, and also in-sample (what `hansa gateway calibrate`
   prints);
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
 
 from hansa.evaluation.metrics import auroc  # noqa: E402
-from hansa.gateway.engine.calibration import threshold_keeping  # noqa: E402
+from hansa.gateway.query.calibration import threshold_keeping  # noqa: E402
 
 ROWS_DIR = benchlib.REPO_DIR / "benchmarks" / "calibration-rows"
 DEFAULT_ROWS = (ROWS_DIR / "mtrag16_fit_v3.jsonl", ROWS_DIR / "squad16_fit.jsonl")
@@ -54,8 +54,8 @@ def answer_keeping(scores: np.ndarray, labels: np.ndarray, answered: float) -> n
 
 
 def hansa_arm(examples: Sequence[Any], labels: np.ndarray, folds: list[np.ndarray], answered: float) -> dict[str, Any]:
-    from hansa.gateway.calibrate import assessment_of
-    from hansa.gateway.engine.calibration import EVIDENCE_FEATURES, fit_model
+    from hansa.gateway.query.calibrate import assessment_of
+    from hansa.gateway.query.calibration import EVIDENCE_FEATURES, fit_model
 
     def score(model: Any, idx: np.ndarray) -> np.ndarray:
         return np.array([model.probability(assessment_of(examples[i])) for i in idx])
@@ -114,8 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0.0 < args.answered <= 1.0 or folds_k < 2:
         p.error("--answered must lie in (0, 1] and --folds be at least 2")
 
-    from hansa.gateway.calibrate import read_rows
-    from hansa.gateway.engine.calibration import EVIDENCE_FEATURES
+    from hansa.gateway.query.calibrate import read_rows
+    from hansa.gateway.query.calibration import EVIDENCE_FEATURES
 
     warnings.filterwarnings("ignore", category=UserWarning)
     report = benchlib.Report("abstention", args.smoke, libraries=("scikit-learn",))
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               for x in (path.resolve() for path in paths)],
                      "answered": args.answered, "folds": folds_k, "seed": 0}
     for path in paths:
-        # a row without any passage abstains by rule before any model (gateway.calibrate.calibrate)
+        # a row without any passage abstains by rule before any model (gateway.query.calibrate.calibrate)
         examples = [r.example for r in read_rows(path) if r.model == "abstain" and r.example.features.get("passages", 0) > 0]
         labels = np.array([e.label for e in examples], dtype=bool)
         if labels.all() or not labels.any() or min(labels.sum(), (~labels).sum()) < folds_k:

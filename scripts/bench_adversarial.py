@@ -29,7 +29,7 @@ the honest sites alone). Measured: gold-site recall over honest gold sites, the 
 carrying the attacker's text, the attacker's rank by the reliability the gateway learned (1 =
 least trusted), and for the injector the share of answers that relay the injected instruction or
 its payload. Extractive answers (no LLM is configured), so "obeying" can only be relaying here; an
-LLM that obeys whatever its prompt says is tested in tests/gateway/test_lying_members.py (the
+LLM that obeys whatever its prompt says is tested in tests/gateway/query/test_lying_members.py (the
 instruction never reaches it).
 
     nice python scripts/bench_adversarial.py [--smoke] [--attacks routing_hog,echoer,...] [--split fit|report]
@@ -271,7 +271,7 @@ def ask_all(fed: Any, questions: Sequence[Any], site_of: dict[str, str],
 def reliability_rank(fed: Any, site_id: str) -> tuple[int | None, dict[str, float]]:
     """1 + the number of sites the gateway trusts strictly less than `site_id` (sites it never
     observed sit at the prior)."""
-    from hansa.gateway.reliability import PRIOR_ALPHA, PRIOR_BETA
+    from hansa.gateway.query.reliability import PRIOR_ALPHA, PRIOR_BETA
 
     rel = fed.gateway_service.reliability
     if rel is None:

@@ -6,12 +6,12 @@ answer) and MTRAG (the gold passage's sentence closest to the question). A copy 
 held by some sites ("liars") has one value in that sentence changed: a number (scaled), a date
 (year moved) or a name (swapped for another answer-name from the data). The values to change are
 found by plain regular expressions on the *answer* (SQuAD) or the sentence (MTRAG), not by
-gateway/claims.py, so the extractor's blind spots count against its recall. A change is used only
+gateway/query/claims.py, so the extractor's blind spots count against its recall. A change is used only
 when the value occurs once in the sentence and the new value is not already there (otherwise the
 changed copy still states the original value: see _clean_change). 2-5 sites per case,
 the honest side a majority, a tie, or a minority. Each site answers as a hansa site does: its copy's
 three sentences closest to the question (the answer sentence always among them), with its own
-cosine as relevance; the gateway fuses them with `hansa.gateway.fusion.fuse` (the real embedder).
+cosine as relevance; the gateway fuses them with `hansa.gateway.query.fusion.fuse` (the real embedder).
 
 Controls, where every reported conflict is false: all sites hold the same honest copy ("honest"),
 and each site holds a different passage of the same SQuAD article ("distinct": related, non-copied
@@ -291,7 +291,7 @@ class Tally:
 
 
 def run_case(case: Case, sites: list[str], liars: set[str], embedder: Any, reliability: Any) -> Tally:
-    from hansa.gateway.fusion import fuse
+    from hansa.gateway.query.fusion import fuse
 
     qv = embedder.embed_one(case.question)
     calls = []
@@ -321,7 +321,7 @@ def run_case(case: Case, sites: list[str], liars: set[str], embedder: Any, relia
 
 
 def run_pass(cases: list[Case], controls: list[Case], embedder: Any, use_history: bool, seed: int) -> dict[str, Any]:
-    from hansa.gateway.reliability import SiteReliability
+    from hansa.gateway.query.reliability import SiteReliability
 
     reliability = SiteReliability(None) if use_history else None
     rng = random.Random(seed)

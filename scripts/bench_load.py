@@ -139,7 +139,7 @@ def add_fault_sites(fed: Any, stack: ExitStack, documents: dict[str, list[dict[s
                     deadline_s: float) -> dict[str, str]:
     """Start, enroll and publish the fault sites; returns {site_id: kind}. Each mirrors a real
     site's passages as its summaries, so questions that route to that site route to it as well."""
-    from hansa.gateway import admin
+    from hansa.gateway.trust import admin
     from hansa.sync.keys import SiteIdentity
     from hansa.sync.publication import build_publication
     from hansa.sync.vectors import encode_vector
@@ -188,7 +188,7 @@ def response_validators() -> dict[int, Any]:
     """jsonschema validators for the documented bodies of POST /v1/query: 200 and 502."""
     from jsonschema import Draft202012Validator
 
-    spec = json.loads(resources.files("hansa.gateway").joinpath("openapi.json").read_bytes())
+    spec = json.loads(resources.files("hansa.gateway.http").joinpath("openapi.json").read_bytes())
 
     def of(name: str) -> Any:
         return Draft202012Validator({**spec, "$ref": f"#/components/schemas/{name}"})
@@ -315,7 +315,7 @@ def run_load(url: str, api_key: str, questions: Sequence[str], count: int, concu
                     stages.setdefault(stage, []).append(ms / 1000)
                 if "trace" in body:
                     stages.setdefault("gateway_total", []).append(body["trace"]["total_ms"] / 1000)
-                    # what the question's last round kept back of the deadline (gateway/engine/finish.py)
+                    # what the question's last round kept back of the deadline (gateway/query/finish.py)
                     stages.setdefault("finish_reserve", []).append(body["trace"].get("finish_reserve_ms", 0.0) / 1000)
                 statuses[str(status)] = statuses.get(str(status), 0) + 1
                 if why is not None:

@@ -14,7 +14,7 @@ cost of verifying, decoding or indexing them. Side by side, sequentially over al
 - `verify_parse`: strict JSON parse + `open_publication` (signature, payload parse, manifest and
   vector checks): everything before the index.
 - `verify_index_memory`: the above + `SummaryIndex.plan` / `commit` into the gateway's summary
-  index (the in-memory FAISS index, gateway.ann), as a gateway answers a publication: first
+  index (the in-memory FAISS index, gateway.index.ann), as a gateway answers a publication: first
   publication, a republication (sequence 2: every record changed, rows replaced) and a delta
   (sequence 3: `--changed` of the records changed, only those sent).
 - `verify_index_<store>`: the same with the durable copy on (Milvus rows + head files, written
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_summaries = args.summaries or (30 if args.smoke else 400)
 
     from hansa.core.jsonsafe import loads_strict
-    from hansa.gateway.index import SummaryIndex
+    from hansa.gateway.index.summaries import SummaryIndex
     from hansa.sync.dsse import verify_envelope
     from hansa.sync.publication import PUBLICATION_TYPE_V2, open_publication
     from hansa.sync.wire import EmbeddingSpace
@@ -217,9 +217,9 @@ def index_passes(passes: dict[str, Any], name: str, index: Any, sites: Sequence[
 def http_pass(sites: Sequence[Site], open_store: Callable[[], Any], embedder: Any, home: Path) -> dict[str, Any]:
     """POST every publication through the gateway's Flask app, with a real registry of the sites."""
     from hansa.core.config import GatewayConfig
-    from hansa.gateway import admin
-    from hansa.gateway.app import create_gateway_app
-    from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.trust import admin
+    from hansa.gateway.http.app import create_gateway_app
+    from hansa.gateway.trust.registry import SiteRegistry
     from hansa.gateway.service import Gateway
 
     home.mkdir(parents=True, exist_ok=True)

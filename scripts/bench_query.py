@@ -7,9 +7,9 @@ per call. Three arms, their order rotated question by question so all see the sa
   hidden, as on a site ingested before plugin/sentence_vectors.py), and fusion measures every
   fused sentence (relevance.EAGER_BELOW raised above any candidate count), after the calls;
 - `after_late`: stored sentence vectors, and fusion verifying only what it uses
-  (gateway/relevance.py), still measured after the calls;
+  (gateway/query/relevance.py), still measured after the calls;
 - `after`: the gateway as it ships: as `after_late`, and an answer that arrives while slower sites
-  are awaited has its sentences measured then (gateway.relevance.measure_early).
+  are awaited has its sentences measured then (gateway.query.relevance.measure_early).
 The gateway's LRU (gateway.embedding_memo_entries) is cleared before every question of either arm, so
 each question is asked cold; `after_repeat` asks the same question again (an LRU hit).
 
@@ -71,7 +71,7 @@ class Arms:
     """Switches the whole federation between the arms."""
 
     def __init__(self, fed: Any) -> None:
-        from hansa.gateway import relevance
+        from hansa.gateway.query import relevance
 
         self.relevance = relevance
         self.eager_below = relevance.EAGER_BELOW
@@ -105,7 +105,7 @@ def federation_inputs(per_domain: int, n_questions: int, n_sites: int) -> tuple[
 
 
 def ask(fed: Any, question: str, mode: str) -> dict[str, Any]:
-    from hansa.gateway.engine import QueryRequest
+    from hansa.gateway.query import QueryRequest
 
     body: dict[str, Any] = {"question": question}
     if mode == "all_sites":

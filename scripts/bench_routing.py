@@ -14,7 +14,7 @@ Side by side in one run: the exact numpy scan (float32 matmul + argpartition; al
 truth), exact float16 storage, an IVF in numpy (k-means coarse quantizer, nprobe sweep), FAISS
 (installed with milvus-lite: flat, fp16 flat, IVF, IVF with fp16 rows, HNSW) and Milvus Lite
 through hansa's vector store (FLAT / IVF_FLAT / HNSW), and the gateway's own routing index
-(`hansa_gateway_ann`: hansa.gateway.ann.AnnIndex, what the gateway searches). Per variant and
+(`hansa_gateway_ann`: hansa.gateway.index.ann.AnnIndex, what the gateway searches). Per variant and
 setting: build seconds, single-query p50/p99, recall@10, RSS delta.
 
     python scripts/bench_routing.py [--smoke] [--out benchmarks/routing.json] [--sizes 10000,100000]
@@ -286,11 +286,11 @@ PUBLICATION_ROWS = 20_000  # rows per batch fed to the gateway's index (e.g. 50 
 
 
 def build_hansa_ann(x: np.ndarray, cfg: "RunConfig") -> Built:
-    """The gateway's own index (hansa.gateway.ann.AnnIndex), grown the way a gateway grows it:
+    """The gateway's own index (hansa.gateway.index.ann.AnnIndex), grown the way a gateway grows it:
     rows arrive in publication-sized batches, it turns from exact into IVF past its threshold and
     re-trains itself as it grows (synchronously here, so the build time is all counted). The
     first setting is the nprobe the gateway uses by default; the others sweep around it."""
-    from hansa.gateway.ann import AnnIndex
+    from hansa.gateway.index.ann import AnnIndex
 
     ids = np.arange(len(x), dtype=np.int64)
     with MemoryDelta() as mem, Stopwatch() as sw:

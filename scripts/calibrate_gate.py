@@ -3,7 +3,7 @@ Table 2 and the abstention targets on the report split.
 
 Why one site per domain: an origin site then has a natural domain, so "in-domain" (the origin holds
 the gold passages) and "out-of-domain" (another domain's site) are well defined, as in DGRAG.
-Features are collected through the real engine (gateway.calibrate), fit on fit-split questions
+Features are collected through the real engine (gateway.query.calibrate), fit on fit-split questions
 only (the evaluation's split rule), and every rate printed is on report-split questions.
 
     python scripts/calibrate_gate.py --data ../shared/datasets/mtrag            # full run (minutes)
@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from hansa.evaluation import mtrag  # noqa: E402
 from hansa.federation.local import LocalFederation  # noqa: E402
-from hansa.gateway import calibrate as fitting  # noqa: E402
+from hansa.gateway.query import calibrate as fitting  # noqa: E402
 
 from hansa.evaluation.split import split_of  # noqa: E402  (the evaluation's fit/report rule)
 

@@ -32,11 +32,11 @@ from hansa.adapters.vector.milvus import MilvusVectorStore  # noqa: E402
 from hansa.evaluation.mtrag import split_sites  # noqa: E402
 from hansa.evaluation.mtrag import load_passages, load_questions, load_rewrites  # noqa: E402
 from hansa.core.config import Config, GatewayConfig  # noqa: E402
-from hansa.gateway.engine import SummaryRouter  # noqa: E402
-from hansa.gateway.learned.features import site_features  # noqa: E402
-from hansa.gateway.learned.model import fit  # noqa: E402
-from hansa.gateway.learned.router import LearnedRouter, index_published  # noqa: E402
-from hansa.gateway.registry import SiteRegistry, utc_now  # noqa: E402
+from hansa.gateway.query import SummaryRouter  # noqa: E402
+from hansa.gateway.query.learned.features import site_features  # noqa: E402
+from hansa.gateway.query.learned.model import fit  # noqa: E402
+from hansa.gateway.query.learned.router import LearnedRouter, index_published  # noqa: E402
+from hansa.gateway.trust.registry import SiteRegistry, utc_now  # noqa: E402
 from hansa.gateway.service import Gateway  # noqa: E402
 
 

@@ -35,11 +35,11 @@ import numpy as np
 from hansa.evaluation.mtrag import Question, load_passages, load_questions, load_rewrites, split_sites
 from hansa.evaluation.runner import cap_passages
 from hansa.federation.local import API_KEY_NAME, LocalFederation
-from hansa.gateway.engine import QueryPolicy, QueryRequest, SummaryRouter
-from hansa.gateway.learned.features import site_features
-from hansa.gateway.learned.model import fit
-from hansa.gateway.learned.router import LearnedRouter, index_published, open_router, router_dir
-from hansa.gateway.learned.train import summary, train_router
+from hansa.gateway.query import QueryPolicy, QueryRequest, SummaryRouter
+from hansa.gateway.query.learned.features import site_features
+from hansa.gateway.query.learned.model import fit
+from hansa.gateway.query.learned.router import LearnedRouter, index_published, open_router, router_dir
+from hansa.gateway.query.learned.train import summary, train_router
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "mtrag"
 

@@ -118,7 +118,7 @@ def _check_fresh(issued_at: str, now: datetime, what: str) -> None:
 def exact_fields(obj: Any, keys: set[str], what: str) -> Mapping[str, Any]:
     """`obj` as a JSON object with exactly `keys`: signed documents carry no unknown fields.
 
-    Shared with gateway.trust, whose root and registry documents are read the same way."""
+    Shared with gateway.trust.documents, whose root and registry documents are read the same way."""
     if not isinstance(obj, Mapping):
         raise InputError(f"{what}: expected a JSON object")
     if set(obj) != keys:

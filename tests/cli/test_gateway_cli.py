@@ -80,8 +80,8 @@ def test_identity_prints_a_stable_gateway_key(tmp_path) -> None:
 
 
 def test_quarantine_a_site_and_read_its_record_in_sites(tmp_path: Path) -> None:
-    from hansa.gateway.conduct import SiteConduct
-    from hansa.gateway.reliability import LOST, Observation, SiteReliability
+    from hansa.gateway.query.conduct import SiteConduct
+    from hansa.gateway.query.reliability import LOST, Observation, SiteReliability
 
     key = SiteIdentity.generate().public_key_b64
     assert run(tmp_path, "enroll", "--site-id", "site-a", "--url", "http://x.example", "--public-key", key).exit_code == 0

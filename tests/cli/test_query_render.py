@@ -1,4 +1,4 @@
-"""How `hansa query` shows a gateway response (the HTTP paths are in tests/gateway/test_query_cli.py):
+"""How `hansa query` shows a gateway response (the HTTP paths are in tests/gateway/http/test_query_cli.py):
 only the citations the answer uses, numbered as its markers, with page, source and site; each
 conflict with its sides and the kept value; the per-site summary with each call."""
 from __future__ import annotations

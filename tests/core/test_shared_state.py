@@ -13,7 +13,7 @@ import pytest
 
 from hansa.core.errors import ConfigError
 from hansa.core.shared_state import ChangeWatcher, SharedState
-from hansa.gateway.ratelimit import RateLimited, TokenBucketLimiter
+from hansa.gateway.trust.ratelimit import RateLimited, TokenBucketLimiter
 from hansa.sync.httpsig import (
     REPLAYED,
     NonceCache,

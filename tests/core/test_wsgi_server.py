@@ -64,7 +64,7 @@ def test_threads_pick_gunicorns_threaded_worker_and_nonsense_is_refused() -> Non
 
 
 def test_the_gateway_serves_several_requests_per_worker_and_the_site_one(tmp_path: Path) -> None:
-    from hansa.gateway.serving import server_options as gateway_options
+    from hansa.gateway.http.serving import server_options as gateway_options
     from hansa.plugin.serving import server_options as site_options
 
     cfg = load_config(env={"HANSA_HOME": str(tmp_path)})

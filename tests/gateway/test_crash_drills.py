@@ -26,9 +26,9 @@ import pytest
 from hansa.adapters.embedder import open_embedder
 from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import Config, load_config
-from hansa.gateway.durable import COLLECTION
-from hansa.gateway.registry import SiteRegistry
-from hansa.gateway import admin
+from hansa.gateway.index.durable import COLLECTION
+from hansa.gateway.trust.registry import SiteRegistry
+from hansa.gateway.trust import admin
 from hansa.gateway.service import Gateway
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import PublicationHead, build_publication, summary_sha256

@@ -14,10 +14,10 @@ from typing import Any, Iterator, Mapping, Sequence
 import pytest
 
 from hansa.core.config import GatewayConfig
-from hansa.gateway.apikeys import API_KEYS_FILE, ApiKeyStore
-from hansa.gateway.app import create_gateway_app
-from hansa.gateway.registry import SiteRegistry
-from hansa.gateway import admin
+from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
+from hansa.gateway.http.app import create_gateway_app
+from hansa.gateway.trust.registry import SiteRegistry
+from hansa.gateway.trust import admin
 from hansa.gateway.service import Gateway
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import build_publication

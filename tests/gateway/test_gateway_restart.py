@@ -98,7 +98,7 @@ def test_a_restart_with_another_embedder_refuses_the_old_index(tmp_path: Path, e
     from hansa.adapters.vector.milvus import MilvusVectorStore
     from hansa.core.config import Config
     from hansa.core.errors import ConfigError
-    from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.trust.registry import SiteRegistry
     from hansa.gateway.service import Gateway
 
     cfg = Config(home=tmp_path)
@@ -119,9 +119,9 @@ def test_a_staged_embedder_takes_over_at_restart_with_no_empty_index(tmp_path: P
     from hansa.adapters.vector.milvus import MilvusVectorStore
     from hansa.core.config import GatewayConfig
     from hansa.core.errors import InputError
-    from hansa.gateway.durable import COLLECTION
-    from hansa.gateway import admin
-    from hansa.gateway.registry import SiteRegistry
+    from hansa.gateway.index.durable import COLLECTION
+    from hansa.gateway.trust import admin
+    from hansa.gateway.trust.registry import SiteRegistry
     from hansa.gateway.service import STAGED_DIR, Gateway
 
     nxt = OnnxEmbedder("all-MiniLM-L6-v2-q")

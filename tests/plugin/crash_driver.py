@@ -32,7 +32,7 @@ def ingest(batch_docs: str, *paths: str) -> None:
 
 
 def gateway_apply(site_id: str, *envelopes: str) -> None:
-    from hansa.gateway.publishing import PublicationConflict
+    from hansa.gateway.trust.publishing import PublicationConflict
     from hansa.gateway.service import Gateway
 
     with Gateway.open(load_config()) as gateway:

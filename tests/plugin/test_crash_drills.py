@@ -21,9 +21,9 @@ from werkzeug.serving import make_server
 
 from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import Config, GatewayConfig
-from hansa.gateway.app import create_gateway_app
-from hansa.gateway.registry import SiteRegistry
-from hansa.gateway import admin
+from hansa.gateway.http.app import create_gateway_app
+from hansa.gateway.trust.registry import SiteRegistry
+from hansa.gateway.trust import admin
 from hansa.gateway.service import Gateway
 from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox

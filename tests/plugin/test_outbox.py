@@ -21,10 +21,10 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.cli import main
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import BackendError
-from hansa.gateway.app import create_gateway_app
+from hansa.gateway.http.app import create_gateway_app
 from hansa.gateway.service import Gateway
-from hansa.gateway import admin
-from hansa.gateway.registry import SiteRegistry
+from hansa.gateway.trust import admin
+from hansa.gateway.trust.registry import SiteRegistry
 from hansa.plugin import publish as publish_module
 from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox, RetryPolicy

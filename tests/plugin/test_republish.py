@@ -19,10 +19,10 @@ from werkzeug.serving import make_server
 from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError
-from hansa.gateway.app import create_gateway_app
+from hansa.gateway.http.app import create_gateway_app
 from hansa.gateway.service import Gateway
-from hansa.gateway import admin
-from hansa.gateway.registry import SiteRegistry
+from hansa.gateway.trust import admin
+from hansa.gateway.trust.registry import SiteRegistry
 from hansa.plugin.install import load_identity
 from hansa.plugin.outbox import Outbox, RetryPolicy
 from hansa.plugin.publish import accepted_expiry, publish_summaries, read_state, summaries_changed

@@ -86,7 +86,7 @@ def test_a_broken_config_fails_first_and_skips_the_rest(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def empty_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a real gateway (its Flask API over the Gateway service) whose registry is empty."""
-    from hansa.gateway.app import create_gateway_app
+    from hansa.gateway.http.app import create_gateway_app
     from hansa.gateway.service import Gateway
 
     cfg = load_config(env={"HANSA_HOME": str(tmp_path_factory.mktemp("gateway"))})

@@ -410,7 +410,7 @@ def test_house_smoke(tmp_path: Path) -> None:
     their complexity is read from their source."""
     doc = run_bench("house", tmp_path)
     results = doc["results"]
-    assert {"gateway/engine/engine.py", "gateway/fusion.py"} <= set(results["gateway_files"])
+    assert {"gateway/query/engine.py", "gateway/query/fusion.py"} <= set(results["gateway_files"])
     assert results["query_gateway_files"] == len(results["gateway_files"])
     assert results["query_gateway_functions"] > results["query_gateway_files"]
     assert results["product_files"] > results["query_gateway_files"]  # sites answered in this process too

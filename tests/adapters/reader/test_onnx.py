@@ -11,7 +11,7 @@ import pytest
 
 from hansa.adapters.reader.onnx import META, PACKAGED_DIR, OnnxReader, best_span, load_files
 from hansa.core.errors import BackendError
-from hansa.gateway.reading import open_reading
+from hansa.gateway.query.reading import open_reading
 
 QUESTION = "What year was Casimir Pulaski born in Warsaw?"
 # squad:Warsaw#000 and its question 5733a5f54776f41900660f48 (SQuAD v1.1 dev, CC BY-SA 4.0): an

@@ -1,0 +1,284 @@
+"""The durable copy of the gateway's summary index: vectors in Milvus, each site's head in a file.
+
+Why both: Milvus holds the exact published float32 vectors (what the in-memory index is rebuilt
+from at start); a small JSON file per site (`<state_dir>/<site_id>.json`, replaced atomically)
+says which rows make up the site's current set — its **head**: sequence, expiry, the digests of
+the publication and of its manifest, per summary (version, sha256, level, richness), and the
+site's term statistics (sync.terms) when it publishes them.
+
+Rows are content-addressed (`row_key`: site, summary id, version and hash), so a new set's rows
+are written *beside* the old set's, and switching sets is the one atomic head-file replace. A crash
+at any point leaves either the old or the new head, each naming rows that exist:
+
+    1. head(old) + orphans += the new rows   (intent: rows about to be written)
+    2. upsert the new rows into Milvus
+    3. head(new), orphans = rows only the old set used (and earlier orphans)   <- the switch
+    4. delete the orphans from Milvus; 5. head(new) without orphans
+
+At start, orphans named in a head are deleted before the set is loaded (`SummaryIndex.restore`).
+With a `mirror` (gateway.index.head_mirror: replicas on other hosts), each head is also written to Milvus
+right after step 3, before step 4 deletes the old set's rows that a follower may still be reading.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+
+import numpy as np
+
+from hansa.adapters.vector.base import CollectionSpec, VectorStore
+from hansa.core.crash_points import crash_point
+from hansa.core.files import write_bytes_atomic
+from hansa.core.errors import BackendError, HansaError, InputError
+from hansa.core.jsonsafe import dumps, loads_strict
+from hansa.core.logs import get_logger
+from hansa.sync.terms import TermSketch
+from hansa.sync.wire import MAX_INT64, SHA256_HEX_RE, SUMMARY_ID_RE, parse_utc, validate_site_id
+
+if TYPE_CHECKING:
+    from hansa.gateway.index.head_mirror import HeadMirror
+
+log = get_logger(__name__)
+
+COLLECTION = "gateway_summaries"
+_FIELDS = {"site_id": "str", "summary_id": "str", "level": "int", "richness": "int"}
+HEAD_FORMAT = 1
+
+Row = tuple[int, str, int, int]  # (version, sha256, level, richness)
+
+
+def row_key(site_id: str, summary_id: str, version: int, sha256: str) -> str:
+    """A row's Milvus id: one per content, so a new set never overwrites a row the old set uses."""
+    return f"{site_id}/{summary_id}/{version}/{sha256[:16]}"
+
+
+@dataclass(frozen=True)
+class StoredHead:
+    """A site's current set as the durable store records it."""
+
+    site_id: str
+    sequence: int
+    expires: str
+    payload_sha256: str
+    manifest_sha256: str
+    rows: Mapping[str, Row]  # summary id -> (version, sha256, level, richness)
+    orphans: tuple[str, ...] = ()  # row keys that may exist in Milvus but belong to no set
+    terms: TermSketch | None = None  # the set's term statistics, switched with it (same file)
+
+    def keys(self) -> dict[str, str]:
+        """Row key by summary id."""
+        return {sid: row_key(self.site_id, sid, r[0], r[1]) for sid, r in self.rows.items()}
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": HEAD_FORMAT,
+            "site_id": self.site_id,
+            "sequence": self.sequence,
+            "expires": self.expires,
+            "payload_sha256": self.payload_sha256,
+            "manifest_sha256": self.manifest_sha256,
+            "summaries": {sid: list(r) for sid, r in sorted(self.rows.items())},
+            "orphans": sorted(self.orphans),
+            "terms": None if self.terms is None else self.terms.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object, where: str) -> "StoredHead":
+        """Re-validates what it reads: a damaged or hand-edited head must not load half a set."""
+        keys = {"format", "site_id", "sequence", "expires", "payload_sha256", "manifest_sha256", "summaries", "orphans"}
+        # "terms" is optional: heads written before term statistics existed lack it
+        if not isinstance(obj, dict) or set(obj) - {"terms"} != keys or obj["format"] != HEAD_FORMAT:
+            raise InputError(f"{where}: not a hansa gateway head (format {HEAD_FORMAT})")
+        seq = obj["sequence"]
+        if type(seq) is not int or not 0 <= seq <= MAX_INT64:
+            raise InputError(f"{where}: sequence must be a non-negative integer")
+        parse_utc(obj["expires"], where)
+        for name in ("payload_sha256", "manifest_sha256"):
+            if not isinstance(obj[name], str) or not SHA256_HEX_RE.fullmatch(obj[name]):
+                raise InputError(f"{where}: {name} must be sha256 hex")
+        rows: dict[str, Row] = {}
+        summaries = obj["summaries"]
+        if not isinstance(summaries, dict):
+            raise InputError(f"{where}: summaries must be an object")
+        for sid, r in summaries.items():
+            ok = (
+                SUMMARY_ID_RE.fullmatch(sid) and isinstance(r, list) and len(r) == 4
+                and all(type(r[i]) is int and r[i] >= 0 for i in (0, 2, 3))
+                and isinstance(r[1], str) and SHA256_HEX_RE.fullmatch(r[1])
+            )
+            if not ok:
+                raise InputError(f"{where}: summary {sid!r} must be [version, sha256, level, richness]")
+            rows[sid] = (r[0], r[1], r[2], r[3])
+        orphans = obj["orphans"]
+        if not isinstance(orphans, list) or not all(isinstance(k, str) for k in orphans):
+            raise InputError(f"{where}: orphans must be a list of row keys")
+        terms = obj.get("terms")
+        return cls(validate_site_id(obj["site_id"]), seq, obj["expires"], obj["payload_sha256"],
+                   obj["manifest_sha256"], rows, tuple(orphans),
+                   None if terms is None else TermSketch.from_json(terms, f"{where}: terms"))
+
+
+def stored_vectors(store: VectorStore, head: StoredHead) -> dict[str, np.ndarray]:
+    """The exact vectors of the head's rows by summary id; BackendError if any is missing."""
+    keys = head.keys()
+    found = store.get(COLLECTION, list(keys.values())) if keys else {}
+    missing = [sid for sid, key in keys.items() if key not in found]
+    if missing:
+        raise BackendError(
+            f"site {head.site_id!r}: {len(missing)} of its {len(keys)} stored summaries are missing from "
+            f"Milvus (first: {missing[0]!r}); its set is not loaded and its next publication must be a full set"
+        )
+    return {sid: found[key] for sid, key in keys.items()}
+
+
+class DurableStore:
+    """Milvus rows + head files for every site's current set (see the module docstring)."""
+
+    def __init__(self, store: VectorStore, dim: int, state_dir: Path, mirror: "HeadMirror | None" = None) -> None:
+        self.store = store
+        self.mirror = mirror
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        store.ensure_collection(CollectionSpec(name=COLLECTION, dim=dim, fields=_FIELDS, index="FLAT"))
+
+    def _path(self, site_id: str) -> Path:
+        return self.state_dir / f"{validate_site_id(site_id)}.json"
+
+    def write_head(self, head: StoredHead) -> None:
+        write_bytes_atomic(self._path(head.site_id), dumps(head.to_json()))
+
+    def heads(self) -> list[StoredHead]:
+        """Every readable head; a damaged one is set aside (renamed `.damaged`) and reported. A head
+        that vanishes between listing and reading was purged meanwhile (a revocation in another
+        thread or worker process): that site has no set, which is not damage."""
+        out = []
+        for path in sorted(self.state_dir.glob("*.json")):
+            try:
+                out.append(StoredHead.from_json(loads_strict(path.read_bytes()), str(path)))
+            except FileNotFoundError:
+                continue
+            except (HansaError, OSError) as exc:
+                log.error("durable.head_damaged", path=str(path), error=str(exc))
+                try:
+                    path.replace(path.with_name(path.name + ".damaged"))
+                except FileNotFoundError:  # purged while being reported
+                    pass
+        return out
+
+    def delete_rows(self, keys: Iterable[str]) -> None:
+        keys = list(keys)
+        if keys:
+            self.store.delete(COLLECTION, ids=keys)
+
+    def purge(self, site_id: str) -> None:
+        """Forget a site: all its rows, then its head (a crash in between purges again at start)."""
+        if self.mirror is not None:
+            self.mirror.remove(site_id)
+        self.store.delete(COLLECTION, where={"site_id": validate_site_id(site_id)})
+        self._path(site_id).unlink(missing_ok=True)
+
+    def save(self, new: StoredHead, old: StoredHead | None, vectors: Mapping[str, np.ndarray]) -> None:
+        """Make `new` the durable set, writing only rows `old` lacks; `vectors` by row key."""
+        new_keys, old_keys = new.keys(), (old.keys() if old is not None else {})
+        needed, had = set(new_keys.values()), set(old_keys.values())
+        fresh = sorted(needed - had)
+        earlier = set(old.orphans) if old is not None else set()
+        if fresh:
+            if old is not None:  # 1. intent: if we crash now, these rows are known orphans
+                self.write_head(replace(old, orphans=tuple(sorted(earlier | set(fresh)))))
+            by_key = {key: sid for sid, key in new_keys.items()}
+            matrix = np.stack([np.asarray(vectors[key], dtype=np.float32) for key in fresh])
+            fields = [{"site_id": new.site_id, "summary_id": by_key[key], "level": new.rows[by_key[key]][2],
+                       "richness": new.rows[by_key[key]][3]} for key in fresh]
+            self.store.upsert(COLLECTION, fresh, matrix, fields)  # 2.
+            crash_point("durable.after_rows")
+        orphans = (had - needed) | (earlier - needed)
+        self.write_head(replace(new, orphans=tuple(sorted(orphans))))  # 3. the switch
+        crash_point("durable.after_switch")
+        if self.mirror is not None:
+            self.mirror.write(new)
+        if orphans:
+            self.delete_rows(orphans)  # 4.
+            self.write_head(replace(new, orphans=()))  # 5.
+
+
+class WriteBehind:
+    """One background thread that persists sites marked dirty, newest state first, coalescing.
+
+    Why: the gateway answers a publication once it is verified, its floor recorded and its set
+    swapped in memory; writing vectors to Milvus takes longer than all of that, so it happens
+    here. A site published twice before its turn is written once, in its latest state. A failed
+    write is retried with backoff; `flush` waits until everything marked is written."""
+
+    def __init__(self, persist: Callable[[str], None], retry_s: float = 1.0, max_retry_s: float = 60.0) -> None:
+        self._persist = persist
+        self._retry_s, self._max_retry_s = retry_s, max_retry_s
+        self._cond = threading.Condition()
+        self._dirty: dict[str, float] = {}  # site -> earliest time to try (monotonic)
+        self._failures: dict[str, int] = {}
+        self._busy: str | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="hansa-write-behind", daemon=True)
+        self._thread.start()
+
+    def mark(self, site_id: str) -> None:
+        with self._cond:
+            self._dirty[site_id] = 0.0  # a new state is tried now, even if a retry was waiting
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._dirty) + (self._busy is not None)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every marked site is written; False on timeout (e.g. Milvus is down)."""
+        with self._cond:
+            for site in self._dirty:  # retrying sites: try now
+                self._dirty[site] = 0.0
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: not self._dirty and self._busy is None, timeout)
+
+    def close(self, timeout: float | None = 30.0) -> bool:
+        """Flush for up to `timeout` seconds, then stop; the write in progress, if any, finishes."""
+        done = self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+        return done
+
+    def _next(self) -> str | None:
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                now = time.monotonic()
+                ready = [s for s, at in self._dirty.items() if at <= now]
+                if ready:
+                    site = ready[0]
+                    del self._dirty[site]
+                    self._busy = site
+                    return site
+                wait = min(self._dirty.values()) - now if self._dirty else None
+                self._cond.wait(wait)
+
+    def _run(self) -> None:
+        while (site := self._next()) is not None:
+            try:
+                self._persist(site)
+                failed = False
+            except Exception as exc:  # logged and retried; the in-memory set keeps serving
+                failed = True
+                log.error("durable.write_failed", site_id=site, error=str(exc))
+            with self._cond:
+                self._busy = None
+                if failed:
+                    n = self._failures[site] = self._failures.get(site, 0) + 1
+                    delay = min(self._max_retry_s, self._retry_s * 2 ** (n - 1))
+                    self._dirty.setdefault(site, time.monotonic() + delay)
+                else:
+                    self._failures.pop(site, None)
+                self._cond.notify_all()

@@ -1,0 +1,310 @@
+"""Calibrated confidences for the gate, abstention and escalation: a logistic model over Assessment features.
+
+Why a logistic regression: the features (query.assess) are few and roughly monotone in "the
+evidence answers the question", and what the gate and abstention need is a *probability* whose
+threshold can be set to a target rate (in-domain escalation, answerable coverage) on the fit split.
+scikit-learn's LogisticRegression fits it (already installed with sentence-transformers; declared in
+setup.cfg); scoring at query time is one dot product in numpy, so the gateway never imports sklearn
+on the query path.
+
+The calibration file (JSON, `[gateway] calibration_file` in the gateway home) holds one model per
+decision, each with everything needed to score and to know what it was fit on:
+
+    {"version": 1,
+     "gate":    {"features": [...], "mean": [...], "scale": [...], "coefficients": [...],
+                 "intercept": b, "threshold": t, "fit": {"digest": "sha256:...", "size": n, ...}},
+     "abstain": {... the same shape ...},
+     "escalate": {... the same shape ...}, "escalate_schedule": [1, 2, 3, 4, 6, 8, 12, 16],
+     "tiers":   {"high_gap": h, "moderate_gap": m, "potential_gap": p, ..., "fit": {...}}}
+
+`escalate` is P(the sites asked so far hold all the evidence) over what every site asked returned, and
+the schedule the cumulative number of sites the rounds grow through (query.escalate). `tiers` are
+SCOUT-RAG's tier cut-offs (query.tiers.TierCutoffs) fit on the fit split's gold sites; without
+them the tiered router keeps its gaps around `[gateway] site_margin`.
+
+Loading never raises: a missing, unreadable or malformed file (or one naming a feature the gateway
+does not compute) yields `Calibration()` — no models, so the gate always escalates and abstention
+falls back to its evidence rule — and one clear log line saying why.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hansa.core.errors import InputError
+from hansa.gateway.query.assess import Assessment
+from hansa.gateway.query.tiers import TierCutoffs
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+CALIBRATION_FILE = "gate-calibration.json"
+# Features added after fit rows were first committed: a model weighs one only when every row it is
+# fit on carries it (rows collected before it existed do not, and 0.0 in its place would be false).
+LATER_FEATURES = ("weighted_coverage", "routing_deficit")
+# What a model may weigh: Assessment's numeric fields (counts included: "how many passages").
+FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary", "sites_answered", "passages",
+            "routing_gap", "relevance_gain", "coverage_gain", "sites_since_best") + LATER_FEATURES
+# The gate and abstention read the evidence in hand; escalation also what the newest round added.
+EVIDENCE_FEATURES = FEATURES[:8] + LATER_FEATURES
+MODELS = ("gate", "abstain", "escalate")
+
+
+def feature_vector(assessment: Assessment, names: Sequence[str]) -> np.ndarray:
+    return np.array([float(getattr(assessment, n)) for n in names], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class LogisticModel:
+    """P(positive | features) = sigmoid(coefficients . (x - mean) / scale + intercept)."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coefficients: tuple[float, ...]
+    intercept: float
+    threshold: float
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def probability(self, assessment: Assessment) -> float:
+        x = (feature_vector(assessment, self.features) - np.asarray(self.mean)) / np.asarray(self.scale)
+        z = float(np.dot(np.asarray(self.coefficients), x) + self.intercept)
+        return 1.0 / (1.0 + math.exp(-max(min(z, 500.0), -500.0)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
+                "coefficients": list(self.coefficients), "intercept": self.intercept, "threshold": self.threshold,
+                "fit": dict(self.fit)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "LogisticModel":
+        if not isinstance(obj, dict):
+            raise InputError("a model must be an object")
+        names = obj.get("features")
+        if not isinstance(names, list) or not names or any(n not in FEATURES for n in names):
+            raise InputError(f"model features must be a non-empty list drawn from {FEATURES}")
+        n = len(names)
+        vecs = {}
+        for key in ("mean", "scale", "coefficients"):
+            v = obj.get(key)
+            if not isinstance(v, list) or len(v) != n or not all(_finite(x) for x in v):
+                raise InputError(f"model {key!r} must be {n} finite numbers")
+            vecs[key] = tuple(float(x) for x in v)
+        if any(s <= 0 for s in vecs["scale"]):
+            raise InputError("model 'scale' must be positive")
+        for key in ("intercept", "threshold"):
+            if not _finite(obj.get(key)):
+                raise InputError(f"model {key!r} must be a finite number")
+        if not 0.0 <= float(obj["threshold"]) <= 1.0:
+            raise InputError("model 'threshold' must lie in [0, 1]")
+        fit = obj.get("fit", {})
+        return cls(tuple(names), vecs["mean"], vecs["scale"], vecs["coefficients"], float(obj["intercept"]),
+                   float(obj["threshold"]), fit if isinstance(fit, dict) else {})
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    gate: LogisticModel | None = None
+    abstain: LogisticModel | None = None
+    # P(the sites asked so far hold all the evidence), and the cumulative site counts the rounds grow
+    # through (query.escalate); absent: the gateway asks one routed round
+    escalate: LogisticModel | None = None
+    escalate_schedule: tuple[int, ...] = ()
+    # SCOUT-RAG's tier cut-offs fit on the fit split (None: the tiered router's own, around the margin)
+    tiers: TierCutoffs | None = None
+    tiers_fit: Mapping[str, Any] = field(default_factory=dict)  # what they were fit on
+    # The reader's floor fit on the organization's own questions (gateway.query.calibrate.fit_reader_floor;
+    # None: the model card's floor), with the reader it was fit for: another model ignores it.
+    reader_floor: float | None = None
+    reader_fit: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "defaults"  # where it came from (a path, or why the defaults apply)
+
+    def floor_for(self, model_sha256: str) -> float | None:
+        """The fitted floor when it was fit with this reader, else None."""
+        return self.reader_floor if self.reader_floor is not None and self.reader_fit.get("model_sha256") == model_sha256 \
+            else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": VERSION}
+        for name in MODELS:
+            model = getattr(self, name)
+            if model is not None:
+                out[name] = model.to_json()
+        if self.escalate is not None:
+            out["escalate_schedule"] = list(self.escalate_schedule)
+        if self.tiers is not None:
+            out["tiers"] = {**self.tiers.to_json(), "fit": dict(self.tiers_fit)}
+        if self.reader_floor is not None:
+            out["reader"] = {"floor": self.reader_floor, "fit": dict(self.reader_fit)}
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any, source: str = "") -> "Calibration":
+        from hansa.gateway.query.escalate import DEFAULT_SCHEDULE, check_schedule
+
+        if not isinstance(obj, dict) or obj.get("version") != VERSION:
+            raise InputError(f"a calibration must be an object with version {VERSION}")
+        models = {name: LogisticModel.from_json(obj[name]) for name in MODELS if obj.get(name) is not None}
+        schedule = obj.get("escalate_schedule", list(DEFAULT_SCHEDULE))
+        if not isinstance(schedule, list):
+            raise InputError("'escalate_schedule' must be a list of site counts")
+        tiers, tiers_fit = _tiers_from_json(obj.get("tiers"))
+        reader = obj.get("reader")
+        floor, reader_fit = None, {}
+        if reader is not None:
+            if not isinstance(reader, dict) or not _finite(reader.get("floor")) or not 0.0 <= reader["floor"] <= 1.0 \
+                    or not isinstance(reader.get("fit", {}), dict):
+                raise InputError("'reader' must be an object with a 'floor' in [0, 1] and its 'fit'")
+            floor, reader_fit = float(reader["floor"]), dict(reader.get("fit", {}))
+        return cls(**models, escalate_schedule=check_schedule(schedule) if "escalate" in models else (),
+                   tiers=tiers, tiers_fit=tiers_fit, reader_floor=floor, reader_fit=reader_fit, source=source)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def _tiers_from_json(obj: Any) -> tuple[TierCutoffs | None, dict[str, Any]]:
+    if obj is None:
+        return None, {}
+    gaps = ("high_gap", "moderate_gap", "potential_gap")
+    if not isinstance(obj, dict) or any(k not in obj for k in gaps):
+        raise InputError(f"'tiers' must be an object with {', '.join(gaps)}")
+    known = TierCutoffs.__dataclass_fields__
+    values = {k: v for k, v in obj.items() if k in known}
+    if any(not _finite(v) for v in values.values()):
+        raise InputError("tier cut-offs must be finite numbers")
+    try:
+        cutoffs = TierCutoffs(**{k: float(v) for k, v in values.items()})
+    except ValueError as exc:
+        raise InputError(f"'tiers': {exc}") from exc
+    fit = obj.get("fit", {})
+    return cutoffs, fit if isinstance(fit, dict) else {}
+
+
+def read_calibration(path: Path) -> Calibration:
+    """The calibration at `path`, or InputError saying why it is unusable — for callers that named the
+    file on purpose (`hansa eval --calibration`), where falling back to defaults would measure the
+    wrong gateway without a word."""
+    try:
+        return Calibration.from_json(json.loads(path.read_text(encoding="utf-8")), source=str(path))
+    except (OSError, ValueError, InputError) as exc:
+        raise InputError(f"calibration {path} is unusable: {exc}") from exc
+
+
+def load_calibration(path: Path) -> Calibration:
+    """The calibration at `path`, or the safe defaults (no models) with one log line saying why: a
+    gateway keeps serving (gate escalating, abstention on its evidence rule) rather than refuse to start."""
+    if not path.is_file():
+        log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
+        return Calibration(source=f"defaults ({path} not found)")
+    try:
+        cal = read_calibration(path)
+    except InputError as exc:
+        log.warning("%s: falling back to defaults — the gate always escalates, abstention uses its "
+                    "evidence rule", exc)
+        return Calibration(source=f"defaults ({path} unusable)")
+    log.info("gate calibration loaded from %s (gate: %s, abstain: %s, escalate: %s, tiers: %s)", path,
+             cal.gate is not None, cal.abstain is not None, cal.escalate is not None, cal.tiers is not None)
+    return cal
+
+
+# -- fitting ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled row: an assessment's features and whether it is a positive (gate: the origin's
+    answer suffices, i.e. the origin holds all of the question's gold evidence (gateway.query.calibrate;
+    the committed MTRAG rows up to mtrag16_fit_v2.jsonl label "holds some of it"); abstain: the
+    question is answerable)."""
+
+    features: Mapping[str, float]
+    label: bool
+    question_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"question_id": self.question_id, "label": self.label, "features": dict(self.features)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Example":
+        if not isinstance(obj, dict) or not isinstance(obj.get("label"), bool) or not isinstance(obj.get("features"), dict):
+            raise InputError("each row needs a boolean 'label' and a 'features' object")
+        feats = obj["features"]
+        if any(not _finite(v) for v in feats.values()):
+            raise InputError("features must be finite numbers")
+        return cls({k: float(v) for k, v in feats.items()}, obj["label"], str(obj.get("question_id", "")))
+
+
+def examples_digest(examples: Sequence[Example], names: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for e in sorted(examples, key=lambda e: (e.question_id, e.label, tuple(e.features.get(n, 0.0) for n in names))):
+        h.update(json.dumps([e.question_id, e.label, [round(e.features.get(n, 0.0), 6) for n in names]]).encode())
+    return "sha256:" + h.hexdigest()
+
+
+def threshold_keeping(positive_scores: np.ndarray, rate: float) -> float:
+    """The highest threshold that keeps at least `rate` of the positives at or above it: keep
+    ceil(rate * n) of them, and the threshold is the smallest of the kept (highest) scores."""
+    pos = np.sort(np.asarray(positive_scores, dtype=np.float64))
+    keep = max(1, math.ceil(rate * len(pos) - 1e-9))
+    return float(pos[len(pos) - keep])
+
+
+def fit_model(examples: Sequence[Example], *, min_positive_rate: float, features: Sequence[str] = FEATURES,
+              split: str = "fit", note: str = "") -> LogisticModel:
+    """Fit P(label) on `examples` and pick the *highest* threshold that still keeps at least
+    `min_positive_rate` of the positives at or above it (gate: 0.85 -> in-domain escalation at most
+    15%; abstain: 0.90 -> answer at least 90% of answerable questions). A higher threshold can only
+    reject more negatives, so this is the most selective threshold meeting the positives' target.
+    Of LATER_FEATURES, only those every example carries are weighed."""
+    return fit_models(examples, min_positive_rates=(min_positive_rate,), features=features, split=split, note=note)[0]
+
+
+def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[float], features: Sequence[str] = FEATURES,
+               split: str = "fit", note: str = "") -> list[LogisticModel]:
+    """fit_model for several rates at once: one fit (it does not depend on the rate), one threshold
+    per rate, in the order given."""
+    from sklearn.linear_model import LogisticRegression  # fitting only: never on the query path
+
+    if any(n not in FEATURES for n in features):
+        raise InputError(f"features must be drawn from {FEATURES}")
+    names = tuple(n for n in features if n not in LATER_FEATURES or all(n in e.features for e in examples))
+    labels = np.array([e.label for e in examples], dtype=bool)
+    if labels.all() or not labels.any():
+        raise InputError("calibration needs both positive and negative examples")
+    if not min_positive_rates or any(not 0.0 < r <= 1.0 for r in min_positive_rates):
+        raise InputError("min_positive_rate must lie in (0, 1]")
+    x = np.array([[e.features.get(n, 0.0) for n in names] for e in examples], dtype=np.float64)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    clf = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
+    clf.fit((x - mean) / scale, labels)
+    model = LogisticModel(names, tuple(mean.tolist()), tuple(scale.tolist()), tuple(clf.coef_[0].tolist()),
+                          float(clf.intercept_[0]), 0.5)
+    probs = np.array([model.probability(Assessment(**{n: e.features.get(n, 0.0) for n in names}))  # type: ignore[arg-type]
+                      for e in examples])
+    neg = probs[~labels]
+    digest = examples_digest(examples, names)
+    out = []
+    for rate in min_positive_rates:
+        threshold = threshold_keeping(probs[labels], rate)
+        fit = {"digest": digest, "size": len(examples), "positives": int(labels.sum()),
+               "split": split, "min_positive_rate": rate,
+               "positive_rate": round(float((probs[labels] >= threshold).mean()), 4),
+               "negative_rejected": round(float((neg < threshold).mean()), 4), "note": note}
+        out.append(replace(model, threshold=threshold, fit=fit))
+    return out

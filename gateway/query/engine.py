@@ -1,0 +1,705 @@
+"""The query engine: route -> gate -> call -> assess -> refine -> fuse -> synthesize, one traced pipeline.
+
+Why one composer with small stages: each stage has one contract (see its module) and can be
+replaced alone — a calibrated gate, a tiered or learned router, a budgeted refiner, a new fusion —
+while the engine keeps what must hold for all of them: the registry decides who may be called,
+the budget is enforced here (not by stages), every answer seen is fused (the best answer found is
+never lost), and the trace shows each stage's time and each round.
+
+Trace (beside the answer): the fields the gateway always had (sites_considered, sites_excluded,
+sites_called, selection, per_site, routing_ms, calls_ms, fusion_ms, total_ms, bytes_out,
+bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse, synthesize} (a stage that did not
+run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
+`waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
+`origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
+`policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
+query.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an
+origin, `synthesis` with an LLM (query.synthesize: which answer was used, the tokens spent, also
+counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold}
+(query.abstain), `router` {name, model_version, ...}.
+With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
+a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
+{site: question}; with a refiner that judges answers each round carries the fused answer's
+`quality` and `best_round` says whose answer was returned.
+
+The result carries what a reader needs beside the answer (gateway.query.answers): readable citations
+(title, snippet, page, source, `n`, `used`) and the per-site summary `sites` {total, successful,
+skipped, failed, timed_out, partial}. `skipped` counts the sites the engine chose to ask (routed,
+named in `sites`, or picked by a refiner) and then did not call: the budget ran out before them, or
+the gate let the origin answer alone. Sites routing never selected are not skipped, only unasked.
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Collection, Mapping, Sequence
+
+from hansa.adapters.embedder.base import Embedder
+from hansa.core.config import GatewayConfig
+from hansa.core.errors import ConfigError, VerificationError
+from hansa.core.jsonsafe import dumps
+from hansa.gateway.query.answers import readable_citations, site_summary
+from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, TIMEOUT, SiteCall
+from hansa.gateway.query.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
+from hansa.gateway.query.assess import Assessment
+from hansa.gateway.query.calibration import Calibration
+from hansa.gateway.query.conversation import standalone_question
+from hansa.gateway.query.call import Round, call_round
+from hansa.gateway.query.finish import FinishReserve
+from hansa.gateway.query.gate import EvidenceGate, Gate, GateDecision
+from hansa.gateway.query.hops import bridge_entities
+from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
+from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
+from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
+from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
+from hansa.gateway.query.synthesize import synthesize_answer, tokens_spent
+from hansa.gateway.query.tiers import tiers_of
+from hansa.gateway.query.fusion import FusedAnswer, fuse
+from hansa.gateway.query.history import SiteHistory
+from hansa.gateway.index.summaries import SummaryIndex
+from hansa.gateway.query.lexical import AnswerCoverage
+from hansa.gateway.query.reading import ReadingStage, open_reading
+from hansa.gateway.query.relevance import measure_early
+from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
+from hansa.gateway.query.conduct import OVERROUTED_EXCESS, SiteConduct
+from hansa.gateway.query.reliability import OVERROUTED, Observation, SiteReliability
+from hansa.gateway.query.screening import Screen
+from hansa.gateway.transport import SiteTransport
+from hansa.core.text import content_words  # the sites' own notion of a content word
+from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    answer: str
+    citations: list[dict[str, Any]]
+    trace: dict[str, Any]
+    fused: FusedAnswer = field(repr=False)
+    calls: tuple[SiteCall, ...] = field(default=(), repr=False)  # every call, all rounds
+    decision: GateDecision | None = None
+    assessment: Assessment | None = None
+    abstention: AbstainDecision | None = None
+    extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
+    sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.query.answers.site_summary)
+    routing: Routing | None = field(default=None, repr=False)  # how the sites were ranked (calibration reads it)
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstention is not None and self.abstention.abstain
+
+    def to_json(self) -> dict[str, Any]:
+        """The body of a POST /v1/query answer. `confidence` is the abstention score (higher: the
+        evidence answers the question), for risk-coverage curves."""
+        out = {"answer": self.answer, "citations": self.citations, "trace": self.trace, "abstained": self.abstained,
+               "sites": self.sites}
+        if self.abstention is not None:
+            out["confidence"] = round(self.abstention.score, 4)
+        if self.fused.conflicts:
+            out["conflicts"] = self.fused.conflicts_json()
+        if self.fused.short_answer and not self.abstained:
+            out["short_answer"] = self.fused.short_answer  # the reader's span in the leading sentence
+        return out
+
+
+class _Clock:
+    """Stage timings and the time spent waiting for sites."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.stages: dict[str, float] = {}
+        self.waiting_ms = 0.0
+
+    def add(self, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        self.stages[stage] = self.stages.get(stage, 0.0) + (now - since) * 1000
+        return now
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.t0) * 1000
+
+
+class _Calls:
+    """One query's calls across rounds, each round cut to what the budget has left."""
+
+    def __init__(self, engine: "QueryEngine", request: QueryRequest, retrieve: RetrieveRequest,
+                 records: Mapping[str, SiteRecord], clock: _Clock) -> None:
+        self.engine, self.budget, self.retrieve, self.records, self.clock = engine, request.budget, retrieve, records, clock
+        self.request_bytes = len(dumps(retrieve.to_json()))  # what each call sends (bytes_out)
+        self.rounds: list[Round] = []
+        self.calls: list[SiteCall] = []
+        self.out_of_budget = False
+        self.out_of_time = False
+        self._skipped: list[str] = []  # chosen, then not called (budget, gate); see `skipped`
+        # When the gateway began working toward the next round: the query's arrival, then the end of
+        # each round. A round's deadline counts from here, so routing, the gate's assessment and a
+        # refiner's choice come out of the sites' time instead of being added to the user's wait.
+        self._since_ms = 0.0
+        # What the last round kept back for the gateway's work after it (query.finish), and where
+        # that work began (the round's end, or its deadline when the round ended late).
+        self.reserve_ms = 0.0
+        self.finish_from_ms = 0.0
+
+    def skip(self, site_ids: Sequence[str]) -> None:
+        self._skipped.extend(site_ids)
+
+    @property
+    def skipped(self) -> list[str]:
+        called = set(self.called)
+        return [s for s in dict.fromkeys(self._skipped) if s not in called]
+
+    @property
+    def cut_at_deadline(self) -> bool:
+        """Whether the last round cut a call at its deadline (its finishing added to the deadline)."""
+        return bool(self.rounds) and any(c.status == TIMEOUT for c in self.rounds[-1].calls)
+
+    @property
+    def called(self) -> list[str]:
+        return [c.site_id for c in self.calls]
+
+    def sites_left(self) -> int | None:
+        """Distinct sites the budget still allows (a follow-up to a site already asked is free)."""
+        return None if self.budget.sites is None else self.budget.sites - len(set(self.called))
+
+    def time_left_ms(self) -> float | None:
+        return None if self.budget.time_ms is None else self.budget.time_ms - self.clock.elapsed_ms()
+
+    def _within_sites(self, site_ids: Sequence[str]) -> list[str]:
+        """`site_ids` cut to as many new sites as the budget has left (the rest are skipped)."""
+        left = self.sites_left()
+        if left is None:
+            return list(site_ids)
+        seen = set(self.called)
+        new = [s for s in site_ids if s not in seen][:max(left, 0)]
+        self.skip([s for s in site_ids if s not in seen and s not in new])
+        return [s for s in site_ids if s in seen or s in new]
+
+    def _byte_cap(self, site_ids: Sequence[str], wire: Sequence[RetrieveRequest], own_requests: bool) -> int:
+        """The most bytes each answer of the round may take: what the byte budget has left, shared."""
+        cap = MAX_RESPONSE_BYTES
+        if self.budget.bytes is not None and site_ids:
+            spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
+            sent = max(len(dumps(r.to_json())) for r in wire) if own_requests else self.request_bytes
+            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
+        return cap
+
+    def round(self, kind: str, site_ids: Sequence[str],
+              requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
+        """Call `site_ids` (at most as many new sites as the budget has left) with the time left of
+        the round's deadline and of the budget, and the bytes left, each with its own request from
+        `requests` (default: the query's); None when nothing is left to call them with (then
+        `out_of_budget`, or `out_of_time` when the deadline alone ran out) or nobody to call."""
+        wanted = bool(site_ids)
+        site_ids = self._within_sites(site_ids)
+        self.reserve_ms = self.engine.finish.reserve_ms()
+        started_ms = self.clock.elapsed_ms()
+        deadline_s = self.engine.cfg.site_timeout_s - (started_ms - self._since_ms + self.reserve_ms) / 1000
+        timeout_s = deadline_s
+        if self.budget.time_ms is not None:
+            timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
+        wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
+        cap = self._byte_cap(site_ids, wire, bool(requests))
+        if not site_ids or timeout_s <= 0 or cap <= 0:
+            if deadline_s <= 0 and site_ids and cap > 0 and timeout_s == deadline_s:
+                self.out_of_time = True  # the gateway's own work took the whole site_timeout_s
+            else:
+                self.out_of_budget = self.out_of_budget or wanted
+            self.skip(site_ids)
+            return None
+        rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
+                         timeout_s, cap, self.engine.early_measure)
+        self.clock.waiting_ms += rnd.wait_ms
+        self._since_ms = self.clock.elapsed_ms()
+        self.finish_from_ms = min(self._since_ms, started_ms + timeout_s * 1000)
+        self.rounds.append(rnd)
+        self.calls.extend(rnd.calls)
+        return rnd
+
+
+class QueryEngine:
+    def __init__(self, cfg: GatewayConfig, embedder: Embedder, index: SummaryIndex, registry: SiteRegistry,
+                 transport: SiteTransport, calibration: Calibration | None = None,
+                 reliability: SiteReliability | None = None, history: SiteHistory | None = None,
+                 llm: Any = None, reading: ReadingStage | str | None = "config",
+                 conduct: SiteConduct | None = None) -> None:
+        """`reading`: the reader's stage; "config" opens what `[gateway] reader` names (gateway.query.reading).
+        `conduct`: the sites' record (gateway.query.conduct; None: one kept in memory)."""
+        if not 0.0 <= cfg.fusion_site_prior <= 1.0:
+            raise ConfigError(f"[gateway] fusion_site_prior must lie in 0..1 (0: no routing prior), not {cfg.fusion_site_prior}")
+        if cfg.finish_reserve_max_ms < 0:
+            raise ConfigError(f"[gateway] finish_reserve_max_ms must be 0 (off) or more, not {cfg.finish_reserve_max_ms}")
+        if not 0.0 <= cfg.fusion_answer_coverage <= 1.0:
+            raise ConfigError("[gateway] fusion_answer_coverage must lie in 0..1 (0: answers' words not weighed), "
+                              f"not {cfg.fusion_answer_coverage}")
+        self.cfg = cfg
+        self.llm = llm  # hansa.adapters.llm.LLM: answers are synthesized from the fused evidence (None: extractive)
+        self.calibration = calibration or Calibration()
+        self.embedder = embedder
+        self.index = index
+        self.registry = registry
+        self.transport = transport
+        self.reliability = reliability  # learned site weights for fusion (None: every site weighs the same)
+        self.history = history  # which sites final answers cite (a tier signal); None: not kept
+        self.early_measure = measure_early(embedder)  # fusion's measuring, done while calls are awaited
+        self.finish = FinishReserve(cfg.finish_reserve_max_ms)  # what rounds keep back for the work after them
+        self.reading = self._open_reading() if reading == "config" else reading
+        # what each site answers against what it claims (routing discounts, templates, quarantine)
+        self.conduct = conduct if conduct is not None else SiteConduct()
+
+    def _open_reading(self) -> ReadingStage | None:
+        """`[gateway] reader`, at the floor `[gateway] reader_floor` names, else the one the
+        calibration fit for this reader (`hansa gateway calibrate`), else the model card's."""
+        stage = open_reading(self.cfg.reader, self.cfg.reader_floor, self.cfg.reader_pool, self.cfg.reader_relative_floor)
+        if stage is None or self.cfg.reader_floor >= 0:
+            return stage
+        fitted = self.calibration.floor_for(stage.reader.model_sha256)
+        return replace(stage, floor=fitted) if fitted is not None else stage
+
+    def reading_for(self, policy: QueryPolicy) -> ReadingStage | None:
+        """The reader a query runs with: the gateway's, unless the policy turns it off."""
+        return None if policy.reading is False else self.reading
+
+    def defaults(self, policy: QueryPolicy) -> tuple[Router, Gate, Refiner, Abstainer]:
+        """The policy's stages, the gateway's where it names none. A calibration with an `escalate`
+        model makes escalation the gateway's routing (query.escalate); a policy that names its own
+        router or refiner keeps it."""
+        router, refiner = policy.router, policy.refiner
+        if router is None and refiner is None and self.calibration.escalate is not None:
+            escalation = escalation_policy(self.calibration, self.cfg.site_margin, self.cfg.lexical_weight)
+            router, refiner = escalation.router, escalation.refiner
+        # With a reader, the reader decides abstention after fusion (nothing reaches its floor); the
+        # calibrated abstainer was fit on cosine evidence, before there was one.
+        abstainer = policy.abstainer or (EvidenceRule() if self.reading_for(policy) is not None
+                                         else default_abstainer(self.calibration))
+        return (router or SummaryRouter(self.cfg.site_margin, self.cfg.lexical_weight),
+                policy.gate or default_gate(self.calibration), refiner or OneRound(), abstainer)
+
+    def _records(self) -> tuple[dict[str, SiteRecord], set[str], dict[str, str]]:
+        """Every enrolled site's record, the sites routable now, and those an operator quarantined
+        (with the reason; never routable)."""
+        records = {r.site_id: r for r in self.registry.list()}
+        now = self.registry.clock()
+        held = self.conduct.quarantined()
+        return records, {sid for sid, r in records.items() if r.is_routable(now) and sid not in held}, held
+
+    def rank(self, question: str, router: Router) -> Routing:
+        """Route `question` with `router` over the routable sites and call none: what a router
+        sees of a question (calibration collects the tiered gaps of the fit split this way)."""
+        records, routable, held = self._records()
+        return route(question, embedder=self.embedder, index=self.index, records=records, routable=routable,
+                     top_m=self.cfg.top_m_summaries, k=self.cfg.top_k_sites, router=router,
+                     discounts=self.conduct.discounts(), held=held)
+
+    def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
+            allowed_origins: Collection[str] | None = None) -> QueryResult:
+        """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
+        origins the asking client may speak for (None: any). The stages, in their fixed order."""
+        q = self._route(request, policy or QueryPolicy(), allowed_origins)
+        self._ask_origin(q)
+        self._ask_routed(q)
+        self._refine(q)
+        self._answer(q)
+        self._learn(q)
+        return self._result(q)
+
+    def _route(self, request: QueryRequest, policy: QueryPolicy, allowed_origins: Collection[str] | None) -> "_Query":
+        """Who may be asked, and the routing: a follow-up turn is routed as a standalone question."""
+        asked = request
+        standalone = standalone_question(request.question, request.conversation, self.cfg.conversation_carry_words,
+                                         self.cfg.conversation_decay)
+        if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
+            request = replace(request, question=standalone)
+        router, gate, refiner, abstainer = self.defaults(policy)
+        clock = _Clock()
+        records, routable, held = self._records()
+        authorize_origin(request, records, allowed_origins)
+        if request.sites is not None:
+            check_sites(request.sites, records)
+        for site_id in [*(request.sites or ()), *([request.origin] if request.origin else [])]:
+            if site_id in held:
+                raise VerificationError(f"query: site {site_id!r} is quarantined by this gateway's operator "
+                                        f"({held[site_id]}); `hansa gateway quarantine {site_id} --release` lifts it")
+        t = time.perf_counter()
+        routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
+                        routable=routable, top_m=self.cfg.top_m_summaries,
+                        k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
+                        discounts=self.conduct.discounts(), held=held)
+        t = clock.add("route", t)
+        prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
+        coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
+                           else min(max(policy.answer_coverage, 0.0), 1.0))
+        prior = partial(routing.site_prior, weight=prior_weight)
+        coverage = AnswerCoverage.weighing(routing.words, coverage_weight)
+        screen = Screen(request.question)  # each sentence screened once: for every assessment and fusion
+        return _Query(
+            asked=asked, request=request, policy=policy, router=router, gate=gate, refiner=refiner,
+            abstainer=abstainer, reading=self.reading_for(policy), records=records, routable=routable,
+            clock=clock, t=t, routing=routing, routing_ms=clock.elapsed_ms(),
+            calls=_Calls(self, request, request.retrieve_request(policy.mode), records, clock),
+            prior=prior, coverage=coverage, screen=screen,
+            judged=_Judged(refiner.quality if isinstance(refiner, JudgingRefiner) else None, request.question,
+                           routing.question_vector,
+                           self.embedder, prior, coverage, screen),
+            to_call=list(routing.selected))
+
+    def _ask_origin(self, q: "_Query") -> None:
+        """With an origin: ask it first; the gate decides whether its answer suffices."""
+        request, routing = q.request, q.routing
+        if request.origin is None:
+            return
+        origin = q.calls.round("origin", [request.origin])
+        asked = origin.calls if origin else ()
+        q.origin_assessment = routing.assess(request.question, asked, q.screen)
+        decision = (q.gate.decide_with_evidence(request.question, routing.evidence(request.question, asked, q.screen),
+                                                q.origin_assessment)
+                    if isinstance(q.gate, EvidenceGate) else q.gate.decide(q.origin_assessment))
+        if decision.answer and content_words(request.question):
+            # never abstain on the origin's word alone: what it cannot answer, the federation may
+            verdict = q.abstainer.judge(request.question, q.origin_assessment)
+            if verdict.abstain:
+                decision = replace(decision, answer=False, reason=f"the origin would abstain ({verdict.reason})")
+        q.decision = decision
+        q.stage("gate")
+        if decision.answer:
+            q.calls.skip(q.to_call)  # the origin answered: the routed sites are not asked
+        q.to_call = [] if decision.answer else [s for s in q.to_call if s != request.origin]
+
+    def _ask_routed(self, q: "_Query") -> None:
+        """The routed sites, each in the mode its tier asks for (SCOUT-RAG's tiers)."""
+        tier_modes = {s.site_id: s.mode for s in q.routing.considered if s.mode}
+        q.calls.round("routed", q.to_call,
+                      {s: q.request.retrieve_request(tier_modes[s]) for s in q.to_call if s in tier_modes})
+        q.stage("call")
+        q.judged.measure(q.calls)
+        q.assessment = q.assessed()
+        q.stage("assess")
+
+    def _refine(self, q: "_Query") -> None:
+        """Further rounds while the refiner asks for them and the budget allows."""
+        calls = q.calls
+        if q.decision is not None and q.decision.answer:
+            q.stop_reason = "answered by the origin"
+            return
+        if calls.out_of_budget or calls.out_of_time:
+            q.stop_reason = "budget" if calls.out_of_budget else "deadline"
+            return
+        while q.stop_reason is None:
+            q.stop_reason = self._next_round(q)
+        q.stage("refine")
+
+    def _next_round(self, q: "_Query") -> str | None:
+        """One refinement round; why refinement stops, or None to go on."""
+        calls, request = q.calls, q.request
+        if len(calls.rounds) >= MAX_ROUNDS:
+            return f"at most {MAX_ROUNDS} rounds"
+        step = q.refiner.next_round(RefineState(
+            request, q.routing.considered, frozenset(calls.called), tuple(calls.calls), q.evidence,
+            len(calls.rounds), calls.sites_left(), tuple(q.judged.values), q.judged.latest, calls.time_left_ms(),
+            tuple(r.wait_ms for r in calls.rounds)))
+        fresh = [s for s in dict.fromkeys(step.sites)
+                 if (s not in calls.called or s in step.followups) and s in q.records]
+        if step.stop is not None or not fresh:
+            return step.stop or "no new site to ask"
+        followups = {s: _followup(request, step.followups[s]) for s in fresh if s in step.followups}
+        if calls.round(step.kind, fresh, followups or None) is None:
+            return "deadline" if calls.out_of_time else "budget"
+        q.judged.measure(calls)
+        q.assessment = q.assessed()
+        return None
+
+    def _answer(self, q: "_Query") -> None:
+        """The answer: an explanation when no site could answer, the best judged round's, an
+        abstention, or the fused evidence (with second hops while the reader supports nothing)."""
+        calls, request = q.calls, q.request
+        if not calls.calls and q.stop_reason in ("budget", "deadline"):
+            note = ("the query's budget ran out before any site could be asked" if q.stop_reason == "budget" else
+                    "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
+            q.fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
+        elif request.budget.time_ms is not None and calls.calls and all(c.status == TIMEOUT for c in calls.calls):
+            note = "the query's time budget cut the call to every site asked"  # no site could answer: no abstaining
+            q.fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
+                                  sentences=(), note=note)
+        elif q.judged.best is not None and q.reading is None:
+            q.fused = q.judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
+        else:
+            q.abstention = q.abstainer.judge(request.question, q.evidence)
+            q.stage("abstain")
+            if q.abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
+                q.fused = FusedAnswer(answer=no_answer_text(calls.called, q.evidence.best_relevance), citations=(),
+                                      sentences=(), note=q.abstention.reason)
+            else:
+                self._fuse(q)
+        q.stage("fuse")
+        if calls.cut_at_deadline:  # what this question's finishing added to its deadline
+            self.finish.record(q.clock.elapsed_ms() - calls.finish_from_ms)
+        if self.llm is not None:
+            q.synthesis = synthesize_answer(self.llm, q.asked, q.fused)  # the user's own words, not the routing text
+            q.stage("synthesize")
+
+    def _fuse(self, q: "_Query") -> None:
+        """Fuse every answer seen; the reader's verdict replaces the abstainer's when there is one."""
+        calls, request, reading = q.calls, q.request, q.reading
+        q.fusion_prior = q.prior(calls.called)
+        fused = fuse(q.routing.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+                            learn=False, site_prior=q.fusion_prior, coverage=q.coverage, reading=reading,
+                            question=request.question, conduct=self.conduct, screen=q.screen)
+        fused, q.second_hops = self._second_hops(request, fused, calls, q.records, q.routable, q.router, q.coverage,
+                                                 q.fusion_prior, reading)
+        if self.reliability is not None and fused.observations:  # once per question, from its final answer
+            self.reliability.observe(fused.observations)
+        if fused.unsupported and reading is not None:  # the reader found nothing that answers
+            best = float((fused.reading or {}).get("best", 0.0))
+            q.abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
+                                           reading.floor)
+            fused = replace(fused, answer=no_answer_text(calls.called, best))
+        elif fused.reading is not None and q.abstention is not None:
+            q.abstention = replace(q.abstention, score=float(fused.reading.get("best", q.abstention.score)),
+                                   reason="the reader supports the answer",
+                                   threshold=reading.floor if reading is not None else None)
+        q.fused = fused
+
+    def _learn(self, q: "_Query") -> None:
+        """What this question teaches: the sites' conduct, a learning router, the citation history."""
+        calls, fused = q.calls, q.answer_fused
+        self._observe_conduct(q.routing, calls.calls, fused)
+        if isinstance(q.router, LearningRouter):  # it logs what contributed
+            q.router.observe(q.request.question, q.routing.considered, q.routing.selected, calls.calls, fused)
+        if self.history is not None and calls.calls:
+            self.history.record(calls.called, {s.site_id for s in fused.sentences})
+
+    def _result(self, q: "_Query") -> QueryResult:
+        fused, calls = q.answer_fused, q.calls
+        answer = q.synthesis.answer if q.synthesis is not None else fused.answer
+        return QueryResult(answer, readable_citations(fused, answer), _trace(q), fused, tuple(calls.calls), q.decision,
+                           q.assessment, q.abstention, extractive_answer=fused.answer,
+                           sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
+
+    def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: _Calls, records: Mapping[str, SiteRecord],
+                     routable: set[str], router: Router, coverage: AnswerCoverage | None,
+                     prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
+        """query.hops: while the reader supports nothing, ask about what the best-read sentence names."""
+        asked: list[str] = []
+        for _ in range(self.cfg.second_hops if reading is not None else 0):
+            if not fused.unsupported or calls.out_of_budget or calls.out_of_time:
+                break
+            names = bridge_entities(request.question, fused.best_read)
+            follow = f"{request.question} {' '.join(names)}"
+            if not names or follow in asked:
+                break
+            # routed by the names alone (what the second paragraph is about), asked with the question too
+            hop = route(" ".join(names), embedder=self.embedder, index=self.index, records=records, routable=routable,
+                        top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router,
+                        discounts=self.conduct.discounts())
+            sites = _not_yet_asked(hop, set(calls.called))
+            if not sites:
+                break
+            wire = _followup(request, follow)
+            asked.append(follow)
+            if calls.round("second_hop", sites, {s: wire for s in sites}) is None:
+                break
+            fused = fuse(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
+                                learn=False, site_prior=prior, coverage=coverage, reading=reading, question=follow,
+                                conduct=self.conduct)
+        return fused, asked
+
+    def _observe_conduct(self, routing: Routing, calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
+        """Teach the sites' conduct (gateway.query.conduct) what this question showed: who was routed,
+        and, when fusion measured the answers, each answering site's best summary similarity at
+        routing against the best relevance measured among its sentences."""
+        called = list(dict.fromkeys(c.site_id for c in calls))
+        claimed = {}
+        if fused.measured:  # else nothing was measured (abstained before fusion, or no sentence)
+            claimed = {c.site_id: best for c in calls
+                       if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
+        excess = self.conduct.observe(called if routing.selection == "routed" else None, claimed, fused.site_best)
+        overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
+        if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
+            self.reliability.observe(overrouted)
+
+
+@dataclass(eq=False)
+class _Query:
+    """One query's state as the stages fill it, in their order (QueryEngine.run): what was asked
+    and under which stages, the routing, the calls, the gate's and the refiner's decisions, the
+    answer. The trace is written once, from this, at the end (`_trace`)."""
+
+    asked: QueryRequest  # as the client sent it
+    request: QueryRequest  # as routed and retrieved (a follow-up turn made standalone)
+    policy: QueryPolicy
+    router: Router
+    gate: Gate
+    refiner: Refiner
+    abstainer: Abstainer
+    reading: ReadingStage | None
+    records: dict[str, SiteRecord]
+    routable: set[str]
+    clock: "_Clock"
+    t: float  # where the stage now running began (stages_ms)
+    routing: Routing
+    routing_ms: float
+    calls: "_Calls"
+    prior: Callable[[Collection[str]], Mapping[str, float] | None]  # the routing match fusion weighs sites by
+    coverage: AnswerCoverage | None  # ... and how much of the question each answer uses
+    screen: Screen
+    judged: "_Judged"
+    to_call: list[str]
+    decision: GateDecision | None = None
+    origin_assessment: Assessment | None = None
+    assessment: Assessment | None = None  # of every answer so far (set once the routed round ran)
+    stop_reason: str | None = None
+    abstention: AbstainDecision | None = None
+    fusion_prior: Mapping[str, float] | None = None
+    second_hops: list[str] = field(default_factory=list)
+    fused: FusedAnswer | None = None
+    synthesis: Any = None
+
+    def stage(self, name: str) -> None:
+        """The stage that ran since the last one ended is `name` (its time goes to stages_ms)."""
+        self.t = self.clock.add(name, self.t)
+
+    def assessed(self) -> Assessment:
+        return self.routing.assess(self.request.question, self.calls.calls, self.screen)
+
+    @property
+    def evidence(self) -> Assessment:
+        assert self.assessment is not None, "assessed once the routed round ran"
+        return self.assessment
+
+    @property
+    def answer_fused(self) -> FusedAnswer:
+        assert self.fused is not None, "answered once _answer ran"
+        return self.fused
+
+
+def _trace(q: _Query) -> dict[str, Any]:
+    """The trace beside the answer (the module docstring lists its fields)."""
+    request, calls, clock, fused = q.request, q.calls, q.clock, q.answer_fused
+    total_ms = clock.elapsed_ms()
+    bytes_out = sum(c.bytes_out for c in calls.calls)
+    bytes_in = sum(c.bytes_in for c in calls.calls)
+    trace: dict[str, Any] = {
+        **trace_json(q.routing),
+        "sites_called": [c.site_id for c in calls.calls],
+        "per_site": [c.trace_json() for c in calls.calls],
+        "routing_ms": round(q.routing_ms, 1),  # includes embedding the question
+        "calls_ms": round(clock.waiting_ms, 1),
+        "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
+        "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
+        "total_ms": round(total_ms, 1),
+        "bytes_out": bytes_out,
+        "bytes_in": bytes_in,
+        "embed_ms": round(q.routing.embed_ms, 1),
+        "stages_ms": {k: round(v, 1) for k, v in clock.stages.items()},
+        "rounds": [r.trace_json(i) for i, r in enumerate(calls.rounds)],
+        "waiting_ms": round(clock.waiting_ms, 1),
+        "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
+        "finish_reserve_ms": round(calls.reserve_ms, 1),
+        "assessment": q.evidence.to_json(),
+        "stop_reason": q.stop_reason,
+        "budget": {"given": request.budget.to_json(),
+                   "spent": {"time_ms": round(total_ms, 1), "sites": len(calls.calls), "bytes": bytes_out + bytes_in,
+                             "tokens": tokens_spent(q.synthesis) if q.synthesis is not None else 0}},
+        "policy": q.policy.to_json(q.router, q.gate, q.refiner, q.abstainer),
+    }
+    _trace_request(trace, q)
+    _trace_answer(trace, q)
+    _trace_refinement(trace, request.question, q.routing, calls.rounds, q.judged)
+    return trace
+
+
+def _trace_request(trace: dict[str, Any], q: _Query) -> None:
+    """How the request was taken: its origin and the gate, the conversation, the standalone question."""
+    request = q.request
+    if request.origin is not None:
+        trace["origin"] = request.origin
+        if q.decision is not None:
+            trace["gate"] = q.decision.to_json()
+    if q.origin_assessment is not None:
+        trace["origin_assessment"] = q.origin_assessment.to_json()  # what the gate decided on
+    if request.conversation:
+        trace["conversation_turns"] = len(request.conversation)
+    if request.question != q.asked.question:
+        trace["standalone_question"] = request.question
+    trace["router"] = router_json(q.router)
+
+
+def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
+    """How the answer was made: fusion's weights, the reader, abstention, synthesis, second hops."""
+    fused = q.answer_fused
+    if fused.note:
+        trace["note"] = fused.note
+    if q.fusion_prior is not None:  # the factors fusion weighed each site's citations by
+        trace["site_prior"] = {site: round(f, 4) for site, f in sorted(q.fusion_prior.items())}
+    if fused.site_coverage:  # ... and by how much of the question each site's answer uses
+        trace["answer_coverage"] = {site: round(f, 4) for site, f in sorted(fused.site_coverage.items())}
+    if q.synthesis is not None:
+        trace["synthesis"] = q.synthesis.trace
+    trace["abstained"] = q.abstention is not None and q.abstention.abstain
+    if q.abstention is not None:
+        trace["abstention"] = q.abstention.to_json()
+    if fused.reading is not None:
+        trace["reading"] = dict(fused.reading)
+    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.query.screening)
+        trace["screened"] = [s.to_json() for s in fused.screened]
+    if q.second_hops:
+        trace["second_hops"] = q.second_hops  # the follow-ups asked, in order
+
+
+class _Judged:
+    """Best-answer tracking for refiners that judge answers (a `quality(question, fused)` method):
+    the answer fused after each round, its quality, and the best one seen."""
+
+    def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
+                 prior: Callable[[Collection[str]], Mapping[str, float] | None],
+                 coverage: AnswerCoverage | None = None, screen: Screen | None = None) -> None:
+        self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
+        self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
+        self.coverage = coverage  # ... and the answers' word coverage (gateway.query.lexical.AnswerCoverage)
+        self.screen = screen  # the question's screen, shared with the assessment (gateway.query.screening.Screen)
+        self.values: list[float] = []
+        self.measures: dict[int, Any] = {}  # round index -> quality measured after it
+        self.latest: Any = None
+        self.best: FusedAnswer | None = None
+        self.best_round: int | None = None
+        self._best_value = float("-inf")
+
+    def measure(self, calls: _Calls) -> None:
+        if self.quality is None or not calls.rounds:
+            return
+        fused = fuse(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
+                            coverage=self.coverage, question=self.question, screen=self.screen)
+        self.latest = self.quality(self.question, fused)
+        value = float(self.latest.value)
+        self.values.append(value)
+        self.measures[len(calls.rounds) - 1] = self.latest
+        if value > self._best_value:  # ties keep the earlier, cheaper answer
+            self._best_value, self.best, self.best_round = value, fused, len(calls.rounds) - 1
+
+
+def _not_yet_asked(hop: Routing, called: set[str]) -> list[str]:
+    """A second hop's sites: those it selected not yet asked, else its best-ranked one not yet asked."""
+    return ([s for s in hop.selected if s not in called]
+            or [s.site_id for s in hop.considered if s.site_id not in called][:1])
+
+
+def _followup(request: QueryRequest, question: str) -> RetrieveRequest:
+    """A Depth follow-up: local mode, the query's top_k; clipped to what a site accepts."""
+    return replace(request.retrieve_request("local"), question=question[:MAX_QUESTION_CHARS].strip() or request.question)
+
+
+def _trace_refinement(trace: dict[str, Any], question: str, routing: Routing, rounds: Sequence[Round],
+                      judged: _Judged) -> None:
+    """Tiers, each round's modes/follow-ups and quality, and which round's answer was returned."""
+    tiers = tiers_of(routing.considered)
+    if tiers:
+        trace["tiers"] = tiers
+    for i, (entry, rnd) in enumerate(zip(trace["rounds"], rounds)):
+        if rnd.requests:
+            entry["modes"] = {c.site_id: r.mode for c, r in zip(rnd.calls, rnd.requests)}
+            followups = {c.site_id: r.question for c, r in zip(rnd.calls, rnd.requests) if r.question != question}
+            if followups:
+                entry["followups"] = followups
+        if i in judged.measures:
+            entry["quality"] = judged.measures[i].to_json()
+    if judged.best_round is not None:
+        trace["best_round"] = judged.best_round

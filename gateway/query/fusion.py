@@ -1,0 +1,578 @@
+"""Extractive fusion of partial answers, with attribution a reader can follow, that does not take
+a site's word for it.
+
+The gateway holds no documents, so it cannot write new claims; it can only choose among the
+sentences sites already stand behind. Each candidate sentence is weighted by
+
+    weight = reliability(site) x relevance x confidence x support
+
+- relevance is measured here (gateway/query/relevance.py): a site's reported relevance can only lower it.
+  Claims rank as upper bounds; the gateway embeds what the ranking uses (the answer's sentences,
+  conflict sides, each site's top claim) and re-ranks until all of it was measured; a site caught
+  claiming more than measured has all its sentences measured;
+- the site's confidence in [0, 1] can likewise only lower the weight;
+- reliability is the site's record (gateway/query/reliability.py: a decayed Beta posterior), 1 without one;
+- support grows with the other sites stating the same thing (a near-verbatim copy, or an agreeing
+  claim): 1 + SUPPORT_STEP per other site, up to MAX_SUPPORT.
+
+Claims (gateway/query/claims.py) are compared across sites; contradictions are resolved by the heaviest
+consistent set of claims (gateway/query/conflicts.py), losing sentences leave the answer, and the answer
+says that sources disagree. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
+better-attributed copy — one its site actually cites, then the higher weight, then the more
+confident site — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
+indexing the citation list. Citations are ranked by what the gateway measured: a document's site
+score is capped at the best relevance the gateway measured for that site, times its reliability
+(each Citation keeps the site's own `score`; the order is the gateway's). With a `site_prior`, each
+site's documents are also weighed by how well the site matched the question at routing — CORI's
+result merging (Callan, Lu & Croft 1995): a document's score times a factor from its collection's
+score, because a site's own scores are comparable only within that site; the engine computes the
+factors (gateway.query.route.Routing.site_prior). With a `coverage` (gateway.query.lexical.AnswerCoverage),
+each site's documents are further weighed by how much of the question, rare words counting most,
+the sentences the site offered use: the only word-level evidence the gateway holds about every
+site alike.
+Before any weighing, sentences that are not evidence are screened out (gateway.query.screening: an echo
+of the question, an instruction addressed to the reader; with a `conduct` record, a site's fixed
+text around a different question, gateway.query.conduct); the answer's `screened` lists them, and an
+echo costs its site a reliability failure. With a `reliability` store, each fused answer also
+teaches it (see _observations): a site gains only when something independent of it confirms it. With a reader
+(gateway/query/reading.py), the reader's score replaces cosine as the relevance of the best-measured
+candidates it reads, everything unread or below its floor weighs 0, a document that loses a
+conflict loses all its sentences, and the answer leads with the reader's span.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from hansa.adapters.embedder.base import Embedder
+from hansa.core.text import split_words
+from hansa.gateway.query.claims import extract_claims
+from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.query.conduct import SiteConduct
+from hansa.gateway.query.conflicts import Conflict, Resolution, Statement, resolve
+from hansa.gateway.query.lexical import AnswerCoverage
+from hansa.gateway.query.reading import ReadingStage
+from hansa.gateway.query import relevance
+from hansa.gateway.query.relevance import (
+    MAX_MEASURED,
+    distrusted,
+    measure,
+    offered,
+    overclaimed,
+    round_robin,
+    spot_checks,
+    trusted,
+    upper_bound,
+)
+from hansa.gateway.query.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
+from hansa.gateway.query.screening import ECHO, Screen, Screened
+from hansa.sync.wire import Citation
+
+MAX_SENTENCES = relevance.MAX_SENTENCES  # one number: what fusion keeps is what is measured first
+DUPLICATE_JACCARD = 0.8
+SUPPORT_STEP = 0.25
+MAX_SUPPORT = 2.0
+REJECTED_EVIDENCE = 0.25  # a document whose sentence lost a contradiction keeps this share of its score
+TEMPLATE = "repeats the site's fixed text around a different question"
+CONTRIBUTION = 0.5  # a chosen sentence at this share of the leading one's weight carries the answer
+
+
+@dataclass(frozen=True)
+class FusedSentence:
+    text: str
+    site_id: str
+    doc_id: str
+    weight: float
+    citation: int  # 1-based index into FusedAnswer.citations: the [n] marker
+
+
+@dataclass(frozen=True)
+class FusedAnswer:
+    answer: str
+    citations: tuple[Citation, ...]
+    sentences: tuple[FusedSentence, ...]
+    note: str | None = None  # why there is no answer, when there is none
+    conflicts: tuple[Conflict, ...] = ()  # contradictions between sources, and how each was settled
+    measured: int = 0  # sentences the gateway embedded to measure their relevance
+    site_coverage: Mapping[str, float] = field(default_factory=dict)  # the AnswerCoverage factor per site
+    short_answer: str = ""  # with a reader: the answer's words in the leading sentence
+    reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
+    best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
+    screened: tuple[Screened, ...] = ()  # sentences refused as evidence (gateway.query.screening), with why
+    # what this answer teaches each site's reliability (an echo's failure included): see _observations
+    observations: Mapping[str, Observation] = field(default_factory=dict)
+    site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
+    # sites whose evidence carried the answer (confirmed, or near the leading sentence's weight):
+    # what a learning router is taught (gateway.query.learned), never a site's own claims
+    contributors: frozenset[str] = frozenset()
+
+    @property
+    def unsupported(self) -> bool:
+        """The reader read the offered sentences and none reached its floor: nothing answers."""
+        return self.reading is not None and not self.sentences and int(self.reading.get("read", 0)) > 0
+
+    def conflicts_json(self) -> list[dict[str, object]]:
+        return [c.to_json() for c in self.conflicts]
+
+
+@dataclass
+class _Candidate:
+    text: str
+    site_id: str
+    doc_id: str
+    confidence: float
+    cited: bool
+    order: int
+    words: frozenset[str]
+    reported: float | None = None
+    measured: float = 0.0
+    checked: bool = False  # `measured` holds the gateway's measurement (else the claim bounds it)
+    base: float = 0.0  # reliability x trusted relevance x confidence
+    weight: float = 0.0  # base x support
+    read: float | None = None  # with a reader: its score if at least the floor, else 0 (replaces cosine)
+    reader_score: float | None = None  # the reader's own score (trace)
+    span: str = ""
+
+    def attribution(self) -> tuple[bool, float, float]:
+        # weight before the site's own confidence: a confidence any member may set to 1.0 must not
+        # win a verbatim copy of another site's sentence (issue 32)
+        return (self.cited, self.weight, self.confidence)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in split_words(text) if len(w) > 2)
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def _why_no_answer(calls: Sequence[SiteCall]) -> str:
+    if not calls:
+        return "no site was asked: no published summary matches the question"
+    failed = "; ".join(
+        f"{c.site_id}: {c.status}" + (f" ({c.error})" if c.error else "") for c in calls if c.status != OK
+    )
+    if all(c.status != OK for c in calls):
+        return f"no site answered: {failed}"
+    note = "the sites that answered found nothing relevant to the question"
+    return f"{note}; the others failed: {failed}" if failed else note
+
+
+def _rank_citations(ok: Sequence[SiteCall], candidates: Sequence[_Candidate], chosen: Sequence[_Candidate],
+                    reliability: dict[str, float], rejected: set[tuple[str, str]],
+                    prior: Mapping[str, float] | None = None) -> tuple[Citation, ...]:
+    """Union of the answering sites' citations (plus any chosen sentence's uncited document), one per
+    (site, document), ranked by what the gateway measured: the site's score for the document, capped
+    at the best relevance the gateway measured among that site's sentences (a site whose sentences
+    are off-topic cannot push its documents up), or the document's own measured sentence weight if
+    higher; times the site's reliability and its factor from fusion (routing prior x answer coverage,
+    1 without them); documents that lost a contradiction keep REJECTED_EVIDENCE."""
+    cap: dict[str, float] = {}
+    measured_doc: dict[tuple[str, str], float] = {}
+    for cand in candidates:
+        cap[cand.site_id] = max(cap.get(cand.site_id, 0.0), trusted(cand.measured, cand.reported))
+        key = (cand.site_id, cand.doc_id)
+        measured_doc[key] = max(measured_doc.get(key, 0.0), trusted(cand.measured, cand.reported))
+    best: dict[tuple[str, str], tuple[float, float, Citation]] = {}
+    for call in ok:
+        assert call.answer is not None
+        for c in call.answer.citations:
+            key = (call.site_id, c.doc_id)
+            if key not in best or c.score > best[key][1]:
+                best[key] = (0.0, c.score, replace(c, site_id=call.site_id))
+    for cand in chosen:
+        key = (cand.site_id, cand.doc_id)
+        if key not in best:
+            best[key] = (0.0, 0.0, Citation(cand.site_id, cand.doc_id, "", 0.0))
+    ranked = []
+    for key, (_, reported, citation) in best.items():
+        score = max(min(max(reported, 0.0), cap.get(key[0], 0.0)), measured_doc.get(key, 0.0))
+        score *= reliability.get(key[0], 1.0) * (REJECTED_EVIDENCE if key in rejected else 1.0)
+        if prior is not None:
+            score *= prior.get(key[0], 1.0)
+        ranked.append((score, reported, citation))
+    ranked.sort(key=lambda e: (-e[0], -e[1], e[2].site_id, e[2].doc_id))
+    return tuple(c for _, _, c in ranked)
+
+
+def _combined(prior: Mapping[str, float] | None, covered: Mapping[str, float]) -> Mapping[str, float] | None:
+    """One factor per site for the citation ranking: the routing prior times the answer coverage."""
+    if not covered:
+        return prior
+    return {s: (prior or {}).get(s, 1.0) * covered.get(s, 1.0) for s in set(covered) | set(prior or {})}
+
+
+def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
+                  rejected: set[int], candidates: Sequence[_Candidate], copies: Sequence[set[str]],
+                  echoed: Mapping[str, Observation]) -> dict[str, Observation]:
+    """What this answer says about each site that offered sentences. A success only when something
+    independent of the site confirms it: another site states the same claim in its own words (a
+    near-verbatim copy confirms nothing: anyone can copy public text), or the gateway's reader
+    supports a sentence of it that made the answer; and one per contradiction its side won by more
+    independent sites. Being chosen alone earns nothing (an off-topic filler or a lie nobody
+    contradicts would earn). A failure per time it stood against such a majority (a dispute settled
+    by weight teaches nothing: gateway.query.conflicts.Resolution) and one when it claimed relevance the
+    gateway did not measure; and the `echoed` failures of sentences screened as echoes."""
+    sites = {c.site_id for c in candidates}
+    confirmed = _confirmed(chosen, resolution, rejected, candidates, copies)
+    over = _overclaimers(checked)
+    out = {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
+                          failures=(s in over) + resolution.lost.get(s, 0),
+                          why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
+           for s in sites}
+    for site, echo in echoed.items():
+        out[site] = out.get(site, Observation()) + echo
+    return out
+
+
+def _overclaimers(checked: Sequence[_Candidate]) -> set[str]:
+    """Sites that claimed a relevance the gateway did not measure: a claim exceeding by more than
+    OVERCLAIM the best measured relevance of the sentences it was claimed for. Sentences of one
+    document sharing one claim are one claim: an honest site reports a sentence it brings along as
+    context ("Its lens ...") at the relevance of the pick it belongs to, which the context alone
+    does not reach (on the adversarial bench's fit split every honest site was charged for it).
+    Any claim that short of its measurement marked the site distrusted first, so all its sentences
+    were measured (relevance.DISTRUST < OVERCLAIM)."""
+    picks: dict[tuple[str, str, float], float] = {}
+    for c in checked:
+        if c.reported is not None:
+            key = (c.site_id, c.doc_id, float(c.reported))
+            picks[key] = max(picks.get(key, 0.0), c.measured)
+    return {site for (site, _, claim), measured in picks.items() if overclaimed(measured, claim)}
+
+
+def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: set[int],
+               candidates: Sequence[_Candidate], copies: Sequence[set[str]]) -> set[str]:
+    """Sites something independent of them confirmed on this question: another site states the
+    same claim in its own words (not a near-verbatim copy), or the reader supports a sentence of
+    theirs that made the answer. A document disputed in any conflict on this question confirms
+    nothing and is confirmed by nothing: a doctored copy agrees with its original on every claim
+    but the one it changed (the adversarial bench's contradictor rose to the most trusted site so)."""
+    disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
+    out = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
+           if k not in rejected and (candidates[k].site_id, candidates[k].doc_id) not in disputed
+           and set(others) - copies[k] - {candidates[k].site_id}
+           - {s for s, _ in disputed}}
+    return out | {c.site_id for c in chosen if c.read is not None and c.read > 0}
+
+
+def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozenset[str]:
+    """Sites whose evidence carried the answer: confirmed, or a chosen sentence weighing at least
+    CONTRIBUTION of the leading one (the gateway's measurement, not the site's word; filler that
+    only completes the answer does not count)."""
+    lead = chosen[0].weight if chosen else 0.0
+    return frozenset(c.site_id for c in chosen if c.site_id in confirmed or c.weight >= CONTRIBUTION * lead)
+
+
+def _screen(screen: Screen, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
+            conduct: SiteConduct | None) -> tuple[list[list[tuple[SiteCall, str, str, float | None]]], list[Screened]]:
+    """Each site's offered sentences without those that are not evidence (gateway.query.screening; with
+    `conduct`, also a site's fixed text around a different question), and what was dropped."""
+    question = screen.question
+    kept, dropped = [], []
+    for sentences in per_site:
+        keep = []
+        for item in sentences:
+            call, text, doc_id, _ = item
+            why = screen.why(text)
+            if why is None and conduct is not None and question and conduct.templated(call.site_id, question, text):
+                why = TEMPLATE
+            if why is None:
+                keep.append(item)
+            else:
+                dropped.append(Screened(call.site_id, doc_id, why, text))
+        kept.append(keep)
+    return kept, dropped
+
+
+def _relevance(cand: _Candidate) -> float:
+    if cand.read is not None:
+        return cand.read
+    return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
+
+
+def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], copies: Sequence[set[str]],
+          duplicate_jaccard: float, max_sentences: int,
+          whole_documents: bool = False) -> tuple[Resolution, set[int], list[_Candidate]]:
+    """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance as
+    measured, or bounded by its claim while unmeasured (sets `base` and `weight`). `copies[i]`: the
+    other sites holding a near-verbatim copy of candidate i (support that does not depend on weights)."""
+    for cand in candidates:
+        cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
+    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, claims[i]) for i, c in enumerate(candidates) if c.base > 0]
+    resolution = resolve(statements)
+    rejected = set(resolution.rejected)
+    if whole_documents:  # a document that lost a conflict on this question loses all its sentences
+        lost = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
+        rejected |= {i for i, c in enumerate(candidates) if (c.site_id, c.doc_id) in lost}
+    for i, cand in enumerate(candidates):
+        others = set(resolution.agreeing_sites.get(i, set())) | copies[i]
+        cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
+
+    kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], duplicate_jaccard)
+    chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
+    return resolution, rejected, chosen
+
+
+def _distinct(candidates: Sequence[_Candidate], duplicate_jaccard: float) -> list[_Candidate]:
+    """One candidate per group of near-duplicates, heaviest first; of copies, the better attributed
+    (_Candidate.attribution)."""
+    kept: list[_Candidate] = []
+    for cand in sorted(candidates, key=lambda c: (-c.weight, c.order)):
+        dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
+        if dup is None:
+            kept.append(cand)
+        elif cand.attribution() > kept[dup].attribution():
+            kept[dup] = cand
+    return kept
+
+
+def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batch: Sequence[int], embedder: Embedder) -> None:
+    for i, value in zip(batch, measure(question_vector, [candidates[i].text for i in batch], embedder)):
+        candidates[i].measured, candidates[i].checked = float(value), True
+
+
+def _involved(conflict: Conflict) -> set[tuple[str, str]]:
+    """The documents a conflict's note speaks for: the winner's, or every side's when unresolved."""
+    sides = conflict.sides if conflict.unresolved else conflict.sides[:1]
+    return {d for side in sides for d in side.documents}
+
+
+def _pool(candidates: Sequence[_Candidate], trust: dict[str, float], size: int, question_vector: np.ndarray,
+          embedder: Embedder) -> list[_Candidate]:
+    """The `size` candidates with the highest measured weight (reliability x cosine x confidence):
+    what the reader reads. Claims only bound the unmeasured (relevance.trusted), so the top is
+    measured until it holds no claim: a site claiming 1.0 everywhere gets no sentence read unmeasured."""
+    while True:
+        for cand in candidates:
+            cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
+        top = sorted(candidates, key=lambda c: (-c.base, c.order))[:size]
+        need = [c.order for c in top if not c.checked]
+        if not need:
+            return top
+        _measure(question_vector, candidates, need, embedder)
+
+
+def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], candidates: Sequence[_Candidate]) -> tuple[dict[str, object], str]:
+    """Score the pool with the reader; everything else, and what is below the floor, weighs 0."""
+    for cand in candidates:
+        cand.read = 0.0
+    t0 = time.perf_counter()
+    got_all = reading.read(question, [c.text for c in pool])
+    ms = (time.perf_counter() - t0) * 1000
+    cut = max(reading.floor, reading.relative * max((g.score for g in got_all), default=0.0))
+    for cand, got in zip(pool, got_all):
+        cand.reader_score, cand.span = got.score, got.span
+        cand.read = got.score if got.score >= cut else 0.0
+    scores = [c.reader_score or 0.0 for c in pool]
+    best = max(pool, key=lambda c: c.reader_score or 0.0).text if pool else ""
+    return {**reading.to_json(), "read": len(pool), "supported": sum(s >= reading.floor for s in scores),
+            "best": round(max(scores, default=0.0), 4), "ms": round(ms, 2)}, best
+
+
+def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: set[int], chosen: Sequence[_Candidate]) -> set[int]:
+    """Candidates whose weight this ranking relies on: the chosen ones, and every statement on a
+    side of a conflict (their weights settle it)."""
+    disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
+    return ({c.order for c in chosen} | rejected
+            | {i for i, c in enumerate(candidates) if c.base > 0 and (c.site_id, c.doc_id) in disputed})
+
+
+def fuse(
+    question_vector: np.ndarray,
+    calls: Sequence[SiteCall],
+    embedder: Embedder,
+    max_sentences: int = MAX_SENTENCES,
+    duplicate_jaccard: float = DUPLICATE_JACCARD,
+    *,
+    reliability: SiteReliability | None = None,
+    learn: bool = True,
+    max_measured: int = MAX_MEASURED,
+    eager_below: int | None = None,
+    site_prior: Mapping[str, float] | None = None,
+    coverage: AnswerCoverage | None = None,
+    reading: ReadingStage | None = None,
+    question: str = "",
+    conduct: SiteConduct | None = None,
+    screen: Screen | None = None,
+) -> FusedAnswer:
+    """Fuse the sites' partial answers. With `reliability`, sites are weighted by their record and
+    this answer's `observations` are recorded, unless `learn` is False (the engine records one
+    answer per question, the one it returns); without, every site weighs 1. `site_prior` (site ->
+    factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
+    much of the question each site's answer uses. Up to `eager_below` candidates (default
+    relevance.EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
+    `question` it reads against), the reader judges the best-measured candidates (gateway.query.reading).
+    Sentences that echo `question` or address the reader with instructions are screened out first
+    (gateway.query.screening; `screen`: `question`'s, when the caller screened its sentences already),
+    and with `conduct` a site's fixed text around different questions."""
+    ok = [c for c in calls if c.status == OK and c.answer is not None]
+    covered = _covered(ok, coverage)
+    site_prior = _combined(site_prior, covered)
+    learner = reliability if learn else None
+    per_site, screened = _screen(Screen(question) if screen is None else screen, _per_site(ok), conduct)
+    echoed = _echo_failures(screened)
+    pairs = round_robin(per_site, max_measured)
+    trust = _trust(reliability, ok, echoed)
+    if not pairs:
+        if echoed and learner is not None:
+            learner.observe(echoed)
+        note = _why_no_answer(calls)
+        return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
+                           sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
+                           observations=echoed)
+    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences)
+    ranking = pool.verified(question_vector, embedder, eager_below)
+    read_trace, best_read, ranking = pool.read(reading, question, question_vector, embedder, ranking)
+    resolution, rejected, chosen = ranking
+    candidates, copies = pool.candidates, pool.copies
+    checked = [c for c in candidates if c.checked]
+    observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed)
+    if learner is not None:
+        learner.observe(observations)
+    citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},
+                                site_prior)
+    found = dict(conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered, reading=read_trace,
+                 best_read=best_read, screened=tuple(screened), site_best=_site_best(checked),
+                 observations=observations)
+    if not chosen:
+        note = _why_unread(reading, read_trace) or _why_no_answer(calls)
+        return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note, **found)
+    sentences, answer, short = _compose(chosen, citations, resolution, reading is not None)
+    contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies))
+    return FusedAnswer(answer=answer, citations=citations, sentences=sentences, short_answer=short,
+                       contributors=contributors, **found)
+
+
+def _echo_failures(screened: Sequence[Screened]) -> dict[str, Observation]:
+    """An echo costs its site a failure, which already weighs against it in the answer it echoed in."""
+    return {s.site_id: Observation.failed(ECHOED) for s in screened if s.reason in (ECHO, TEMPLATE)}
+
+
+def _trust(reliability: SiteReliability | None, ok: Sequence[SiteCall],
+           pending: Mapping[str, Observation]) -> dict[str, float]:
+    """The answering sites' reliability weights, with this answer's `pending` failures already
+    counted (every site weighs 1 without a reliability record)."""
+    if reliability is None:
+        return {}
+    return reliability.weights(sorted({c.site_id for c in ok}), pending=pending)
+
+
+def _covered(ok: Sequence[SiteCall], coverage: AnswerCoverage | None) -> dict[str, float]:
+    """Each answering site's AnswerCoverage factor (none without `coverage`)."""
+    if coverage is None:
+        return {}
+    return {c.site_id: coverage.factor(t for t, _, _ in offered(c.answer)) for c in ok if c.answer is not None}
+
+
+def _why_unread(reading: ReadingStage | None, read_trace: Mapping[str, object] | None) -> str | None:
+    """Why nothing answers when the reader read sentences and none reached its floor."""
+    if reading is None or read_trace is None or not read_trace["read"]:
+        return None
+    return (f"no offered sentence answers the question: the reader's best score {read_trace['best']:.2f} "
+            f"is below its floor {reading.floor:.2f}")
+
+
+def _per_site(ok: Sequence[SiteCall]) -> list[list[tuple[SiteCall, str, str, float | None]]]:
+    """Each answering site's offered sentences as (call, text, document, claimed relevance)."""
+    out = []
+    for call in ok:
+        assert call.answer is not None
+        out.append([(call, text, doc_id, rel) for text, doc_id, rel in offered(call.answer)])
+    return out
+
+
+def _candidates(pairs: Sequence[tuple[SiteCall, str, str, float | None]]) -> list[_Candidate]:
+    out = []
+    for i, (call, text, doc_id, rel) in enumerate(pairs):
+        assert call.answer is not None
+        cited = any(c.doc_id == doc_id for c in call.answer.citations)
+        out.append(_Candidate(text, call.site_id, doc_id, call.answer.confidence, cited, i, _words(text), rel))
+    return out
+
+
+class _Ranking(NamedTuple):
+    resolution: Resolution
+    rejected: set[int]
+    chosen: list[_Candidate]
+
+
+class _Pool:
+    """The candidates with what ranking them needs: their claims, their near-verbatim copies at
+    other sites, the sites' trust."""
+
+    def __init__(self, candidates: list[_Candidate], trust: dict[str, float], duplicate_jaccard: float,
+                 max_sentences: int) -> None:
+        self.candidates, self.trust = candidates, trust
+        self.duplicate_jaccard, self.max_sentences = duplicate_jaccard, max_sentences
+        self.claims = [extract_claims(c.text) for c in candidates]
+        self.copies = [{o.site_id for o in candidates
+                        if o.site_id != c.site_id and _jaccard(o.words, c.words) > duplicate_jaccard}
+                       for c in candidates]
+
+    def rank(self, whole_documents: bool = False) -> _Ranking:
+        return _Ranking(*_rank(self.candidates, self.claims, self.trust, self.copies, self.duplicate_jaccard,
+                               self.max_sentences, whole_documents=whole_documents))
+
+    def read(self, reading: ReadingStage | None, question: str, question_vector: np.ndarray,
+             embedder: Embedder, ranking: _Ranking) -> tuple[dict[str, object] | None, str, _Ranking]:
+        """With a reader: it reads the best-measured candidates, and its verdict replaces cosine:
+        they are ranked again, documents losing a conflict losing all their sentences. Returns its
+        trace, the sentence it scored highest and the ranking (`ranking` as is without a reader)."""
+        if reading is None:
+            return None, "", ranking
+        trace, best = _read(reading, question, _pool(self.candidates, self.trust, reading.pool, question_vector,
+                                                     embedder), self.candidates)
+        return trace, best, self.rank(whole_documents=True)
+
+    def verified(self, question_vector: np.ndarray, embedder: Embedder, eager_below: int | None) -> _Ranking:
+        """Verify what is used (gateway/query/relevance.py): rank with claims as upper bounds, measure what
+        the ranking uses, re-rank, until everything used was measured."""
+        candidates = self.candidates
+        eager = relevance.EAGER_BELOW if eager_below is None else eager_below
+        to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
+            [(c.site_id, c.reported) for c in candidates])
+        if len(to_check) == len(candidates):  # all of them: measure before ranking, rank once
+            _measure(question_vector, candidates, sorted(to_check), embedder)
+        while True:
+            ranking = self.rank()
+            need = (to_check | _used(candidates, *ranking)) - {i for i, c in enumerate(candidates) if c.checked}
+            if not need:
+                return ranking
+            batch = sorted(need)
+            _measure(question_vector, candidates, batch, embedder)
+            liars = {candidates[i].site_id for i in batch if distrusted(candidates[i].measured, candidates[i].reported)}
+            to_check |= need | {i for i, c in enumerate(candidates) if c.site_id in liars}
+
+
+def _site_best(checked: Sequence[_Candidate]) -> dict[str, float]:
+    """Each answering site's best relevance as the gateway measured it (gateway.query.conduct compares claims with it)."""
+    best: dict[str, float] = {}
+    for c in checked:
+        best[c.site_id] = max(best.get(c.site_id, 0.0), trusted(c.measured, c.reported))
+    return best
+
+
+def _compose(chosen: Sequence[_Candidate], citations: Sequence[Citation], resolution: Resolution,
+             read: bool) -> tuple[tuple[FusedSentence, ...], str, str]:
+    """The answer's sentences with their [n] markers, led by the reader's span (when `read` and the
+    leading sentence is not disputed one source against one) and followed by the conflicts' notes."""
+    index = {(c.site_id, c.doc_id): n for n, c in enumerate(citations, start=1)}
+    sentences = tuple(
+        FusedSentence(c.text, c.site_id, c.doc_id, c.weight, index[(c.site_id, c.doc_id)]) for c in chosen
+    )
+    answer = " ".join(f"{s.text} [{s.citation}]" for s in sentences)
+    short = chosen[0].span.strip() if read else ""
+    if any(c.unresolved and (chosen[0].site_id, chosen[0].doc_id) in _involved(c) for c in resolution.conflicts):
+        short = ""  # the leading sentence is disputed, one source against one: no answer is picked
+    if short:
+        answer = f"{short} [{sentences[0].citation}]. {answer}"
+    in_answer = {(s.site_id, s.doc_id) for s in sentences}
+    notes = [c.summary() for c in resolution.conflicts if in_answer & _involved(c)]
+    if notes:
+        answer += " " + " ".join(notes)
+    return sentences, answer, short

@@ -1,0 +1,203 @@
+"""How far the gateway has come to trust each site: a Beta posterior learned from fusion, decayed
+over time, kept across restarts.
+
+Why a Beta posterior: each fused answer is a handful of Bernoulli-like observations about a site —
+something independent of it confirmed its sentences (another site in its own words, or the
+gateway's reader: successes; being chosen alone earns nothing, issue 32), or it stood on the
+losing side of a contradiction, claimed a relevance the gateway could not measure, echoed the
+question, or answered far below what its summaries promised (failures, counted by kind). The
+posterior mean (alpha / (alpha + beta)) is the site's reliability weight; the prior keeps a site
+nobody has seen yet at PRIOR_MEAN, and a few observations cannot swing it to 0 or 1. Evidence is
+exponentially decayed toward the prior with a half-life, so a site that reforms (or is
+compromised) moves within days, not never.
+
+Why SQLite: one small file beside the registry (`<home>/gateway/reliability.sqlite`, opened as
+core.statedb opens it) updated on every fused answer; SQLite gives atomic, durable updates without
+rewriting a JSON file per query, and lets `hansa gateway sites` read it while a gateway runs.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from hansa.core.statedb import open_state_db
+
+if TYPE_CHECKING:
+    from hansa.core.config import Config
+
+FILE_NAME = "reliability.sqlite"
+PRIOR_ALPHA = 4.0  # a new site starts at 0.8: trusted, but below a site with a record
+PRIOR_BETA = 1.0
+HALF_LIFE_S = 7 * 24 * 3600.0  # [gateway] reliability_half_life_hours (168)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS site_reliability (
+    site_id TEXT PRIMARY KEY,
+    alpha REAL NOT NULL,
+    beta REAL NOT NULL,
+    successes REAL NOT NULL,
+    failures REAL NOT NULL,
+    updated REAL NOT NULL
+)
+"""
+_KINDS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS site_failure_kinds (
+    site_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    count REAL NOT NULL,
+    PRIMARY KEY (site_id, kind)
+)
+"""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one fused answer says about one site. `why`: each failure's kind (LOST, OVERCLAIMED,
+    ECHOED, OVERROUTED) and count, kept undecayed for operators (`hansa gateway sites`)."""
+
+    successes: float = 0.0
+    failures: float = 0.0
+    why: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def failed(cls, kind: str, n: float = 1.0) -> "Observation":
+        return cls(failures=n, why=((kind, n),))
+
+    def __add__(self, other: "Observation") -> "Observation":
+        return Observation(self.successes + other.successes, self.failures + other.failures, self.why + other.why)
+
+
+# the kinds of failure (Observation.why)
+LOST = "lost a contradiction"  # stood against more independent sites (gateway.query.conflicts)
+OVERCLAIMED = "overclaimed relevance"  # reported more than the gateway measured (gateway.query.relevance)
+ECHOED = "echoed the question"  # offered the question back as an answer (gateway.query.screening, gateway.query.conduct)
+OVERROUTED = "answered far below its summaries"  # its routing claim not borne out (gateway.query.conduct)
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    site_id: str
+    alpha: float
+    beta: float
+    successes: float  # undecayed totals, for operators
+    failures: float
+    updated: float  # unix time of the last observation
+    failure_kinds: Mapping[str, float] = field(default_factory=dict)  # undecayed, by kind (Observation.why)
+
+    @property
+    def reliability(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+    def to_json(self) -> dict[str, object]:
+        return {"site_id": self.site_id, "reliability": round(self.reliability, 4), "alpha": round(self.alpha, 3),
+                "beta": round(self.beta, 3), "successes": self.successes, "failures": self.failures,
+                "failures_by_kind": dict(sorted(self.failure_kinds.items())), "updated": self.updated}
+
+
+class SiteReliability:
+    """The per-site posteriors. `path=None` keeps them in memory (tests, benchmarks)."""
+
+    def __init__(self, path: Path | None, *, half_life_s: float = HALF_LIFE_S, prior_alpha: float = PRIOR_ALPHA,
+                 prior_beta: float = PRIOR_BETA, clock: Callable[[], float] = time.time) -> None:
+        if half_life_s <= 0 or prior_alpha <= 0 or prior_beta <= 0:
+            raise ValueError("half_life_s and the prior's alpha and beta must be positive")
+        self.path = path
+        self.half_life_s, self.prior_alpha, self.prior_beta, self.clock = half_life_s, prior_alpha, prior_beta, clock
+        self._db = open_state_db(path, (_SCHEMA, _KINDS_SCHEMA))
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, gateway_dir: Path, **kwargs) -> "SiteReliability":
+        """The gateway's file, beside its registry (`gateway_dir` is `<home>/gateway`)."""
+        return cls(Path(gateway_dir) / FILE_NAME, **kwargs)
+
+    @classmethod
+    def for_gateway(cls, cfg: "Config", gateway_dir: Path) -> "SiteReliability":
+        """As configured: `[gateway] reliability_half_life_hours`."""
+        return cls.open(gateway_dir, half_life_s=cfg.gateway.reliability_half_life_hours * 3600.0)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- reading --------------------------------------------------------------------------------
+    def _decayed(self, alpha: float, beta: float, updated: float, now: float) -> tuple[float, float]:
+        keep = math.pow(0.5, max(0.0, now - updated) / self.half_life_s)
+        return (self.prior_alpha + (alpha - self.prior_alpha) * keep,
+                self.prior_beta + (beta - self.prior_beta) * keep)
+
+    def record(self, site_id: str) -> SiteRecord:
+        """The site's posterior as of now (decayed); the prior for a site never observed."""
+        return self.records([site_id])[site_id]
+
+    def records(self, site_ids: list[str] | None = None) -> dict[str, SiteRecord]:
+        now = self.clock()
+        with self._lock:
+            rows = self._db.execute("SELECT site_id, alpha, beta, successes, failures, updated FROM site_reliability").fetchall()
+            kinds: dict[str, dict[str, float]] = {}
+            for site_id, kind, count in self._db.execute("SELECT site_id, kind, count FROM site_failure_kinds"):
+                kinds.setdefault(site_id, {})[kind] = count
+        out = {}
+        for site_id, alpha, beta, s, f, updated in rows:
+            if site_ids is None or site_id in site_ids:
+                a, b = self._decayed(alpha, beta, updated, now)
+                out[site_id] = SiteRecord(site_id, a, b, s, f, updated, kinds.get(site_id, {}))
+        for site_id in site_ids or ():
+            out.setdefault(site_id, SiteRecord(site_id, self.prior_alpha, self.prior_beta, 0.0, 0.0, 0.0))
+        return out
+
+    def weights(self, site_ids: list[str], pending: Mapping[str, Observation] | None = None) -> dict[str, float]:
+        """Each site's posterior mean; with `pending`, as if those observations were recorded too:
+        an answer's echoes weigh against their site in that answer, which is recorded only once
+        the engine knows it is the one it returns (gateway.query.fusion)."""
+        pending = pending or {}
+        weights = {}
+        for site_id, r in self.records(site_ids).items():
+            obs = pending.get(site_id, Observation())
+            alpha, beta = r.alpha + obs.successes, r.beta + obs.failures
+            weights[site_id] = alpha / (alpha + beta)
+        return weights
+
+    def view(self) -> list[dict[str, object]]:
+        """Every observed site's reliability, most trusted first: for `hansa gateway sites`."""
+        return [r.to_json() for r in sorted(self.records().values(), key=lambda r: (-r.reliability, r.site_id))]
+
+    # -- learning -------------------------------------------------------------------------------
+    def observe(self, observations: Mapping[str, Observation]) -> None:
+        """Fold one fused answer's observations into the posteriors, in one transaction."""
+        now = self.clock()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for site_id, obs in observations.items():
+                    if obs.successes < 0 or obs.failures < 0:
+                        raise ValueError("observations count events: they cannot be negative")
+                    if obs.successes == 0 and obs.failures == 0:
+                        continue
+                    row = self._db.execute("SELECT alpha, beta, successes, failures, updated FROM site_reliability "
+                                           "WHERE site_id = ?", (site_id,)).fetchone()
+                    alpha, beta, s, f, updated = row or (self.prior_alpha, self.prior_beta, 0.0, 0.0, now)
+                    alpha, beta = self._decayed(alpha, beta, updated, now)
+                    self._db.execute(
+                        "INSERT INTO site_reliability (site_id, alpha, beta, successes, failures, updated) "
+                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(site_id) DO UPDATE SET alpha = excluded.alpha, "
+                        "beta = excluded.beta, successes = excluded.successes, failures = excluded.failures, "
+                        "updated = excluded.updated",
+                        (site_id, alpha + obs.successes, beta + obs.failures, s + obs.successes, f + obs.failures, now))
+                    self._db.executemany(
+                        "INSERT INTO site_failure_kinds (site_id, kind, count) VALUES (?, ?, ?) "
+                        "ON CONFLICT(site_id, kind) DO UPDATE SET count = count + excluded.count",
+                        [(site_id, kind, n) for kind, n in obs.why if n])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def forget(self, site_id: str) -> None:
+        """Drop a site's record (a revoked site, or an operator's reset)."""
+        with self._lock:
+            self._db.execute("DELETE FROM site_reliability WHERE site_id = ?", (site_id,))
+            self._db.execute("DELETE FROM site_failure_kinds WHERE site_id = ?", (site_id,))

@@ -1,0 +1,243 @@
+"""Stage 1, route: which sites may hold the answer.
+
+Contract: `route(...)` embeds the question once, searches the summary index for the top-m
+summaries, scores the routable sites that own them (a `Router`), and returns a `Routing`: every
+scored site best first (`considered`), the ones to call (`selected`: the router's pick of at most
+k, or exactly the sites the request named), and the sites whose summaries matched but may not be
+routed to (`excluded`, with the reason). It calls no site.
+
+The default `SummaryRouter` is DGRAG summary matching with the margin rule of gateway.query.router,
+plus the sites' published term statistics (CORI, gateway.query.lexical); a learned router replaces it by
+implementing the same two methods.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from hansa.adapters.embedder.base import Embedder
+from hansa.gateway.client import SiteCall
+from hansa.gateway.query.assess import Assessment, Passage, assess, passages
+from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
+from hansa.gateway.trust.registry import REVOKED, SiteRecord
+from hansa.gateway.query.lexical import QuestionWords, lexical_scores
+from hansa.gateway.query.relevance import measure
+from hansa.gateway.query.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
+from hansa.gateway.query.screening import Screen
+from hansa.sync.terms import term_keys
+
+if TYPE_CHECKING:
+    from hansa.gateway.query.fusion import FusedAnswer
+
+
+class Router(Protocol):
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
+             lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
+        """Every routable site worth considering, best first; `lexical` is each site's CORI term
+        score (gateway.query.lexical) for routers that use it."""
+        ...
+
+    def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
+        """Of `ranked`, the sites to call (at most k)."""
+        ...
+
+
+@runtime_checkable
+class LearningRouter(Router, Protocol):
+    """A router that learns from outcomes (gateway.query.learned): after fusion the engine tells it which
+    sites were considered, selected and called, and the answer they made."""
+
+    def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
+                calls: Sequence[SiteCall], fused: "FusedAnswer") -> None: ...
+
+
+def reads_lexical(router: Router) -> bool:
+    """Whether `router` ranks with the sites' term scores: a router says so with `reads_lexical`
+    (a property or attribute); one that does not say is given them."""
+    return bool(getattr(router, "reads_lexical", True))
+
+
+@dataclass(frozen=True)
+class SummaryRouter:
+    """DGRAG's summary matching (gateway.query.router): best summary plus a small second-hit bonus,
+    called within `margin` of the leader."""
+
+    margin: float = DEFAULT_MARGIN
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT  # 0: summaries alone
+
+    @property
+    def reads_lexical(self) -> bool:
+        return self.lexical_weight != 0
+
+    def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
+             lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
+        return score_sites(hits, routable, lexical=lexical, lexical_weight=self.lexical_weight)
+
+    def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
+        return select_sites(ranked, k, self.margin)
+
+
+@dataclass(frozen=True)
+class Routing:
+    question_vector: np.ndarray
+    hits: list[SummaryHit]
+    considered: list[SiteScore]
+    selected: list[str]
+    excluded: list[dict[str, str]]
+    selection: str  # "routed" or "explicit"
+    embed_ms: float
+    search_ms: float  # summary search, term scoring and ranking
+    # the question's words weighed by their rarity among the routable sites (None: no word to weigh)
+    words: QuestionWords | None = None
+    embedder: Embedder | None = None  # what the assessment measures passages with (None: sites' own figures)
+
+    def best_summary(self, site_id: str) -> float | None:
+        """The site's best summary similarity among the top-m hits (None: none of its summaries
+        made the top-m, itself a sign it holds little on the question)."""
+        return next((h.score for h in self.hits if h.site_id == site_id), None)
+
+    def site_prior(self, called: Collection[str], weight: float) -> dict[str, float] | None:
+        """Each called site's factor for fusion's citation ranking: 1 - weight + weight x its routing
+        score as a share of the best called site's (a site routing did not score: the floor,
+        1 - weight). Why: a site's retrieval scores rank its own documents well but compare poorly
+        across sites (each scores against its own corpus); how well the site as a whole matched
+        the question is the gateway's own, comparable measure (CORI's result merging). None when
+        `weight` is 0 or nothing called was scored."""
+        if weight <= 0 or not called:
+            return None
+        scores = {s.site_id: max(s.score, 0.0) for s in self.considered if s.site_id in called}
+        best = max(scores.values(), default=0.0)
+        if best <= 0:
+            return None
+        return {site: 1.0 - weight + weight * scores.get(site, 0.0) / best for site in called}
+
+    def trailing_gap(self, asked: Collection[str]) -> float:
+        """How far the best-ranked site outside `asked` trails the leader: 0 when one ties it, the
+        leader's whole score when every ranked site was asked (nothing ranked is left to find)."""
+        return self._behind_leader(lambda site: site not in asked)
+
+    def deficit(self, asked: Collection[str]) -> float:
+        """How far the best-ranked site in `asked` trails the leader: 0 when one of them leads, the
+        leader's whole score when routing ranked none of them. The other side of trailing_gap: an
+        origin that is not the leader has a gap of 0 whether it ranks a close second or last."""
+        return self._behind_leader(lambda site: site in asked)
+
+    def _behind_leader(self, counts: Callable[[str], bool]) -> float:
+        """The leader's score minus that of the best-ranked site `counts` accepts (the leader's
+        whole score when it accepts none; 0 when nothing was ranked)."""
+        if not self.considered:
+            return 0.0
+        lead = self.considered[0].score
+        found = next((s.score for s in self.considered if counts(s.site_id)), None)
+        return lead - found if found is not None else lead
+
+    def evidence(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> list[Passage]:
+        """The passages of `calls` as the assessment weighs them (query.assess.passages)."""
+        return passages(calls, question, self._measured if self.embedder is not None else None, screen)
+
+    def assess(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> Assessment:
+        """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
+        summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
+        leader, the question's weighed words, and what the lowest-ranked site asked added
+        (query.assess; `screen`: `question`'s, gateway.query.screening.Screen)."""
+        asked = {c.site_id for c in calls}
+        best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
+        # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the
+        # last is the newest site escalation asked
+        rank = {s.site_id: i for i, s in enumerate(self.considered)}
+        ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
+        return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
+                      routing_deficit=self.deficit(asked),
+                      measured=self._measured if self.embedder is not None else None, screen=screen)
+
+    def _measured(self, texts: Sequence[str]) -> Sequence[float]:
+        """The gateway's cosine of `texts` with the question (gateway.query.relevance.measure)."""
+        assert self.embedder is not None
+        return measure(self.question_vector, texts, self.embedder).tolist()
+
+
+def exclusion(rec: SiteRecord | None) -> str:
+    if rec is None:
+        return "not enrolled"
+    if rec.status == REVOKED:
+        return "revoked"
+    if rec.is_withdrawn:
+        return "withdrawn (its publication holds no summary)"
+    return "publication expired"
+
+
+def route(
+    question: str,
+    *,
+    embedder: Embedder,
+    index: SummaryIndex,
+    records: Mapping[str, SiteRecord],
+    routable: Collection[str],
+    top_m: int,
+    k: int,
+    router: Router,
+    explicit: Sequence[str] | None = None,
+    discounts: Mapping[str, float] | None = None,
+    held: Mapping[str, str] | None = None,
+) -> Routing:
+    """`discounts`: what to subtract from a site's score, its routing claims' excess over what it
+    answered (gateway.query.conduct); applied to any router's ranking before the sites are selected.
+    `held`: quarantined sites and the operator's reason (they are not in `routable`; the trace
+    says why they were left out)."""
+    t0 = time.perf_counter()
+    vector = embedder.embed_query(question)
+    t1 = time.perf_counter()
+    hits = index.search(vector, top_m)
+    # term scores cost ~0.3 ms at 16 sites and ~1 ms at 64: only for a router that reads them. Named
+    # sites are ranked the same way as routed ones, so what is derived from the ranking (fusion's site
+    # prior, an assessment's routing_gap) does not depend on how the sites were chosen: the gate's
+    # calibration rows name the origin, the gate itself sees it routed (gateway.query.calibrate.gate_rows)
+    sketches = index.term_sketches(routable)
+    words = QuestionWords.of(question, sketches)  # the question's words, hashed once for both uses
+    keys = words.keys if words is not None else np.zeros(0, dtype=np.uint32)
+    lexical = lexical_scores(keys, sketches) if reads_lexical(router) else None
+    considered = discounted(router.rank(vector, hits, routable, lexical=lexical), discounts)
+    if explicit is None:
+        selected = [s.site_id for s in router.select(considered, k)]
+    else:
+        selected = list(explicit)
+    withdrawn = {sid for sid, rec in records.items() if rec.is_withdrawn}  # no hit says why they are missing
+    held = held or {}
+    excluded = [{"site_id": sid, "reason": f"quarantined by an operator: {held[sid]}" if sid in held
+                 else exclusion(records.get(sid))}
+                for sid in sorted(({h.site_id for h in hits} | withdrawn) - set(routable))]
+    t2 = time.perf_counter()
+    return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
+                   (t1 - t0) * 1000, (t2 - t1) * 1000, words, embedder)
+
+
+def discounted(ranked: Sequence[SiteScore], discounts: Mapping[str, float] | None) -> list[SiteScore]:
+    """`ranked` with each discounted site's score lowered by its discount, best first again (ties
+    keep the router's order)."""
+    if not discounts or not any(s.site_id in discounts for s in ranked):
+        return list(ranked)
+    lowered = [replace(s, score=s.score - discounts[s.site_id]) if s.site_id in discounts else s for s in ranked]
+    order = {id(s): i for i, s in enumerate(lowered)}
+    return sorted(lowered, key=lambda s: (-s.score, order[id(s)]))
+
+
+def site_term_scores(question: str, index: SummaryIndex, routable: Collection[str]) -> dict[str, float]:
+    """Each routable site's CORI score for the question's words (sites without term statistics
+    are absent)."""
+    return lexical_scores(term_keys(question), index.term_sketches(routable))
+
+
+def router_json(router: Router) -> dict[str, Any]:
+    """What the trace records as `router`: its name and, for a learned router, its model version."""
+    describe = getattr(router, "describe", None)
+    if callable(describe):
+        return describe()
+    return {"name": getattr(router, "name", type(router).__name__), "model_version": None}
+
+
+def trace_json(routing: Routing) -> dict[str, Any]:
+    return {"sites_considered": [s.to_json() for s in routing.considered], "sites_excluded": routing.excluded,
+            "selection": routing.selection}

@@ -1,0 +1,218 @@
+"""fuse() with a reader (gateway.query.reading): the floor, the short answer, whole documents losing a
+conflict, abstention when nothing is supported. Fast tier: HashEmbedder and WordReader are
+doubles of hansa's own ports (tests/fakes.py); the real reader has its own tests
+(tests/adapters/reader)."""
+from __future__ import annotations
+
+import pytest
+
+from hansa.core.errors import BackendError, ConfigError
+from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.query.fusion import fuse
+from hansa.gateway.query.reading import ReadingStage, open_reading
+from hansa.sync.wire import Citation, PartialAnswer
+from tests.fakes import HashEmbedder, WordReader
+
+QUESTION = "When did the Virgin Mary appear to Bernadette at Lourdes?"
+# squad:University_of_Notre_Dame#000 (SQuAD v1.1, CC BY-SA 4.0), shortened
+ANSWER = "The Virgin Mary reputedly appeared to Saint Bernadette at Lourdes in 1858."
+FILLER = "The college also runs a bookstore and two dining halls."
+NEAR = "Lourdes lies in the foothills of the Pyrenees."
+
+
+def site(site_id: str, sentences: list[tuple], confidence: float = 0.8) -> SiteCall:
+    docs = list(dict.fromkeys(s[1] for s in sentences))
+    answer = PartialAnswer(site_id, " ".join(s[0] for s in sentences),
+                           tuple(Citation(site_id, d, d.title(), 0.5) for d in docs), confidence, tuple(sentences))
+    return SiteCall(site_id, OK, 5.0, 10, 10, answer=answer)
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+def test_sentences_below_the_floor_fill_no_slot_and_the_span_leads(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.5)
+    q = embedder.embed_query(QUESTION)
+    calls = [site("a", [(ANSWER, "nd"), (FILLER, "college")]), site("b", [(NEAR, "geo")])]
+    fused = fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert [s.text for s in fused.sentences] == [ANSWER]  # filler and the near miss are below the floor
+    assert fused.short_answer == "Saint"  # the double's span: the first capitalized word the question lacks
+    assert fused.answer.startswith("Saint [1]. " + ANSWER)
+    assert fused.reading is not None and fused.reading["read"] == 3 and fused.reading["supported"] == 1
+    without = fuse(q, calls, embedder)
+    assert FILLER in without.answer or NEAR in without.answer  # cosine alone stitches them in
+
+
+def test_nothing_above_the_floor_is_unsupported_and_says_why(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.9)
+    q = embedder.embed_query(QUESTION)
+    fused = fuse(q, [site("a", [(FILLER, "college"), (NEAR, "geo")])], embedder, reading=reading, question=QUESTION)
+    assert fused.sentences == () and fused.unsupported
+    assert "below its floor 0.90" in (fused.note or "")
+
+
+def test_the_pool_bounds_what_is_read(embedder: HashEmbedder) -> None:
+    reader = WordReader()
+    reading = ReadingStage(reader, floor=0.1, pool=2)
+    q = embedder.embed_query(QUESTION)
+    calls = [site(f"s{i}", [(f"{ANSWER} Item {i}.", f"d{i}")]) for i in range(5)]
+    fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert len(reader.reads) == 1 and len(reader.reads[0][1]) == 2
+
+
+def test_a_document_that_loses_a_conflict_loses_all_its_sentences(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.3)
+    q = embedder.embed_query(QUESTION)
+    wrong = ANSWER.replace("1858", "1878")
+    extra = "The Virgin Mary at Lourdes drew pilgrims to Bernadette's grotto."
+    calls = [site("a", [(ANSWER, "nd")]), site("b", [(ANSWER, "nd2")]), site("c", [(wrong, "bad"), (extra, "bad")])]
+    fused = fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert fused.conflicts and fused.conflicts[0].winner.value == "1858"
+    assert all(s.doc_id != "bad" for s in fused.sentences)  # its other sentence goes with it
+    cosine = fuse(q, calls, embedder)
+    assert any(s.text == extra for s in cosine.sentences)  # without a reader the loser's other sentence stays
+
+
+def test_config_names_the_reader(tmp_path) -> None:
+    assert open_reading("none") is None
+    with pytest.raises(BackendError, match="reader.json is missing.*hansa.evaluation.reader_train"):
+        open_reading(str(tmp_path))
+
+
+def test_a_served_gateway_answers_with_the_span_and_abstains_on_what_the_reader_does_not_support(tmp_path) -> None:
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    body = fed.query({"question": RIVER_Q}).get_json()
+    assert body["abstained"] is False and body["short_answer"] == "The"  # the double's span: first new capital
+    assert body["answer"].startswith("The [1]. The Rhone river flows through Lyon. [1]")
+    assert body["trace"]["reading"]["name"].startswith("word-reader") and body["trace"]["reading"]["supported"] == 1
+    assert body["confidence"] == 1.0  # the reader's score, not cosine
+    body = fed.query({"question": "Which river flows through Lyon in the rain festival season?"}).get_json()
+    assert body["abstained"] is True and body["answer"].startswith("The federation holds no answer")
+    assert "below its floor" in body["trace"]["abstention"]["reason"] and "short_answer" not in body
+
+
+TWO_HOP_QUESTION = "Which dish is the speciality of the city the Rhone flows through?"
+BRIDGE = "The Rhone river flows through Lyon."
+DISH = "Quenelles are the speciality dish of Lyon, the city on the Rhone river."
+
+
+def two_hop_gateway(root, hops: int):
+    """A federation where the question's answer lies one name away: "rivers" names Lyon, and
+    "kitchen" answers only when asked about it."""
+    from tests.fakes import Reply
+    from tests.gateway.test_fast_gateway import SUMMARIES, answer, open_gateway
+
+    summaries = {**SUMMARIES, "rivers": "The river Rhone flows through Lyon and south to the sea.",
+                 "kitchen": "Quenelles are the pride of Lyon cooks."}
+    replies = {"rivers": Reply(answer("rivers", BRIDGE, "rhone")),
+               "kitchen": Reply(lambda req: answer("kitchen", DISH if "Lyon" in req.question else "Bread.", "quenelles")),
+               "castles": Reply(answer("castles", "Castles had moats.", "moats"))}
+    fed = open_gateway(root, replies, summaries, second_hops=hops)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    return fed
+
+
+def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
+    question = TWO_HOP_QUESTION
+    for hops, expect_answer in ((1, True), (0, False)):
+        fed = two_hop_gateway(tmp_path / str(hops), hops)
+        body = fed.query({"question": question}).get_json()
+        trace = body["trace"]
+        if expect_answer:
+            (follow,) = trace["second_hops"]
+            assert follow.startswith(f"{question} Lyon")  # the name the question lacked comes first
+            assert [r["kind"] for r in trace["rounds"]] == ["routed", "second_hop"]
+            assert trace["sites_called"] == ["rivers", "kitchen"]
+            assert body["abstained"] is False and DISH in body["answer"]
+            assert [r.question for r in fed.transport.asked("kitchen")] == [follow]
+        else:
+            assert "second_hops" not in trace and trace["sites_called"] == ["rivers"] and body["abstained"] is True
+        fed.service.close()
+
+
+def test_a_question_with_a_second_hop_teaches_reliability_once_from_its_final_answer(tmp_path, monkeypatch) -> None:
+    """The first answer (the bridge alone) is fused again with the hop's answers: recording both
+    would count the bridge site's sentence twice for one question."""
+    fed = two_hop_gateway(tmp_path, 1)
+    reliability = fed.service.engine.reliability
+    recorded: list[set[str]] = []
+    observe = reliability.observe
+    monkeypatch.setattr(reliability, "observe", lambda obs: (recorded.append(set(obs)), observe(obs))[1])
+    body = fed.query({"question": TWO_HOP_QUESTION}).get_json()
+    assert body["trace"]["second_hops"] and DISH in body["answer"]
+    assert recorded == [{"rivers", "kitchen"}]  # one recording, of the answer returned
+    fed.service.close()
+
+
+def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:
+    from hansa.gateway.query.calibrate import Row, calibrate, fit_reader_floor
+    from hansa.gateway.query.calibration import Calibration, Example
+
+    sha = "a" * 64
+    rows = [Row("reader", Example({"reader_best": b, "passages": 3.0}, label, f"q{i}"), site=sha)
+            for i, (b, label) in enumerate([(0.9, True), (0.8, True), (0.7, True), (0.2, True), (0.1, False), (0.75, False)])]
+    floor, fit = fit_reader_floor(rows, 0.75)
+    assert floor == 0.7 and fit["answered_answerable"] == 0.75 and fit["abstain_unanswerable"] == 0.5
+    assert fit["model_sha256"] == sha
+    cal = calibrate(rows, min_answerable_answered=0.75)  # reader rows alone are enough to calibrate
+    again = Calibration.from_json(cal.to_json())
+    assert again.floor_for(sha) == 0.7 and again.floor_for("b" * 64) is None  # fit for another reader: ignored
+    assert Row.from_json(rows[0].to_json()) == rows[0]
+    with pytest.raises(Exception, match="different readers"):
+        fit_reader_floor([*rows, Row("reader", Example({"reader_best": 0.5}, True, "x"), site="b" * 64)], 0.9)
+    with pytest.raises(Exception, match="'reader' must be an object"):
+        Calibration.from_json({**cal.to_json(), "reader": {"floor": 2.0}})
+
+
+def test_the_openai_endpoint_says_plainly_when_it_abstains(tmp_path) -> None:
+    from tests.gateway.test_fast_gateway import ANSWERS, open_gateway
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    ask = {"model": "hansa-federation", "messages": [{"role": "user", "content": "Which tiramisu recipe uses Lyon river water?"}]}
+    resp = fed.client.post("/v1/chat/completions", json=ask, headers={"Authorization": f"Bearer {fed.key}"})
+    body = resp.get_json()
+    assert resp.status_code == 200, body
+    assert body["choices"][0]["message"]["content"].startswith("The federation holds no answer")
+    assert body["hansa"]["abstained"] is True and "short_answer" not in body["hansa"]
+    fed.service.close()
+
+
+def test_one_source_against_one_that_both_answer_is_shown_unresolved(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.3)
+    q = embedder.embed_query(QUESTION)
+    wrong = ANSWER.replace("1858", "1878")
+    fused = fuse(q, [site("a", [(ANSWER, "nd")]), site("b", [(wrong, "bad")])], embedder, reading=reading, question=QUESTION)
+    assert {s.text for s in fused.sentences} == {ANSWER, wrong}  # neither is dropped for a margin of weight
+    assert fused.conflicts[0].unresolved and fused.short_answer == ""
+    assert "Sources disagree, unresolved: " in fused.answer and "(a)" in fused.answer and "(b)" in fused.answer
+
+
+def test_a_policy_can_turn_the_reader_off_for_one_query(tmp_path) -> None:
+    """What `hansa eval --strategies hansa,hansa_noreader` compares in one run (served: [gateway] reader = "none")."""
+    from hansa.gateway.query import QueryRequest
+    from hansa.gateway.query.policy import named_policy
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    off = named_policy("hansa_noreader", fed.service)
+    result = fed.service.query(QueryRequest(question=RIVER_Q), "t", policy=off)
+    assert "reading" not in result.trace and result.trace["policy"]["reading"] == "off" and not result.fused.short_answer
+    assert "reading" in fed.service.query(QueryRequest(question=RIVER_Q), "t").trace
+    fed.service.close()
+
+
+def test_a_further_sentence_must_score_near_the_best_one(embedder: HashEmbedder) -> None:
+    q = embedder.embed_query(QUESTION)  # content words: virgin, mary, bernadette, lourdes
+    weak = "Pilgrims still speak of Bernadette."  # 1 of 4: 0.25, above the floor
+    calls = [site("a", [(ANSWER, "nd")]), site("b", [(weak, "pilgrims")])]
+    strict = fuse(q, calls, embedder, reading=ReadingStage(WordReader(), floor=0.2), question=QUESTION)
+    assert [s.text for s in strict.sentences] == [ANSWER]  # 0.25 < 0.5 x 1.0
+    loose = fuse(q, calls, embedder, reading=ReadingStage(WordReader(), floor=0.2, relative=0.0), question=QUESTION)
+    assert [s.text for s in loose.sentences] == [ANSWER, weak]

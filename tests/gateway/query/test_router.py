@@ -1,0 +1,121 @@
+"""route(): DGRAG summary matching turned into a ranked list of sites, as a pure function."""
+from __future__ import annotations
+
+import pytest
+
+from hansa.core.errors import InputError
+from hansa.gateway.index.summaries import SummaryHit
+from hansa.gateway.query.router import DEFAULT_MARGIN, SECOND_HIT_BONUS, SiteScore, route, score_sites, select_sites
+
+
+def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
+    return SummaryHit(site, summary, score, richness)
+
+
+def test_best_hit_decides_and_second_hit_adds_a_small_bonus() -> None:
+    hits = [hit("a", "a1", 0.80), hit("b", "b1", 0.70), hit("b", "b2", 0.65), hit("a", "a2", 0.10)]
+    ranked = route(hits, top_k=2, active_sites={"a", "b"})
+    assert [s.site_id for s in ranked] == ["a", "b"]
+    assert ranked[0].score == pytest.approx(0.80 + SECOND_HIT_BONUS * 0.10)
+    assert ranked[1].score == pytest.approx(0.70 + SECOND_HIT_BONUS * 0.65)
+    assert ranked[0].summaries == ("a1", "a2") and ranked[1].summaries == ("b1", "b2")
+
+
+def test_second_hit_breaks_a_near_tie() -> None:
+    hits = [hit("a", "a1", 0.70), hit("b", "b1", 0.69), hit("b", "b2", 0.60)]
+    assert [s.site_id for s in route(hits, 2, {"a", "b"})] == ["b", "a"]
+
+
+def test_many_weak_hits_do_not_beat_one_clearly_better_summary() -> None:
+    hits = [hit("a", "a1", 0.9)] + [hit("b", f"b{i}", 0.7) for i in range(20)]
+    assert route(hits, 1, {"a", "b"})[0].site_id == "a"
+
+
+def test_inactive_sites_are_ignored_and_top_k_cuts() -> None:
+    hits = [hit("revoked", "r1", 0.99), hit("a", "a1", 0.5), hit("b", "b1", 0.4), hit("c", "c1", 0.3)]
+    ranked = route(hits, 2, {"a", "b", "c"})
+    assert [s.site_id for s in ranked] == ["a", "b"]
+    assert [s.site_id for s in score_sites(hits, {"a", "b", "c"})] == ["a", "b", "c"]
+
+
+def test_sites_with_no_positive_similarity_are_not_routed() -> None:
+    hits = [hit("a", "a1", 0.0), hit("b", "b1", -0.3), hit("c", "c1", 0.05)]
+    assert [s.site_id for s in route(hits, 3, {"a", "b", "c"})] == ["c"]
+    assert route([], 3, {"a"}) == []
+
+
+def test_ties_break_on_richness_then_id_deterministically() -> None:
+    hits = [hit("b", "b1", 0.5, richness=3), hit("a", "a1", 0.5, richness=3), hit("c", "c1", 0.5, richness=9)]
+    assert [s.site_id for s in route(hits, 3, {"a", "b", "c"})] == ["c", "a", "b"]
+    assert route(list(reversed(hits)), 3, {"a", "b", "c"}) == route(hits, 3, {"a", "b", "c"})
+
+
+@pytest.mark.parametrize("top_k", [0, -1, True, 1.5])
+def test_bad_top_k_is_refused(top_k) -> None:
+    with pytest.raises(InputError):
+        route([hit("a", "a1", 0.5)], top_k, {"a"})
+
+
+def test_to_json_carries_the_evidence() -> None:
+    (site,) = route([hit("a", "a1", 0.5), hit("a", "a2", 0.4)], 1, {"a"})
+    assert site.to_json() == {"site_id": "a", "score": pytest.approx(0.54), "summaries": ["a1", "a2"]}
+
+
+def test_clearly_weaker_sites_are_not_called_even_within_top_k() -> None:
+    hits = [hit("gold", "g1", 0.60), hit("near", "n1", 0.50), hit("far", "f1", 0.15)]
+    assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"})] == ["gold", "near"]
+    assert [s.site_id for s in route(hits, 3, {"gold", "near", "far"}, margin=1.0)] == ["gold", "near", "far"]
+    edge = [hit("gold", "g1", 0.60), hit("edge", "e1", 0.60 - DEFAULT_MARGIN), hit("out", "o1", 0.60 - DEFAULT_MARGIN - 0.01)]
+    assert [s.site_id for s in route(edge, 3, {"gold", "edge", "out"})] == ["gold", "edge"]
+    assert select_sites([], 3) == []
+
+
+def test_term_scores_add_to_the_summary_score_and_can_bring_in_a_site_without_hits() -> None:
+    hits = [hit("a", "a1", 0.60), hit("b", "b1", 0.55)]
+    lexical = {"a": 0.0, "b": 0.02, "c": 0.05, "revoked": 0.9}
+    ranked = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=0.3)
+    # each site's term score counts as its share of the best routable site's (c's 0.05; revoked is no site)
+    assert [s.site_id for s in ranked] == ["b", "a", "c"]
+    assert ranked[0].score == pytest.approx(0.55 + SECOND_HIT_BONUS * 0 + 0.3 * 0.02 / 0.05) and ranked[0].lexical == 0.02
+    assert ranked[2].score == pytest.approx(0.3) and ranked[2].summaries == ()
+    assert ranked[0].to_json()["lexical"] == 0.02
+    # the same shares whatever the scale of the question's CORI scores
+    scaled = score_sites(hits, {"a", "b", "c"}, lexical={k: 7 * v for k, v in lexical.items()}, lexical_weight=0.3)
+    assert [(s.site_id, round(s.score, 9)) for s in scaled] == [(s.site_id, round(s.score, 9)) for s in ranked]
+    # weight 0: the summaries alone, as before term statistics existed
+    alone = score_sites(hits, {"a", "b", "c"}, lexical=lexical, lexical_weight=0.0)
+    assert [s.site_id for s in alone] == ["a", "b"] and "lexical" not in alone[0].to_json()
+    # no site uses any of the question's words: nothing changes
+    none = score_sites(hits, {"a", "b", "c"}, lexical={"a": 0.0, "b": 0.0}, lexical_weight=0.3)
+    assert [(s.site_id, s.score) for s in none] == [(s.site_id, s.score) for s in alone]
+
+
+def test_the_site_prior_is_each_called_sites_routing_share() -> None:
+    """Routing.site_prior: 1 - w + w x score / best called score; unscored called sites get the floor."""
+    import numpy as np
+
+    from hansa.gateway.query.route import Routing
+
+    considered = [SiteScore("a", 0.8, ("s1",), 1), SiteScore("b", 0.4, ("s2",), 1), SiteScore("c", -0.1, (), 0)]
+    routing = Routing(np.zeros(4, np.float32), [], considered, ["a", "b"], [], "explicit", 0.0, 0.0)
+    assert routing.site_prior(["a", "b", "c", "d"], 0.5) == {"a": 1.0, "b": 0.75, "c": 0.5, "d": 0.5}
+    assert routing.site_prior(["b"], 0.5) == {"b": 1.0}  # the best *called* site is the reference
+    assert routing.site_prior(["a", "b"], 0.0) is None
+    assert routing.site_prior(["c", "d"], 0.5) is None  # nothing called scored above 0: no prior
+
+
+def test_the_deficit_says_how_far_the_asked_trail_the_leader_where_the_gap_cannot() -> None:
+    """Routing.deficit and trailing_gap for an origin asked alone: a close second and a distant
+    last both leave the leader unasked (gap 0); only the deficit tells them apart."""
+    import numpy as np
+
+    from hansa.gateway.query.route import Routing
+
+    considered = [SiteScore("a", 0.8, ("s1",), 1), SiteScore("b", 0.75, ("s2",), 1), SiteScore("c", 0.2, (), 0)]
+    routing = Routing(np.zeros(4, np.float32), [], considered, ["b"], [], "explicit", 0.0, 0.0)
+    assert routing.trailing_gap({"b"}) == routing.trailing_gap({"c"}) == 0.0
+    assert routing.deficit({"b"}) == pytest.approx(0.05) and routing.deficit({"c"}) == pytest.approx(0.6)
+    assert routing.deficit({"a"}) == 0.0 and routing.deficit({"b", "a"}) == 0.0  # the leader asked
+    assert routing.deficit({"unranked"}) == 0.8  # routing ranked none of the asked: the leader's whole score
+    empty = Routing(np.zeros(4, np.float32), [], [], [], [], "routed", 0.0, 0.0)
+    assert empty.deficit({"a"}) == 0.0
