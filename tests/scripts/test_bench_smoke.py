@@ -435,3 +435,11 @@ def test_byograph_smoke(tmp_path: Path, neo4j_uri: str) -> None:
     assert steps["retrieval"]["questions"] == 5 and steps["uninstall"]["hansa_nodes_removed"] > 0
     assert res["hansa_nodes_left"] == 0
     assert doc["targets"]["organization unchanged after map, communities, publish, retrieval, uninstall"]["met"] is True
+
+
+def test_reading_smoke(tmp_path: Path) -> None:
+    doc = run_bench("reading", tmp_path)
+    rows = doc["results"]["variants"]
+    assert {(r["threads"], r["pool"]) for r in rows} == {(t, p) for t in ("ort_default_threads", "one_thread") for p in (8, 12)}
+    assert all(r["n"] == 6 and r["p50_ms"] > 0 for r in rows)
+    assert set(doc["targets"]) == {"reading_p50_ms_default_pool", "reading_p50_ms_max_pool"}
