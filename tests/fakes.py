@@ -32,7 +32,7 @@ import numpy as np
 from hansa.adapters.embedder.base import Embedder, checked_texts, unit_rows
 from hansa.adapters.records import VectorHit
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
-from hansa.adapters.vector.milvus import ID_MAX_BYTES, MAX_LIMIT, MilvusVectorStore, _validate_spec
+from hansa.adapters.vector.milvus import ID_MAX_BYTES, MAX_LIMIT, UNFILTERABLE, MilvusVectorStore, _validate_spec
 from hansa.core.errors import BackendError, InputError, NotFoundError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.client import ERROR, INVALID, RETRIEVE_PATH, CallFailed, SiteTarget, check_answer, check_signed_response
@@ -109,7 +109,7 @@ class _Collection:
     rows: dict[str, tuple[np.ndarray, dict[str, Any]]] = field(default_factory=dict)
 
 
-_DEFAULTS = {"str": "", "int": 0, "float": 0.0, "json": {}}
+_DEFAULTS = {"str": "", "int": 0, "float": 0.0, "json": {}, "int8s": []}
 
 
 class InMemoryVectorStore(VectorStore):
@@ -189,7 +189,7 @@ class InMemoryVectorStore(VectorStore):
             return lambda values: True
         for name, value in where.items():
             kind = coll.spec.fields.get(name)
-            if kind is None or kind == "json":
+            if kind is None or kind in UNFILTERABLE:
                 raise InputError(f"{full}: cannot filter on {name!r}")
             if kind == "str" and not isinstance(value, str):
                 raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")

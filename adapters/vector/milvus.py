@@ -45,7 +45,12 @@ MAX_DIM = 32_768
 MAX_LIMIT = 16_384
 METRICS = ("COSINE", "IP")
 INDEXES = ("AUTOINDEX", "FLAT", "IVF_FLAT", "HNSW")
-FIELD_KINDS = ("str", "int", "float", "json")
+FIELD_KINDS = ("str", "int", "float", "json", "int8s")
+# "int8s": a list of signed bytes (an ARRAY of INT8: Milvus Lite 3.2 refuses FLOAT16, INT8 and BINARY
+# vector fields, and an INT8 array is stored at about a byte per value); read and written whole,
+# never filtered on. Milvus caps an array at 4,096 elements.
+MAX_INT8S = 4096
+UNFILTERABLE = ("json", "int8s")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
 # Build parameters per index type; the engine's defaults for everything not named here.
@@ -64,7 +69,7 @@ class _Schema:
     """What the store needs to know about a live collection to validate calls against it."""
 
     dim: int
-    fields: dict[str, str]  # scalar field name -> kind ("str" | "int" | "float" | "json")
+    fields: dict[str, str]  # scalar field name -> kind ("str" | "int" | "float" | "json" | "int8s")
     index: str
     metric: str
 
@@ -253,6 +258,8 @@ class MilvusVectorStore(VectorStore):
                 dim = int(f["params"]["dim"])
             elif f["name"] != ID_FIELD and f["type"] in kinds:
                 fields[f["name"]] = kinds[f["type"]]
+            elif f["type"] == DataType.ARRAY and f.get("element_type") == DataType.INT8:
+                fields[f["name"]] = "int8s"
         index, metric = "AUTOINDEX", "COSINE"
         if VECTOR_FIELD in self._call(f"list indexes of {full}", "list_indexes", full):
             info = self._call(f"describe index of {full}", "describe_index", full, VECTOR_FIELD)
@@ -374,6 +381,8 @@ class MilvusVectorStore(VectorStore):
                 schema.add_field(name, DataType.INT64)
             elif kind == "float":
                 schema.add_field(name, DataType.DOUBLE)
+            elif kind == "int8s":
+                schema.add_field(name, DataType.ARRAY, element_type=DataType.INT8, max_capacity=MAX_INT8S)
             else:
                 schema.add_field(name, DataType.JSON)
         index = MilvusClient.prepare_index_params()
@@ -408,6 +417,12 @@ class MilvusVectorStore(VectorStore):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
                 raise InputError(f"{full}: field {name!r} must be a finite number, got {value!r}")
             return float(value)
+        if kind == "int8s":
+            arr = np.asarray(value)
+            if arr.ndim != 1 or arr.dtype.kind not in "iu" or len(arr) > MAX_INT8S or (
+                    len(arr) and (arr.min() < -128 or arr.max() > 127)):
+                raise InputError(f"{full}: field {name!r} must be a list of at most {MAX_INT8S} integers in -128..127")
+            return arr.astype(np.int8).tolist()
         if not isinstance(value, (dict, list)):
             raise InputError(f"{full}: field {name!r} must be a JSON object or array, got {type(value).__name__}")
         return value
@@ -422,7 +437,7 @@ class MilvusVectorStore(VectorStore):
             raise InputError(f"{full}: {len(ids)} ids but {len(fields)} field rows")
         if len(set(ids)) != len(ids):
             raise InputError(f"{full}: duplicate ids in one upsert")
-        defaults = {"str": "", "int": 0, "float": 0.0, "json": {}}
+        defaults = {"str": "", "int": 0, "float": 0.0, "json": {}, "int8s": []}
         rows: list[dict[str, Any]] = []  # every row is validated before anything is written
         for i, row_id in enumerate(ids):
             if not isinstance(row_id, str) or not row_id or len(row_id.encode("utf-8")) > ID_MAX_BYTES:
@@ -445,8 +460,8 @@ class MilvusVectorStore(VectorStore):
         clauses = []
         for name, value in where.items():
             kind = schema.fields.get(name)
-            if kind is None or kind == "json":
-                allowed = ", ".join(sorted(k for k, v in schema.fields.items() if v != "json")) or "none"
+            if kind is None or kind in UNFILTERABLE:
+                allowed = ", ".join(sorted(k for k, v in schema.fields.items() if v not in UNFILTERABLE)) or "none"
                 raise InputError(f"{full}: cannot filter on {name!r}; filterable fields: {allowed}")
             if kind == "str":
                 if not isinstance(value, str):
