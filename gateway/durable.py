@@ -57,7 +57,7 @@ log = get_logger(__name__)
 
 COLLECTION = "gateway_summary_codes"
 LEGACY_COLLECTION = "gateway_summaries"  # format 1: float32 vectors (read, migrated, then dropped)
-_FIELDS = {"site_id": "str", "summary_id": "str", "level": "int", "richness": "int", "codes": "int8s"}
+_FIELDS = {"site_id": "str", "summary_id": "str", "level": "int", "richness": "int"}  # + "codes": int8[dim]
 _DIM = 2  # Milvus needs a vector per row; these rows are read by id, never searched
 _NO_VECTOR = np.array([1.0, 0.0], dtype=np.float32)
 HEAD_FORMAT = 2
@@ -173,7 +173,9 @@ class DurableStore:
         self.mirror = mirror
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        store.ensure_collection(CollectionSpec(name=COLLECTION, dim=_DIM, fields=_FIELDS, index="FLAT"))
+        # a collection of codes of another length (another embedder) is refused, naming both dims
+        store.ensure_collection(CollectionSpec(name=COLLECTION, dim=_DIM, index="FLAT",
+                                               fields={**_FIELDS, "codes": f"int8[{dim}]"}))
         self._legacy = store.collection_dim(LEGACY_COLLECTION) is not None  # float32 rows of format-1 heads
 
     def _path(self, site_id: str) -> Path:
