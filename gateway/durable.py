@@ -209,7 +209,10 @@ class DurableStore:
 
     def _drop_legacy_rows(self, site_id: str) -> None:
         if self._legacy:
-            self.store.delete(LEGACY_COLLECTION, where={"site_id": site_id})
+            try:
+                self.store.delete(LEGACY_COLLECTION, where={"site_id": site_id})
+            except NotFoundError:  # another worker process dropped it meanwhile
+                self._legacy = False
 
     def purge(self, site_id: str) -> None:
         """Forget a site: all its rows, then its head (a crash in between purges again at start)."""
@@ -256,7 +259,8 @@ class DurableStore:
     def save(self, new: StoredHead, old: StoredHead | None, codes: Mapping[str, np.ndarray]) -> None:
         """Make `new` the durable set, writing only rows `old` lacks; `codes` (int8) by row key."""
         if old is not None and old.legacy:  # not migrated (a set loaded from another process's files)
-            self.save(new, None, codes)
+            held = stored_codes(self.store, old, self.dim)  # the rows `new` carries over, quantised
+            self.save(new, None, {**{key: held[sid] for sid, key in old.keys().items()}, **codes})
             self._drop_legacy_rows(new.site_id)
             return
         new_keys, old_keys = new.keys(), (old.keys() if old is not None else {})

@@ -18,7 +18,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.errors import InputError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.codes import directions, quantise
-from hansa.gateway.durable import COLLECTION, LEGACY_COLLECTION, StoredHead, row_key
+from hansa.gateway.durable import COLLECTION, LEGACY_COLLECTION, DurableStore, StoredHead, row_key, stored_codes
 from hansa.gateway.head_mirror import HeadMirror
 from hansa.gateway.index import SummaryIndex
 from hansa.sync.keys import SiteIdentity
@@ -145,15 +145,40 @@ def test_the_index_scores_the_codes_and_a_restart_rebuilds_the_same_index(store:
     restarted.close()
 
 
-def test_a_follower_reads_a_previous_format_primary_s_float32_rows(store: MilvusVectorStore) -> None:
-    """A replica upgraded before its primary: the mirrored head is of format 1 and its rows float32."""
-    vectors = units(5, 7)
-    rows = {f"c{i}": (1, f"{i:064x}", 0, 1) for i in range(5)}
+def _previous_format(store: MilvusVectorStore, vectors: np.ndarray) -> StoredHead:
+    """A format-1 head of site acme and its float32 rows, as the previous version stored them."""
+    rows = {f"c{i}": (1, f"{i:064x}", 0, 1) for i in range(len(vectors))}
     head = StoredHead("acme", 4, "2030-01-01T00:00:00Z", SHA, SHA, rows, legacy=True)
     store.ensure_collection(CollectionSpec(LEGACY_COLLECTION, dim=DIM, index="FLAT", fields={
         "site_id": "str", "summary_id": "str", "level": "int", "richness": "int"}))
     store.upsert(LEGACY_COLLECTION, list(head.keys().values()), vectors,
                  [{"site_id": "acme", "summary_id": sid} for sid in head.keys()])
+    return head
+
+
+def test_a_set_saved_over_a_previous_format_one_carries_its_rows_over_as_codes(store: MilvusVectorStore,
+                                                                               tmp_path: Path) -> None:
+    """A worker that loaded a format-1 set another process wrote, then takes a delta on it: the rows
+    it carries over are written as codes too, and the float32 rows go."""
+    vectors = units(4, 8)
+    old = _previous_format(store, vectors)
+    durable = DurableStore(store, DIM, tmp_path / "heads")
+    new_rows = {**{sid: r for sid, r in old.rows.items() if sid != "c0"}, "c9": (1, "9" * 64, 0, 1)}
+    new = StoredHead("acme", 5, old.expires, SHA, SHA, new_rows)
+    fresh = units(1, 9)
+    durable.save(new, old, {new.keys()["c9"]: quantise(fresh)[0]})
+    codes = stored_codes(store, new, DIM)
+    assert set(codes) == {"c1", "c2", "c3", "c9"}
+    assert np.array_equal(np.stack([codes[f"c{i}"] for i in (1, 2, 3)]), quantise(vectors[1:]))
+    assert np.array_equal(codes["c9"], quantise(fresh)[0])
+    assert store.fields(LEGACY_COLLECTION, ["site_id"]) == {}  # the site's float32 rows are gone
+    assert [h.sequence for h in durable.heads()] == [5] and not durable.heads()[0].legacy
+
+
+def test_a_follower_reads_a_previous_format_primary_s_float32_rows(store: MilvusVectorStore) -> None:
+    """A replica upgraded before its primary: the mirrored head is of format 1 and its rows float32."""
+    vectors = units(5, 7)
+    head = _previous_format(store, vectors)
     mirror = HeadMirror(store)
     mirror.write(head)
     assert json.loads(dumps(head.to_json()))["format"] == 1
