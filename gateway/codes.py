@@ -12,6 +12,10 @@ nothing, and the direction codes / |codes| is the dequantised vector up to that 
 unit-normalises every row it takes (gateway.ann) and so computes the cosine with it exactly. A
 per-vector scale, not one shared range, because a unit vector's largest component varies from
 vector to vector: each vector uses the full -127..127 range whatever its peak.
+
+Why no float16 and no float32 switch: int8 routes as float32 does on the published summaries
+(benchmarks/storage.json), float16 would hold twice the bytes for no measured gain, and a switch
+back to float32 would keep a second durable layout (and its migration) alive for nothing.
 """
 from __future__ import annotations
 
