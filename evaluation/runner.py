@@ -346,20 +346,25 @@ def _conversation_routing(fed: Any, full: Any, embedder: Any, questions: Sequenc
     return out
 
 
-def gateway_held_bytes(index: Any) -> int:
-    """What the gateway keeps per site: its float32 summary vectors (in memory and in the durable
-    Milvus copy) and the site's head, as the durable store writes it (JSON: sequence, expiry,
-    digests, per summary its version, sha256, level and richness)."""
+def gateway_held_bytes(index: Any) -> dict[str, int]:
+    """What the gateway keeps per site, by part: its summary vectors as int8 codes (`dim` bytes
+    each, gateway.index.codes: in memory and in the durable Milvus copy), the site's term statistics,
+    and the rest of its head as the durable store writes it (JSON: sequence, expiry, digests, per
+    summary its version, sha256, level and richness); "total" is their sum."""
     from hansa.core.jsonsafe import dumps
+    from hansa.gateway.index.codes import CODE_BYTES_PER_DIM
 
-    held = 0
+    held = {"vectors": 0, "terms": 0, "head": 0}
     for site_id in index.sites():
         current = index.current(site_id)
         if current is None:
             continue
-        held += len(current.rows) * index.space.dim * 4
-        held += len(dumps(current.stored().to_json()))  # with the term statistics, base64 as the head keeps them
-    return held
+        held["vectors"] += len(current.rows) * index.space.dim * CODE_BYTES_PER_DIM
+        head = current.stored().to_json()
+        whole = len(dumps(head))  # with the term statistics, base64 as the head keeps them
+        held["terms"] += 0 if head["terms"] is None else len(dumps(head["terms"]))
+        held["head"] += whole - (0 if head["terms"] is None else len(dumps(head["terms"])))
+    return {**held, "total": sum(held.values())}
 
 
 def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any]:
@@ -368,7 +373,8 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
     dim = int(next(iter(fed.sites.values())).ctx.embedder.dim)
     raw = sum(len(p.text.encode("utf-8")) for ps in sites.values() for p in ps)
     published = sum(int(i.get("publication_bytes") or 0) for i in infos)
-    storage = gateway_held_bytes(fed.gateway_service.index)
+    held = gateway_held_bytes(fed.gateway_service.index)
+    storage = held["total"]
     embedder = next(iter(fed.sites.values())).ctx.embedder
     return {
         "embedder": {"model_id": embedder.model_id, "model_sha256": embedder.model_sha256, "dim": dim},
@@ -382,9 +388,10 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
         "published_summaries": summaries,
         # what crossed from the sites to the gateway: the signed publications (base64 vectors, JSON)
         "publication_bytes": published,
-        # what the gateway holds: float32 vectors + each site's head (gateway_held_bytes)
+        # what the gateway holds: int8 summary codes + each site's head (gateway_held_bytes)
         "gateway_storage_bytes": storage,
-        "gateway_vector_bytes": summaries * dim * 4,
+        "gateway_vector_bytes": held["vectors"],
+        "gateway_head_bytes": held["head"],  # the heads without their term statistics
         "gateway_terms_bytes": sum(t.stored_bytes() for t in fed.gateway_service.index.term_sketches(sites).values()),
         "published_terms": sum(len(t) for t in fed.gateway_service.index.term_sketches(sites).values()),
         "raw_corpus_bytes": raw,

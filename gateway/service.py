@@ -120,7 +120,7 @@ def _promote_locked(gateway_dir: Path, index_dir: Path, staged: Path, space: Emb
     for retired in sorted(gateway_dir.glob(RETIRED_PREFIX + "*")):
         old = DurableStore(store, space.dim, retired)
         for head in old.heads():
-            old.delete_rows([*head.keys().values(), *head.orphans])
+            old.delete_rows([*head.keys().values(), *head.orphans], legacy=head.legacy)
         shutil.rmtree(retired)
     return promoted
 

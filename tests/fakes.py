@@ -32,7 +32,8 @@ import numpy as np
 from hansa.adapters.embedder.base import Embedder, checked_texts, unit_rows
 from hansa.adapters.records import VectorHit
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
-from hansa.adapters.vector.milvus import ID_MAX_BYTES, MAX_LIMIT, MilvusVectorStore, _validate_spec
+from hansa.adapters.vector.milvus import (ID_MAX_BYTES, MAX_LIMIT, MilvusVectorStore, _validate_spec,
+                                          check_int8_lengths, default_value, filterable)
 from hansa.core.errors import BackendError, InputError, NotFoundError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.client import ERROR, INVALID, RETRIEVE_PATH, CallFailed, SiteTarget, check_answer, check_signed_response
@@ -109,9 +110,6 @@ class _Collection:
     rows: dict[str, tuple[np.ndarray, dict[str, Any]]] = field(default_factory=dict)
 
 
-_DEFAULTS = {"str": "", "int": 0, "float": 0.0, "json": {}}
-
-
 class InMemoryVectorStore(VectorStore):
     """Collections as dicts in this process: exact search, strong consistency, nothing durable.
 
@@ -146,6 +144,7 @@ class InMemoryVectorStore(VectorStore):
                 raise BackendError(f"vector collection {full!r} belongs to site {held.owner!r}, not {spec.owner!r}")
             if held.dim != spec.dim:
                 raise BackendError(f"vector collection {full!r} holds {held.dim}-d vectors but {spec.dim}-d were asked for")
+            check_int8_lengths(repr(full), held.fields, spec.fields)
             missing = [f"{k} ({v})" for k, v in spec.fields.items() if held.fields.get(k) != v]
             if missing:
                 raise BackendError(f"vector collection {full!r} lacks field(s) {', '.join(missing)}")
@@ -179,7 +178,7 @@ class InMemoryVectorStore(VectorStore):
             unknown = set(given) - set(coll.spec.fields)
             if unknown:
                 raise InputError(f"{full}: unknown field(s) {', '.join(sorted(unknown))}")
-            values = {n: self._value(full, n, k, given[n]) if n in given else _DEFAULTS[k] for n, k in coll.spec.fields.items()}
+            values = {n: self._value(full, n, k, given[n]) if n in given else default_value(k) for n, k in coll.spec.fields.items()}
             staged[row_id] = (arr[i].copy(), values)
         with self._lock:
             coll.rows.update(staged)
@@ -189,7 +188,7 @@ class InMemoryVectorStore(VectorStore):
             return lambda values: True
         for name, value in where.items():
             kind = coll.spec.fields.get(name)
-            if kind is None or kind == "json":
+            if not filterable(kind):
                 raise InputError(f"{full}: cannot filter on {name!r}")
             if kind == "str" and not isinstance(value, str):
                 raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")

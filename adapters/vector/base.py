@@ -18,7 +18,8 @@ from hansa.adapters.records import VectorHit
 class CollectionSpec:
     name: str  # without the configured prefix
     dim: int
-    # scalar fields stored beside id + vector: name -> "str" | "int" | "float" | "json"
+    # scalar fields stored beside id + vector: name -> "str" | "int" | "float" | "json" | "int8[N]"
+    # ("int8[N]": exactly N signed bytes, N <= 4,096, e.g. a vector's int8 codes; not filterable)
     fields: Mapping[str, str] = field(default_factory=dict)
     metric: str = "COSINE"  # COSINE or IP (vectors are unit-normalized, so both rank alike)
     index: str = "AUTOINDEX"  # FLAT, IVF_FLAT, HNSW, AUTOINDEX (what the engine supports)

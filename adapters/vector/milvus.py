@@ -47,7 +47,40 @@ MAX_DIM = 32_768
 MAX_LIMIT = 16_384
 METRICS = ("COSINE", "IP")
 INDEXES = ("AUTOINDEX", "FLAT", "IVF_FLAT", "HNSW")
-FIELD_KINDS = ("str", "int", "float", "json")
+FIELD_KINDS = ("str", "int", "float", "json", "int8[N]")
+# "int8[N]": exactly N signed bytes, e.g. a vector's int8 codes (an ARRAY of INT8 with capacity N:
+# Milvus Lite 3.2 refuses FLOAT16, INT8 and BINARY vector fields, and an INT8 array is stored at
+# about a byte per value); read and written whole, never filtered on. Milvus caps an array at 4,096.
+MAX_INT8_LENGTH = 4096
+_INT8_KIND = re.compile(r"^int8\[([1-9][0-9]{0,3})\]$")
+
+
+def int8_length(kind: str) -> int | None:
+    """N of an "int8[N]" field kind (1..4096), else None."""
+    m = _INT8_KIND.match(kind) if isinstance(kind, str) else None
+    return int(m.group(1)) if m and int(m.group(1)) <= MAX_INT8_LENGTH else None
+
+
+def check_int8_lengths(where: str, held: Mapping[str, str], asked: Mapping[str, str]) -> None:
+    """Refuse (BackendError) a collection whose int8 codes have another length than asked for:
+    they were made by another embedder."""
+    for name, kind in asked.items():
+        had, want = int8_length(held.get(name, "")), int8_length(kind)
+        if had and want and had != want:
+            raise BackendError(
+                f"vector collection {where} holds {had}-d codes in {name!r} but {want}-d were asked for: the "
+                f"embedding model changed. Re-index into a fresh collection (drop it and re-embed)."
+            )
+
+
+def filterable(kind: str | None) -> bool:
+    return kind in ("str", "int", "float")
+
+
+def default_value(kind: str) -> Any:
+    """A field's value in a row written without it."""
+    n = int8_length(kind)
+    return [0] * n if n else {"str": "", "int": 0, "float": 0.0, "json": {}}[kind]
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
 # Build parameters per index type; the engine's defaults for everything not named here.
@@ -66,7 +99,7 @@ class _Schema:
     """What the store needs to know about a live collection to validate calls against it."""
 
     dim: int
-    fields: dict[str, str]  # scalar field name -> kind ("str" | "int" | "float" | "json")
+    fields: dict[str, str]  # scalar field name -> kind ("str" | "int" | "float" | "json" | "int8[N]")
     index: str
     metric: str
 
@@ -137,7 +170,7 @@ def _validate_spec(spec: CollectionSpec) -> None:
         _check_name("field", name)
         if name in (ID_FIELD, VECTOR_FIELD):
             raise InputError(f"collection {spec.name!r}: field name {name!r} is reserved")
-        if kind not in FIELD_KINDS:
+        if kind not in FIELD_KINDS[:-1] and int8_length(kind) is None:
             raise InputError(f"collection {spec.name!r}: field {name!r} has kind {kind!r}; kinds: {', '.join(FIELD_KINDS)}")
 
 
@@ -275,6 +308,8 @@ class MilvusVectorStore(VectorStore):
                 dim = int(f["params"]["dim"])
             elif f["name"] != ID_FIELD and f["type"] in kinds:
                 fields[f["name"]] = kinds[f["type"]]
+            elif f["type"] == DataType.ARRAY and f.get("element_type") == DataType.INT8:
+                fields[f["name"]] = f"int8[{int(f['params']['max_capacity'])}]"
         index, metric = "AUTOINDEX", "COSINE"
         if VECTOR_FIELD in self._call(f"list indexes of {full}", "list_indexes", full):
             info = self._call(f"describe index of {full}", "describe_index", full, VECTOR_FIELD)
@@ -375,6 +410,7 @@ class MilvusVectorStore(VectorStore):
                 f"vector collection {full!r} at {self._uri} holds {existing.dim}-d vectors but {spec.dim}-d were "
                 f"asked for: the embedding model changed. Re-index into a fresh collection (drop {full!r} and re-embed)."
             )
+        check_int8_lengths(f"{full!r} at {self._uri}", existing.fields, spec.fields)
         missing = [f"{k} ({v})" for k, v in spec.fields.items() if existing.fields.get(k) != v]
         if missing:
             raise BackendError(
@@ -396,6 +432,8 @@ class MilvusVectorStore(VectorStore):
                 schema.add_field(name, DataType.INT64)
             elif kind == "float":
                 schema.add_field(name, DataType.DOUBLE)
+            elif int8_length(kind):
+                schema.add_field(name, DataType.ARRAY, element_type=DataType.INT8, max_capacity=int8_length(kind))
             else:
                 schema.add_field(name, DataType.JSON)
         index = MilvusClient.prepare_index_params()
@@ -430,6 +468,12 @@ class MilvusVectorStore(VectorStore):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
                 raise InputError(f"{full}: field {name!r} must be a finite number, got {value!r}")
             return float(value)
+        length = int8_length(kind)
+        if length:
+            arr = np.asarray(value)
+            if arr.shape != (length,) or arr.dtype.kind not in "iu" or arr.min() < -128 or arr.max() > 127:
+                raise InputError(f"{full}: field {name!r} must be a list of exactly {length} integers in -128..127")
+            return arr.astype(np.int8).tolist()
         if not isinstance(value, (dict, list)):
             raise InputError(f"{full}: field {name!r} must be a JSON object or array, got {type(value).__name__}")
         return value
@@ -444,7 +488,6 @@ class MilvusVectorStore(VectorStore):
             raise InputError(f"{full}: {len(ids)} ids but {len(fields)} field rows")
         if len(set(ids)) != len(ids):
             raise InputError(f"{full}: duplicate ids in one upsert")
-        defaults = {"str": "", "int": 0, "float": 0.0, "json": {}}
         rows: list[dict[str, Any]] = []  # every row is validated before anything is written
         for i, row_id in enumerate(ids):
             if not isinstance(row_id, str) or not row_id or len(row_id.encode("utf-8")) > ID_MAX_BYTES:
@@ -455,7 +498,7 @@ class MilvusVectorStore(VectorStore):
                 raise InputError(f"{full}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(schema.fields)) or 'none'}")
             row: dict[str, Any] = {ID_FIELD: row_id, VECTOR_FIELD: arr[i].tolist()}
             for name, kind in schema.fields.items():
-                row[name] = self._row_value(full, name, kind, given[name]) if name in given else defaults[kind]
+                row[name] = self._row_value(full, name, kind, given[name]) if name in given else default_value(kind)
             rows.append(row)
         if not rows:
             return
@@ -467,8 +510,8 @@ class MilvusVectorStore(VectorStore):
         clauses = []
         for name, value in where.items():
             kind = schema.fields.get(name)
-            if kind is None or kind == "json":
-                allowed = ", ".join(sorted(k for k, v in schema.fields.items() if v != "json")) or "none"
+            if not filterable(kind):
+                allowed = ", ".join(sorted(k for k, v in schema.fields.items() if filterable(v))) or "none"
                 raise InputError(f"{full}: cannot filter on {name!r}; filterable fields: {allowed}")
             if kind == "str":
                 if not isinstance(value, str):

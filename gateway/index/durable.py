@@ -1,7 +1,10 @@
-"""The durable copy of the gateway's summary index: vectors in Milvus, each site's head in a file.
+"""The durable copy of the gateway's summary index: int8 codes in Milvus, each site's head in a file.
 
-Why both: Milvus holds the exact published float32 vectors (what the in-memory index is rebuilt
-from at start); a small JSON file per site (`<state_dir>/<site_id>.json`, replaced atomically)
+Why both: Milvus holds each published summary vector as the gateway keeps it — its int8 codes
+(gateway.index.codes), one byte per dimension, in an INT8 array field (Milvus Lite 3.2 refuses FLOAT16,
+INT8 and BINARY vector fields; a row's vector field is a 2-d placeholder, as in gateway.index.head_mirror).
+The in-memory index is rebuilt from these codes at start, so it is exactly the index that served
+before. A small JSON file per site (`<state_dir>/<site_id>.json`, replaced atomically)
 says which rows make up the site's current set — its **head**: sequence, expiry, the digests of
 the publication and of its manifest, per summary (version, sha256, level, richness), and the
 site's term statistics (sync.terms) when it publishes them.
@@ -15,9 +18,17 @@ at any point leaves either the old or the new head, each naming rows that exist:
     3. head(new), orphans = rows only the old set used (and earlier orphans)   <- the switch
     4. delete the orphans from Milvus; 5. head(new) without orphans
 
-At start, orphans named in a head are deleted before the set is loaded (`SummaryIndex.restore`).
+At start, orphans named in a head are deleted before the set is loaded (`settle`).
 With a `mirror` (gateway.index.head_mirror: replicas on other hosts), each head is also written to Milvus
 right after step 3, before step 4 deletes the old set's rows that a follower may still be reading.
+
+Heads of format 1 (gateways before int8 codes) name float32 rows in the collection
+`gateway_summaries`. They are still read (a follower of an older primary reads them as they are),
+and a primary migrates them at start (`settle`): it quantises the float32 rows, writes their codes
+under the same row keys, switches the head to format 2 (the commit point), then deletes the site's
+float32 rows; once no format-1 head is left the old collection is dropped. A crash before the switch
+leaves the format-1 head and its rows, and the next start migrates again over the same keys; after
+it, only float32 rows of no head are left, and they go with the old collection.
 """
 from __future__ import annotations
 
@@ -32,9 +43,10 @@ import numpy as np
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
 from hansa.core.crash_points import crash_point
 from hansa.core.files import write_bytes_atomic
-from hansa.core.errors import BackendError, HansaError, InputError
+from hansa.core.errors import BackendError, HansaError, InputError, NotFoundError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.gateway.index.codes import quantise
 from hansa.sync.terms import TermSketch
 from hansa.sync.wire import MAX_INT64, SHA256_HEX_RE, SUMMARY_ID_RE, parse_utc, validate_site_id
 
@@ -43,9 +55,13 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-COLLECTION = "gateway_summaries"
-_FIELDS = {"site_id": "str", "summary_id": "str", "level": "int", "richness": "int"}
-HEAD_FORMAT = 1
+COLLECTION = "gateway_summary_codes"
+LEGACY_COLLECTION = "gateway_summaries"  # format 1: float32 vectors (read, migrated, then dropped)
+_FIELDS = {"site_id": "str", "summary_id": "str", "level": "int", "richness": "int"}  # + "codes": int8[dim]
+_DIM = 2  # Milvus needs a vector per row; these rows are read by id, never searched
+_NO_VECTOR = np.array([1.0, 0.0], dtype=np.float32)
+HEAD_FORMAT = 2
+LEGACY_HEAD_FORMAT = 1
 
 Row = tuple[int, str, int, int]  # (version, sha256, level, richness)
 
@@ -67,6 +83,7 @@ class StoredHead:
     rows: Mapping[str, Row]  # summary id -> (version, sha256, level, richness)
     orphans: tuple[str, ...] = ()  # row keys that may exist in Milvus but belong to no set
     terms: TermSketch | None = None  # the set's term statistics, switched with it (same file)
+    legacy: bool = False  # format 1: the rows are float32 vectors in LEGACY_COLLECTION
 
     def keys(self) -> dict[str, str]:
         """Row key by summary id."""
@@ -74,7 +91,7 @@ class StoredHead:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "format": HEAD_FORMAT,
+            "format": LEGACY_HEAD_FORMAT if self.legacy else HEAD_FORMAT,
             "site_id": self.site_id,
             "sequence": self.sequence,
             "expires": self.expires,
@@ -90,8 +107,9 @@ class StoredHead:
         """Re-validates what it reads: a damaged or hand-edited head must not load half a set."""
         keys = {"format", "site_id", "sequence", "expires", "payload_sha256", "manifest_sha256", "summaries", "orphans"}
         # "terms" is optional: heads written before term statistics existed lack it
-        if not isinstance(obj, dict) or set(obj) - {"terms"} != keys or obj["format"] != HEAD_FORMAT:
-            raise InputError(f"{where}: not a hansa gateway head (format {HEAD_FORMAT})")
+        if not isinstance(obj, dict) or set(obj) - {"terms"} != keys or obj["format"] not in (
+                LEGACY_HEAD_FORMAT, HEAD_FORMAT) or type(obj["format"]) is not int:
+            raise InputError(f"{where}: not a hansa gateway head (format {LEGACY_HEAD_FORMAT} or {HEAD_FORMAT})")
         seq = obj["sequence"]
         if type(seq) is not int or not 0 <= seq <= MAX_INT64:
             raise InputError(f"{where}: sequence must be a non-negative integer")
@@ -118,18 +136,30 @@ class StoredHead:
         terms = obj.get("terms")
         return cls(validate_site_id(obj["site_id"]), seq, obj["expires"], obj["payload_sha256"],
                    obj["manifest_sha256"], rows, tuple(orphans),
-                   None if terms is None else TermSketch.from_json(terms, f"{where}: terms"))
+                   None if terms is None else TermSketch.from_json(terms, f"{where}: terms"),
+                   obj["format"] == LEGACY_HEAD_FORMAT)
 
 
-def stored_vectors(store: VectorStore, head: StoredHead) -> dict[str, np.ndarray]:
-    """The exact vectors of the head's rows by summary id; BackendError if any is missing."""
+def stored_codes(store: VectorStore, head: StoredHead, dim: int) -> dict[str, np.ndarray]:
+    """The int8 codes of the head's rows by summary id (a format-1 head's float32 rows quantised);
+    BackendError if any row is missing or is not `dim` codes (damaged, or of another embedder)."""
     keys = head.keys()
-    found = store.get(COLLECTION, list(keys.values())) if keys else {}
+    wanted = list(keys.values())
+    if head.legacy:
+        try:
+            found = store.get(LEGACY_COLLECTION, wanted) if keys else {}
+        except NotFoundError:  # the float32 collection is gone: so are the head's rows
+            found = {}
+        found = dict(zip(found, quantise(np.stack(list(found.values()))))) if found else {}
+    else:
+        rows = store.fields(COLLECTION, ["codes"], ids=wanted) if keys else {}
+        found = {key: np.asarray(row["codes"], dtype=np.int8) for key, row in rows.items()}
+        found = {key: codes for key, codes in found.items() if codes.shape == (dim,) and codes.any()}
     missing = [sid for sid, key in keys.items() if key not in found]
     if missing:
         raise BackendError(
             f"site {head.site_id!r}: {len(missing)} of its {len(keys)} stored summaries are missing from "
-            f"Milvus (first: {missing[0]!r}); its set is not loaded and its next publication must be a full set"
+            f"Milvus or damaged (first: {missing[0]!r}); its set is not loaded and its next publication must be a full set"
         )
     return {sid: found[key] for sid, key in keys.items()}
 
@@ -139,10 +169,14 @@ class DurableStore:
 
     def __init__(self, store: VectorStore, dim: int, state_dir: Path, mirror: "HeadMirror | None" = None) -> None:
         self.store = store
+        self.dim = dim
         self.mirror = mirror
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        store.ensure_collection(CollectionSpec(name=COLLECTION, dim=dim, fields=_FIELDS, index="FLAT"))
+        # a collection of codes of another length (another embedder) is refused, naming both dims
+        store.ensure_collection(CollectionSpec(name=COLLECTION, dim=_DIM, index="FLAT",
+                                               fields={**_FIELDS, "codes": f"int8[{dim}]"}))
+        self._legacy = store.collection_dim(LEGACY_COLLECTION) is not None  # float32 rows of format-1 heads
 
     def _path(self, site_id: str) -> Path:
         return self.state_dir / f"{validate_site_id(site_id)}.json"
@@ -168,20 +202,67 @@ class DurableStore:
                     pass
         return out
 
-    def delete_rows(self, keys: Iterable[str]) -> None:
+    def delete_rows(self, keys: Iterable[str], legacy: bool = False) -> None:
         keys = list(keys)
         if keys:
-            self.store.delete(COLLECTION, ids=keys)
+            self.store.delete(LEGACY_COLLECTION if legacy else COLLECTION, ids=keys)
+
+    def _drop_legacy_rows(self, site_id: str) -> None:
+        if self._legacy:
+            try:
+                self.store.delete(LEGACY_COLLECTION, where={"site_id": site_id})
+            except NotFoundError:  # another worker process dropped it meanwhile
+                self._legacy = False
 
     def purge(self, site_id: str) -> None:
         """Forget a site: all its rows, then its head (a crash in between purges again at start)."""
         if self.mirror is not None:
             self.mirror.remove(site_id)
         self.store.delete(COLLECTION, where={"site_id": validate_site_id(site_id)})
+        self._drop_legacy_rows(site_id)
         self._path(site_id).unlink(missing_ok=True)
 
-    def save(self, new: StoredHead, old: StoredHead | None, vectors: Mapping[str, np.ndarray]) -> None:
-        """Make `new` the durable set, writing only rows `old` lacks; `vectors` by row key."""
+    def settle(self, head: StoredHead) -> tuple[StoredHead, dict[str, np.ndarray]]:
+        """At start: a head without the orphans a crash left, migrated to format 2 if it was
+        format 1 (see the module docstring), and its codes by summary id; BackendError if rows
+        are missing (nothing is changed then but the orphans' removal)."""
+        if head.orphans:  # rows a crash left behind
+            self.delete_rows(head.orphans, legacy=head.legacy)
+            head = replace(head, orphans=())
+            self.write_head(head)
+        codes = stored_codes(self.store, head, self.dim)
+        if head.legacy:
+            keys = head.keys()
+            self._upsert(replace(head, legacy=False), sorted(keys.values()), {keys[s]: c for s, c in codes.items()})
+            crash_point("durable.migrate_after_rows")
+            head = replace(head, legacy=False)
+            self.write_head(head)  # the switch: from here on the site's set is its codes
+            crash_point("durable.migrate_after_switch")
+            self._drop_legacy_rows(head.site_id)
+            log.info("durable.migrated", site_id=head.site_id, summaries=len(codes))
+        return head, codes
+
+    def drop_legacy(self, heads: Iterable[StoredHead]) -> None:
+        """Drop the format-1 collection once no head (of `heads`, every head held) uses it."""
+        if self._legacy and not any(h.legacy for h in heads):
+            self.store.drop(LEGACY_COLLECTION)
+            self._legacy = False
+            log.info("durable.legacy_dropped", collection=LEGACY_COLLECTION)
+
+    def _upsert(self, head: StoredHead, keys: list[str], codes: Mapping[str, np.ndarray]) -> None:
+        """Write the rows `keys` of `head` (codes by row key)."""
+        by_key = {key: sid for sid, key in head.keys().items()}
+        fields = [{"site_id": head.site_id, "summary_id": by_key[key], "level": head.rows[by_key[key]][2],
+                   "richness": head.rows[by_key[key]][3], "codes": codes[key]} for key in keys]
+        self.store.upsert(COLLECTION, keys, np.tile(_NO_VECTOR, (len(keys), 1)), fields)
+
+    def save(self, new: StoredHead, old: StoredHead | None, codes: Mapping[str, np.ndarray]) -> None:
+        """Make `new` the durable set, writing only rows `old` lacks; `codes` (int8) by row key."""
+        if old is not None and old.legacy:  # not migrated (a set loaded from another process's files)
+            held = stored_codes(self.store, old, self.dim)  # the rows `new` carries over, quantised
+            self.save(new, None, {**{key: held[sid] for sid, key in old.keys().items()}, **codes})
+            self._drop_legacy_rows(new.site_id)
+            return
         new_keys, old_keys = new.keys(), (old.keys() if old is not None else {})
         needed, had = set(new_keys.values()), set(old_keys.values())
         fresh = sorted(needed - had)
@@ -189,11 +270,7 @@ class DurableStore:
         if fresh:
             if old is not None:  # 1. intent: if we crash now, these rows are known orphans
                 self.write_head(replace(old, orphans=tuple(sorted(earlier | set(fresh)))))
-            by_key = {key: sid for sid, key in new_keys.items()}
-            matrix = np.stack([np.asarray(vectors[key], dtype=np.float32) for key in fresh])
-            fields = [{"site_id": new.site_id, "summary_id": by_key[key], "level": new.rows[by_key[key]][2],
-                       "richness": new.rows[by_key[key]][3]} for key in fresh]
-            self.store.upsert(COLLECTION, fresh, matrix, fields)  # 2.
+            self._upsert(new, fresh, codes)  # 2.
             crash_point("durable.after_rows")
         orphans = (had - needed) | (earlier - needed)
         self.write_head(replace(new, orphans=tuple(sorted(orphans))))  # 3. the switch

@@ -9,8 +9,10 @@ index (gateway.index.ann), switching the site's bookkeeping in the same instant.
 before or inside the change leaves the old set in place.
 
 Where it lives: in memory (gateway.index.ann), rebuilt at start from the durable copy (gateway.index.durable:
-vectors in Milvus, a head file per site), which a background writer brings up to date after each
-commit. The durable copy can lag a crash behind the floor the registry recorded; then the site's
+int8 codes in Milvus, a head file per site), which a background writer brings up to date after each
+commit. A publication's float32 vectors are quantised once, at commit (gateway.index.codes), and the
+index scores against the directions of those codes, so the index rebuilt at start is the one that
+served before. The durable copy can lag a crash behind the floor the registry recorded; then the site's
 next delta builds on a set the gateway no longer holds, is refused with 409, and the site sends
 its whole set again — never a mix, never a rollback.
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -34,7 +36,8 @@ from hansa.adapters.vector.base import VectorStore
 from hansa.core.errors import BackendError, ConflictError, InputError
 from hansa.core.logs import get_logger
 from hansa.gateway.index.ann import AnnIndex
-from hansa.gateway.index.durable import DurableStore, StoredHead, WriteBehind, row_key, stored_vectors
+from hansa.gateway.index.codes import directions, quantise
+from hansa.gateway.index.durable import DurableStore, StoredHead, WriteBehind, row_key, stored_codes
 from hansa.gateway.index.head_mirror import HeadMirror
 from hansa.sync.publication import Publication, PublicationHead, carried_over
 from hansa.sync.terms import TermSketch
@@ -152,7 +155,7 @@ class SummaryIndex:
         self._lock = threading.Lock()  # plan/commit bookkeeping; searches never take it
         # Durable bookkeeping: what the head files say, and vectors not yet written to Milvus.
         self._stored: dict[str, StoredHead] = {}
-        self._unsaved: dict[str, dict[str, np.ndarray]] = {}
+        self._unsaved: dict[str, dict[str, np.ndarray]] = {}  # site -> row key -> int8 codes
         self._writer = WriteBehind(self._persist) if self._durable is not None else None
 
     # -- start-up ---------------------------------------------------------------------------------
@@ -172,21 +175,18 @@ class SummaryIndex:
                 self._durable.purge(site)
                 report["purged"].append(site)
                 continue
-            if head.orphans:  # rows a crash left behind
-                self._durable.delete_rows(head.orphans)
-                head = replace(head, orphans=())
-                self._durable.write_head(head)
             try:
-                vectors = stored_vectors(self._durable.store, head)
+                head, codes = self._durable.settle(head)  # orphans gone, format 1 migrated
             except BackendError as exc:
                 log.error("index.site_incomplete", site_id=site, error=str(exc))
                 self._durable.purge(site)
                 report["incomplete"].append(site)
                 continue
-            self._install(head, vectors, None)
+            self._install(head, codes, None)
             report["loaded"].append(site)
         if self._durable.mirror is not None:  # a crash may have left it behind the head files
             self._durable.mirror.reconcile(self._stored.values())
+        self._durable.drop_legacy(self._stored.values())
         log.info("index.restored", **{k: len(v) for k, v in report.items()}, summaries=len(self._meta))
         return report
 
@@ -253,22 +253,23 @@ class SummaryIndex:
                 raise ConflictError(f"site {site!r}: another publication was applied meanwhile; retry")
             pieces = plan.publication.pieces
             idx = [i for _, i in plan.add]
-            vectors = pieces.vectors[idx] if idx else np.zeros((0, self.space.dim), np.float32)
-            self._swap(plan.previous, plan.new, [h for h, _ in plan.add], vectors, plan.remove)
+            codes = quantise(pieces.vectors[idx]) if idx else np.zeros((0, self.space.dim), np.int8)
+            self._swap(plan.previous, plan.new, [h for h, _ in plan.add], codes, plan.remove)
             if self._writer is not None:
                 unsaved = self._unsaved.setdefault(site, {})
-                for (_, i), sid in zip(plan.add, (pieces.ids[i] for i in idx)):
+                for n, sid in enumerate(pieces.ids[i] for i in idx):
                     row = plan.new.rows[sid]
-                    unsaved[row_key(site, sid, row[1], row[2])] = pieces.vectors[i]
+                    unsaved[row_key(site, sid, row[1], row[2])] = codes[n]
         if self._writer is not None:
             self._writer.mark(site)
         log.info("index.committed", site_id=site, sequence=plan.new.sequence, summaries=len(plan.new.rows),
                  changed=plan.changed, withdrawn=plan.withdrawn)
         return plan.new
 
-    def _swap(self, previous: SiteSet | None, new: SiteSet | None, add_handles: list[int], vectors: np.ndarray,
+    def _swap(self, previous: SiteSet | None, new: SiteSet | None, add_handles: list[int], codes: np.ndarray,
               remove_handles: list[int]) -> None:
-        """One atomic change of the ANN index, with the site's bookkeeping switched inside it."""
+        """One atomic change of the ANN index (rows: the directions of int8 `codes`), with the
+        site's bookkeeping switched inside it."""
         site = (new or previous).site_id  # type: ignore[union-attr]
         fresh = set(add_handles)
         added = {row[0]: (site, sid, row[4]) for sid, row in (new.rows.items() if new else ()) if row[0] in fresh}
@@ -282,6 +283,7 @@ class SummaryIndex:
             else:
                 self._sites[site] = new
 
+        vectors = directions(codes) if len(codes) else np.zeros((0, self.space.dim), np.float32)
         self.ann.replace(np.asarray(add_handles, dtype=np.int64), vectors, np.asarray(remove_handles, dtype=np.int64),
                          on_commit=switch)
 
@@ -342,7 +344,7 @@ class SummaryIndex:
         assert self._store is not None
         site = head.site_id
         try:
-            vectors = stored_vectors(self._store, head)
+            codes = stored_codes(self._store, head, self.space.dim)
         except BackendError as exc:  # the writer is mid-save: the next change notice (or poll) retries
             log.warning("index.refresh_incomplete", site_id=site, error=str(exc))
             return False
@@ -350,17 +352,17 @@ class SummaryIndex:
             previous = self._sites.get(site)
             if previous is not None and previous.sequence >= head.sequence:
                 return False
-            self._install(head, vectors, previous)
+            self._install(head, codes, previous)
             self._unsaved.pop(site, None)
         return True
 
-    def _install(self, head: StoredHead, vectors: Mapping[str, np.ndarray], previous: SiteSet | None) -> None:
-        """Swap in the set a durable `head` names (its `vectors` by summary id) in place of `previous`."""
+    def _install(self, head: StoredHead, codes: Mapping[str, np.ndarray], previous: SiteSet | None) -> None:
+        """Swap in the set a durable `head` names (its int8 `codes` by summary id) in place of `previous`."""
         rows = {sid: (next(self._handles), r[0], r[1], r[2], r[3]) for sid, r in head.rows.items()}
         new = SiteSet(head.site_id, head.sequence, head.expires, head.payload_sha256, head.manifest_sha256, rows,
                       head.terms)
         order = list(rows)
-        matrix = np.stack([vectors[sid] for sid in order]) if order else np.zeros((0, self.space.dim), np.float32)
+        matrix = np.stack([codes[sid] for sid in order]) if order else np.zeros((0, self.space.dim), np.int8)
         self._swap(previous, new, [rows[sid][0] for sid in order], matrix,
                    [row[0] for row in previous.rows.values()] if previous else [])
         self._stored[head.site_id] = head
@@ -371,7 +373,7 @@ class SummaryIndex:
         with self._lock:
             previous = self._sites.get(site_id)
             if previous is not None:
-                self._swap(previous, None, [], np.zeros((0, self.space.dim), np.float32),
+                self._swap(previous, None, [], np.zeros((0, self.space.dim), np.int8),
                            [row[0] for row in previous.rows.values()])
             self._unsaved.pop(site_id, None)
         if self._writer is not None and (previous is not None or site_id in self._stored):

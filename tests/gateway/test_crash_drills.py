@@ -8,6 +8,10 @@ mix, no orphan rows), with a floor at or above what it serves; then the site's r
 if the gateway refuses it with 409, the site's full set above the floor — what plugin.publish does)
 must leave it routing exactly as a gateway that applied P1 and P2 without a crash.
 
+A gateway whose durable copy is of the previous format (float32 rows, format-1 heads) migrates it
+to int8 codes at start; killed in the middle of that, it still restarts serving the whole set, and
+routes exactly as a gateway that applied the set with this version.
+
 The publications are signed here with a site key (synthetic unit vectors, the gateway's embedding
 space); the gateway runs as the real code in its own process (tests/plugin/crash_driver.py).
 """
@@ -24,9 +28,12 @@ import numpy as np
 import pytest
 
 from hansa.adapters.embedder import open_embedder
+from hansa.adapters.vector.base import CollectionSpec
 from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.config import Config, load_config
-from hansa.gateway.index.durable import COLLECTION
+from hansa.core.jsonsafe import dumps
+from hansa.gateway.index.durable import COLLECTION, LEGACY_COLLECTION, row_key
+from hansa.sync.vectors import decode_vector
 from hansa.gateway.trust.registry import SiteRegistry
 from hansa.gateway.trust import admin
 from hansa.gateway.service import Gateway
@@ -104,6 +111,7 @@ def _view(home: Path, setup: dict[str, Any]) -> dict[str, Any]:
         }
     with MilvusVectorStore(cfg.milvus_uri, prefix=cfg.milvus.collection_prefix) as store:
         view["durable_rows"] = store.count(COLLECTION)
+        view["legacy_collection"] = store.collection_dim(LEGACY_COLLECTION) is not None
     return view
 
 
@@ -147,3 +155,45 @@ def test_a_gateway_killed_while_applying_serves_a_whole_set_and_the_resend_repai
     assert after["rows"] == clean["rows"] == _set_of(setup["second"])
     assert after["routes"] == clean["routes"]
     assert after["floor"] == after["sequence"] and after["indexed"] == after["durable_rows"] == len(after["rows"])
+
+
+def _as_previous_format(home: Path, records: list[SummaryRecord]) -> None:
+    """Rewrite a gateway home's durable copy as the previous version wrote it: the exact float32
+    vectors in `gateway_summaries` (its schema) and format-1 heads; no int8 rows."""
+    cfg = _config(home)
+    head_path = home / "gateway" / "publications" / f"{SITE}.json"
+    head = json.loads(head_path.read_text(encoding="utf-8"))
+    assert head["format"] == 2
+    vectors = {r.summary_id: decode_vector(r.vector_b64, 384) for r in records}
+    keys = [row_key(SITE, sid, v, sha) for sid, (v, sha, _, _) in head["summaries"].items()]
+    with MilvusVectorStore(cfg.milvus_uri, prefix=cfg.milvus.collection_prefix) as store:
+        store.ensure_collection(CollectionSpec(LEGACY_COLLECTION, dim=384, index="FLAT", fields={
+            "site_id": "str", "summary_id": "str", "level": "int", "richness": "int"}))
+        store.upsert(LEGACY_COLLECTION, keys, np.stack([vectors[sid] for sid in head["summaries"]]),
+                     [{"site_id": SITE, "summary_id": sid, "level": r[2], "richness": r[3]}
+                      for sid, r in head["summaries"].items()])
+        store.delete(COLLECTION, where={"site_id": SITE})
+    head_path.write_bytes(dumps({**head, "format": 1}))
+
+
+@pytest.mark.parametrize("point", [None, "durable.migrate_after_rows", "durable.migrate_after_switch"])
+def test_a_previous_format_copy_is_migrated_at_start_and_routes_as_a_fresh_one_even_after_a_crash(
+        point: str | None, setup: dict[str, Any], tmp_path: Path) -> None:
+    home = tmp_path / "gw"
+    shutil.copytree(setup["homes"]["holds_p1"], home)
+    _as_previous_format(home, setup["first"])
+    if point is not None:  # killed while migrating, at start (before any publication is applied)
+        drill.run(drill.driver("gateway-apply", SITE), {"HANSA_HOME": str(home)}, crash=point)
+    migrated, fresh = _view(home, setup), _view(setup["homes"]["holds_p1"], setup)
+    assert migrated["rows"] == fresh["rows"] == _set_of(setup["first"])
+    assert migrated["routes"] == fresh["routes"], "the migrated codes score otherwise than a fresh publication's"
+    assert migrated["indexed"] == migrated["durable_rows"] == len(migrated["rows"])
+    assert not migrated["legacy_collection"], "the float32 collection outlived the last format-1 head"
+    assert json.loads((home / "gateway" / "publications" / f"{SITE}.json").read_text())["format"] == 2
+    # and the migrated gateway takes the site's next delta on the migrated set
+    answer = json.loads(drill.run(drill.driver("gateway-apply", SITE, str(setup["paths"]["P2"])),
+                                  {"HANSA_HOME": str(home)}).stdout.strip().splitlines()[-1])
+    assert answer["ok"]["sequence"] == 2, answer
+    after, clean = _view(home, setup), _view(setup["homes"]["clean"], setup)
+    assert after["rows"] == clean["rows"] and after["routes"] == clean["routes"]
+    assert after["indexed"] == after["durable_rows"] == len(after["rows"])

@@ -443,3 +443,22 @@ def test_reading_smoke(tmp_path: Path) -> None:
     assert {(r["threads"], r["pool"]) for r in rows} == {(t, p) for t in ("ort_default_threads", "one_thread") for p in (8, 12)}
     assert all(r["n"] == 6 and r["p50_ms"] > 0 for r in rows)
     assert set(doc["targets"]) == {"reading_p50_ms_default_pool", "reading_p50_ms_max_pool"}
+
+
+def test_storage_smoke(tmp_path: Path) -> None:
+    """A 2-site SQuAD federation publishes to a real gateway; its bytes by part and routing from int8
+    codes against float32 come back side by side, the codes checked against the published vectors."""
+    doc = run_bench("storage", tmp_path)
+    res = doc["results"]
+    st = res["storage"]
+    assert res["codes_checked_against_published_vectors"] == st["summaries"] > 0
+    assert st["bytes"]["int8"]["vectors"] * 4 == st["bytes"]["float32"]["vectors"] > 0
+    assert st["bytes"]["int8"]["head"] == st["bytes"]["float32"]["head"] > 0
+    assert 0 < st["share_of_raw"]["int8"]["total"] < st["share_of_raw"]["float32"]["total"]
+    assert 0 < st["milvus_lite_vector_disk_bytes"]["int8"] < st["milvus_lite_vector_disk_bytes"]["float32"]
+    routing = res["routing"]
+    assert routing["questions_with_gold"] > 0 and 0 <= routing["max_abs_summary_score_difference"] < 0.02
+    assert set(routing["gold_site_recall_at_k"]) == {f"{r}_{v}" for r in ("summaries", "summary_vectors")
+                                                     for v in ("float32", "int8")}
+    assert all(0 <= a <= 1 for a in routing["top_k_site_agreement"].values())
+    assert set(doc["targets"]) == {"gateway_storage_share_of_raw"}

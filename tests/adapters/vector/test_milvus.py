@@ -198,6 +198,31 @@ def test_fields_by_ids_by_where_or_of_every_row(store: VectorStore) -> None:
         store.fields("chunks", ["vector"])
 
 
+def test_int8_fields_round_trip_byte_for_byte_and_are_checked(store: VectorStore) -> None:
+    spec = CollectionSpec("codes", dim=2, fields={"site_id": "str", "codes": "int8[384]"})
+    store.ensure_collection(spec)
+    store.ensure_collection(spec)  # an existing int8[384] field is recognised as one
+    with pytest.raises(BackendError, match="384-d"):  # codes of another length: another embedder
+        store.ensure_collection(CollectionSpec("codes", dim=2, fields={"site_id": "str", "codes": "int8[385]"}))
+    codes = np.random.default_rng(3).integers(-128, 128, (2, 384)).astype(np.int8)
+    codes[0, :2] = (-128, 127)  # both ends of the range
+    store.upsert("codes", ["a", "b", "c"], np.tile([1.0, 0.0], (3, 1)),
+                 [{"site_id": "s", "codes": codes[0]}, {"site_id": "s", "codes": codes[1].tolist()}, {"site_id": "t"}])
+    got = store.fields("codes", ["codes"], ids=["a", "b", "c"])
+    assert np.array_equal(np.asarray(got["a"]["codes"], dtype=np.int8), codes[0])
+    assert np.array_equal(np.asarray(got["b"]["codes"], dtype=np.int8), codes[1])
+    assert list(got["c"]["codes"]) == [0] * 384  # not given: zeros
+    for bad in ([128] * 384, [-129] * 384, [0.5] * 384, np.zeros(383, np.int8), np.zeros((2, 384), np.int8)):
+        with pytest.raises(InputError, match="codes"):
+            store.upsert("codes", ["d"], np.array([[1.0, 0.0]]), [{"codes": bad}])
+    assert set(store.fields("codes", ["site_id"])) == {"a", "b", "c"}  # nothing of a refused upsert written
+    with pytest.raises(InputError, match="cannot filter"):
+        store.fields("codes", ["site_id"], where={"codes": "x"})
+    for kind in ("int8[0]", "int8[4097]", "int8", "int8[]"):
+        with pytest.raises(InputError, match="kind"):
+            store.ensure_collection(CollectionSpec("other", dim=2, fields={"codes": kind}))
+
+
 def test_search_orders_best_first_with_cosine_scores(store: VectorStore) -> None:
     vectors = unit([[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0.5, 0.5, 0.5, 0], [0, 0, 0, 1], [-1, 0, 0, 0]])
     ids = ["v0", "v1", "v2", "v3", "v4"]
