@@ -292,7 +292,7 @@ class SummaryIndex:
 
         Why: gateway workers each hold the index in memory; a publication accepted by one worker
         reaches the others through the durable copy (it flushes before announcing the change in
-        the shared state, hansa.gateway.shared_routing). Only newer sets are taken, so a worker
+        the shared state, hansa.core.shared_state). Only newer sets are taken, so a worker
         never rolls a set back; removals follow the registry (revocation), not a missing head."""
         if self.follower:
             return self.follow(keep)
