@@ -174,6 +174,11 @@ class SiteConfig:
     # What a published summary vector is: "blend" (summary text embedding + mean of the community's
     # chunk embeddings, renormalized), "text" (summary text only) or "centroid" (chunks only).
     summary_vector: str = "blend"
+    # Levels of communities a site builds and publishes (plugin/hierarchy.py): level 0 is Leiden's
+    # partition above, each coarser level clusters the one below (communities as nodes, summed
+    # relation weight as edges) until a level holds at most 4 communities or nothing merges.
+    # 1: level 0 alone.
+    community_levels: int = 1
     leiden_seed: int = 42
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
     # Term statistics published beside the summaries (sync.terms): hashed words with the number of
