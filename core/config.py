@@ -234,6 +234,10 @@ class GatewayConfig:
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.
     lexical_weight: float = 0.3
+    # Which community levels' summaries vote in summary routing (gateway/engine/route.py): "all"
+    # (a site's best match over every level it publishes, GraphRAG's coarse summaries included) or
+    # "finest" (level 0 only, as before sites published levels; [site] community_levels).
+    route_levels: str = "finest"
     # Fusion's citation ranking weighs each site's documents by how well the site matched the question
     # at routing (gateway/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
     # score / the best asked site's). 0: the sites' own scores alone. 0.2 was fit on SQuAD's fit split
@@ -384,6 +388,7 @@ class Config:
 
 ROUTERS = ("summary", "learned")
 ROLES = ("primary", "follower")
+ROUTE_LEVELS = ("finest", "all")
 MAX_RECENT_QUERIES = 1000  # each record holds a whole trace: the ring stays small
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway", "client")
 
@@ -471,6 +476,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.role must be one of {', '.join(ROLES)}, not {cfg.gateway.role!r}")
     if not 0 < cfg.gateway.follow_interval_s <= 3600:
         raise ConfigError(f"gateway.follow_interval_s must be in (0, 3600] seconds, not {cfg.gateway.follow_interval_s}")
+    if cfg.gateway.route_levels not in ROUTE_LEVELS:
+        raise ConfigError(f"gateway.route_levels must be one of {', '.join(ROUTE_LEVELS)}, not {cfg.gateway.route_levels!r}")
     if cfg.gateway.router not in ROUTERS:
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:
