@@ -177,7 +177,9 @@ class SiteConfig:
     # Levels of communities a site builds and publishes (plugin/hierarchy.py): level 0 is Leiden's
     # partition above, each coarser level clusters the one below (communities as nodes, summed
     # relation weight as edges) until a level holds at most 4 communities or nothing merges.
-    # 1: level 0 alone.
+    # 1: level 0 alone. Routing over the levels did not beat level 0 alone on SQuAD 16 (report split:
+    # gold-site recall@1 0.848 with every level voting against 0.849; benchmarks/README.md,
+    # "Community levels"), so levels are opt-in.
     community_levels: int = 1
     leiden_seed: int = 42
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
@@ -236,7 +238,8 @@ class GatewayConfig:
     lexical_weight: float = 0.3
     # Which community levels' summaries vote in summary routing (gateway/engine/route.py): "all"
     # (a site's best match over every level it publishes, GraphRAG's coarse summaries included) or
-    # "finest" (level 0 only, as before sites published levels; [site] community_levels).
+    # "finest" (level 0 only, as before sites published levels; [site] community_levels). "all" tied
+    # "finest" on SQuAD 16 (recall@3 0.942 both; benchmarks/README.md, "Community levels").
     route_levels: str = "finest"
     # Fusion's citation ranking weighs each site's documents by how well the site matched the question
     # at routing (gateway/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
