@@ -95,6 +95,8 @@ class Community:
     chunk_ids: tuple[str, ...] = ()
     doc_ids: tuple[str, ...] = ()
     rank: float = 0.0  # richness: how much knowledge the community holds (used by routing)
+    # The community one level coarser that holds this one (plugin/hierarchy.py); "": the top level.
+    parent: str = ""
 
 
 @dataclass(frozen=True)

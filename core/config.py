@@ -174,6 +174,12 @@ class SiteConfig:
     # What a published summary vector is: "blend" (summary text embedding + mean of the community's
     # chunk embeddings, renormalized), "text" (summary text only) or "centroid" (chunks only).
     summary_vector: str = "blend"
+    # Levels of communities a site builds and publishes (plugin/hierarchy.py): level 0 is Leiden's
+    # partition above, each coarser level clusters the one below (communities as nodes, summed
+    # relation weight as edges) until a level holds at most 4 communities or nothing merges.
+    # 1: level 0 alone. Routing over the levels has not beaten level 0 alone (benchmarks/README.md,
+    # "Community levels"), so levels are opt-in.
+    community_levels: int = 1
     leiden_seed: int = 42
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
     # Term statistics published beside the summaries (sync.terms): hashed words with the number of
@@ -229,6 +235,11 @@ class GatewayConfig:
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.
     lexical_weight: float = 0.3
+    # Which community levels' summaries vote in summary routing (gateway/query/route.py): "all"
+    # (a site's best match over every level it publishes, GraphRAG's coarse summaries included) or
+    # "finest" (level 0 only; [site] community_levels). "all" has not beaten "finest" (benchmarks/
+    # README.md, "Community levels").
+    route_levels: str = "finest"
     # Fusion's citation ranking weighs each site's documents by how well the site matched the question
     # at routing (gateway/query/fusion.py, CORI's result merging): a factor 1 - w + w x (the site's routing
     # score / the best asked site's). 0: the sites' own scores alone. 0.2 was fit on SQuAD's fit split
@@ -379,6 +390,7 @@ class Config:
 
 ROUTERS = ("summary", "learned")
 ROLES = ("primary", "follower")
+ROUTE_LEVELS = ("finest", "all")
 MAX_RECENT_QUERIES = 1000  # each record holds a whole trace: the ring stays small
 SECTIONS = ("neo4j", "graph", "milvus", "embedder", "llm", "site", "gateway", "client")
 
@@ -466,6 +478,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.role must be one of {', '.join(ROLES)}, not {cfg.gateway.role!r}")
     if not 0 < cfg.gateway.follow_interval_s <= 3600:
         raise ConfigError(f"gateway.follow_interval_s must be in (0, 3600] seconds, not {cfg.gateway.follow_interval_s}")
+    if cfg.gateway.route_levels not in ROUTE_LEVELS:
+        raise ConfigError(f"gateway.route_levels must be one of {', '.join(ROUTE_LEVELS)}, not {cfg.gateway.route_levels!r}")
     if cfg.gateway.router not in ROUTERS:
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:

@@ -41,18 +41,20 @@ from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConfigError, InputError
 from hansa.core.logs import get_logger
 from hansa.core.entities import normalize
+from hansa.plugin.hierarchy import Parent, check_levels, coarser_levels
 from hansa.plugin.vocabulary import build_terms
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, summary_collection
 from hansa.plugin.summarize import EXTRACTIVE, summarize
 
 log = get_logger(__name__)
 
-# A site publishes one level of communities: Leiden's final partition at resolution `leiden_gamma`
+# Level 0, the finest a site publishes, is Leiden's final partition at resolution `leiden_gamma`
 # (GDS's last level, leidenalg's only one), so both graph backends cut a graph alike. GDS's finest
 # level is only its first local-moving pass: on 10,000 SQuAD paragraphs it held 12x the final
-# level's communities, and the Neo4j site published 150% of its corpus. The resolution, not the
-# level, is the knob for finer communities (config.py: leiden_gamma).
-LEVEL = 0  # the level number each community and published summary records: one level, so always 0
+# level's communities, and the Neo4j site published 150% of its corpus. The resolution, not GDS's
+# levels, is the knob for finer communities (config.py: leiden_gamma); coarser levels are built
+# above level 0 by clustering the community graph (plugin/hierarchy.py, `[site] community_levels`).
+LEVEL = 0  # the finest level's number
 MAX_COMMUNITY_CHUNKS = 1000  # chunks recorded per community (richness saturates here)
 SUMMARY_ENTITIES = 40  # candidates the summarizer re-ranks by salience (degree ties are common)
 SUMMARY_RELATIONS = 40
@@ -88,12 +90,16 @@ class CommunityReport:
     modularity_full: float | None = None
     # Why an incremental run used the unseeded (full) partition instead of the seeded one ("": it did not).
     fallback: str = ""
+    # Communities per coarser level, level 1 first (plugin/hierarchy.py); the fields above are level 0's.
+    coarser: tuple[int, ...] = ()
     seconds: float = 0.0
 
 
-def community_id(entity_ids: set[str] | frozenset[str] | list[str]) -> str:
-    """Stable across runs and machines: a function of membership only."""
-    digest = hashlib.sha256("\n".join(sorted(entity_ids)).encode("utf-8")).hexdigest()
+def community_id(entity_ids: set[str] | frozenset[str] | list[str], level: int = LEVEL) -> str:
+    """Stable across runs and machines: a function of membership (and, above level 0, the level:
+    a parent with one child has the child's members, and must not share its id)."""
+    head = "" if level == LEVEL else f"level {level}\n"
+    digest = hashlib.sha256((head + "\n".join(sorted(entity_ids))).encode("utf-8")).hexdigest()
     return f"c{digest[:32]}"
 
 
@@ -300,8 +306,10 @@ def _write_summaries(ctx: SiteContext, communities: list[Community]) -> int:
 
 
 def stored_partition(ctx: SiteContext) -> dict[str, int]:
-    """entity id -> index of its stored community: the seeds of an incremental Leiden run."""
-    return {e: i for i, c in enumerate(ctx.graph.communities()) for e in c.entity_ids}
+    """entity id -> index of its stored level-0 community: the seeds of an incremental Leiden run
+    (coarser levels are rebuilt above level 0 on every run)."""
+    finest = [c for c in ctx.graph.communities() if c.level == LEVEL]
+    return {e: i for i, c in enumerate(finest) for e in c.entity_ids}
 
 
 @dataclass(frozen=True)
@@ -365,6 +373,18 @@ def plan(ctx: SiteContext, incremental: bool) -> tuple[Detection, _Merge]:
     return detection, merge
 
 
+def _hierarchy(ctx: SiteContext, finest: dict[str, frozenset[str]]) -> list[list[Parent]]:
+    """The coarser levels above the finest communities (`[site] community_levels`; 1: none)."""
+    levels = check_levels(ctx.cfg.site.community_levels)
+    if levels == 1 or len(finest) <= 1:
+        return []
+    label = {cid: i for i, cid in enumerate(sorted(finest))}
+    ids = sorted(finest)
+    links = _community_links(ctx, {e: label[cid] for cid, members in finest.items() for e in members})
+    named = {ids[a]: {ids[b]: w for b, w in row.items()} for a, row in links.items()}
+    return coarser_levels(finest, named, levels, ctx.cfg.site.leiden_seed, community_id)
+
+
 def clear_communities(ctx: SiteContext) -> None:
     """Withdraw every community (an emptied site): the next publish sends only tombstones."""
     _write_summaries(ctx, [])
@@ -384,12 +404,17 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     detection, merge = plan(ctx, incremental)
     detected = detection.groups
 
-    memberships = sorted(((community_id(m), sorted(m)) for m in merge.groups.values()), key=lambda item: item[0])
+    finest = {community_id(m): frozenset(m) for m in merge.groups.values()}
+    parents = _hierarchy(ctx, finest)
+    parent_of = {child: p.id for level in parents for p in level for child in p.children}
+    memberships = [(cid, LEVEL, finest[cid]) for cid in sorted(finest)]
+    memberships += [(p.id, p.level, p.members) for level in parents for p in level]
     communities: list[Community] = []
     methods: dict[str, int] = defaultdict(int)
-    for cid, members in tqdm(memberships, desc="communities", unit="community", disable=not progress):
+    for cid, level, members in tqdm(memberships, desc="communities", unit="community", disable=not progress):
         context = ctx.graph.community_context(
-            members, max_entities=SUMMARY_ENTITIES, max_relations=SUMMARY_RELATIONS, max_chunks=MAX_COMMUNITY_CHUNKS
+            sorted(members), max_entities=SUMMARY_ENTITIES, max_relations=SUMMARY_RELATIONS,
+            max_chunks=MAX_COMMUNITY_CHUNKS
         )
         summary, method = summarize(replace(context, community_id=cid), ctx.llm)
         methods[method] += 1
@@ -397,20 +422,21 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         communities.append(
             Community(
                 id=cid,
-                level=LEVEL,
-                entity_ids=tuple(members),
+                level=level,
+                entity_ids=tuple(sorted(members)),
                 summary=summary,
                 chunk_ids=chunk_ids,
                 doc_ids=tuple(sorted({chunk.doc_id for chunk in context.chunks})),
                 rank=float(len(chunk_ids)),
+                parent=parent_of.get(cid, ""),
             )
         )
     embedded = _write_summaries(ctx, communities)
     build_terms(ctx)
 
-    sizes = sorted(len(c.entity_ids) for c in communities)
+    sizes = sorted(len(c.entity_ids) for c in communities if c.level == LEVEL)
     report = CommunityReport(
-        communities=len(communities),
+        communities=len(sizes),
         entities=sum(sizes),
         detected=len(detected),
         merged=merge.merged,
@@ -426,6 +452,7 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         modularity=round(detection.modularity, 6),
         modularity_full=None if detection.modularity_full is None else round(detection.modularity_full, 6),
         fallback=detection.fallback,
+        coarser=tuple(len(level) for level in parents),
         seconds=round(time.perf_counter() - started, 3),
     )
     log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})

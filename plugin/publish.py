@@ -174,6 +174,7 @@ def _records(ctx: SiteContext, communities: list[Community], vectors: dict[str, 
             ),
             level=community.level,
             text=(community.summary or None) if publish_text else None,
+            parent=community.parent or None,
         )
         sha = _content_sha(draft)
         previous = versions.get(community.id)

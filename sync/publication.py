@@ -74,6 +74,9 @@ _PAYLOAD_KEYS = frozenset(
 _OPTIONAL_PAYLOAD_KEYS = frozenset({"terms"})
 _BASE_KEYS = frozenset({"sequence", "manifest_sha256"})
 _COLUMN_KEYS = frozenset({"ids", "versions", "levels", "entities", "chunks", "documents", "texts", "vectors"})
+# Optional: "parents", each summary's parent summary id or null (the hierarchy, plugin/hierarchy.py);
+# absent when no record has a parent, as in every publication from before the hierarchy.
+_OPTIONAL_COLUMN_KEYS = frozenset({"parents"})
 
 Manifest = Mapping[str, tuple[int, str]]
 _B64_RE = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -83,14 +86,16 @@ _B64_RE = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 def _record_bytes(
     summary_id: str, version: int, level: int, entities: int, chunks: int, documents: int,
-    text: str | None, vector_b64: str,
+    text: str | None, vector_b64: str, parent: str | None = None,
 ) -> bytes:
     """canonical_json of a record, written out directly (about 3x faster than json.dumps with
     sort_keys). Only for values that need no escaping beyond `text`'s: valid summary ids, exact
-    `int`s, base64 text (`summary_record_bytes` checks; the column parser has already)."""
+    `int`s, base64 text (`summary_record_bytes` checks; the column parser has already). A record
+    without a parent has no "parent" key, so its bytes are those of a pre-hierarchy record."""
     text_json = "null" if text is None else json.dumps(text, ensure_ascii=True)
+    parent_json = "" if parent is None else f'"parent":"{parent}",'
     return (
-        f'{{"id":"{summary_id}","level":{level},"richness":{{"chunks":{chunks},"documents":{documents},'
+        f'{{"id":"{summary_id}","level":{level},{parent_json}"richness":{{"chunks":{chunks},"documents":{documents},'
         f'"entities":{entities}}},"text":{text_json},"vector":"{vector_b64}","version":{version}}}'
     ).encode("ascii")
 
@@ -104,11 +109,12 @@ def summary_record_bytes(rec: SummaryRecord) -> bytes:
         and all(type(v) is int for v in ints)
         and isinstance(rec.vector_b64, str) and _B64_RE.fullmatch(rec.vector_b64) is not None
         and (rec.text is None or type(rec.text) is str)
+        and (rec.parent is None or (isinstance(rec.parent, str) and SUMMARY_ID_RE.fullmatch(rec.parent) is not None))
     )
     if not plain:  # anything odd is spelled by the general encoder (and refused later, if invalid)
         return canonical_json(rec.to_json())
     return _record_bytes(rec.summary_id, rec.version, rec.level, r.entities, r.chunks, r.documents,
-                         rec.text, rec.vector_b64)
+                         rec.text, rec.vector_b64, rec.parent)
 
 
 def summary_sha256(rec: SummaryRecord) -> str:
@@ -161,6 +167,7 @@ class SummaryPieces:
     documents: tuple[int, ...]
     texts: tuple[str | None, ...]
     vectors: np.ndarray  # (len(ids), dim), native float32
+    parents: tuple[str | None, ...] | None = None  # None: the publication has no "parents" column
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -175,6 +182,7 @@ class SummaryPieces:
                 summary_id=self.ids[i], version=self.versions[i], vector_b64=self.vector_b64(i),
                 richness=Richness(self.entities[i], self.chunks[i], self.documents[i]),
                 level=self.levels[i], text=self.texts[i],
+                parent=None if self.parents is None else self.parents[i],
             )
             for i in range(len(self.ids))
         )
@@ -242,7 +250,7 @@ def _columns_json(records: Sequence[SummaryRecord], dim: int) -> dict[str, Any]:
             raw += _vector_bytes(rec.vector_b64, dim, 1)
         except InputError as exc:
             raise InputError(f"publication: summary {rec.summary_id!r}: {exc}") from exc
-    return {
+    out: dict[str, Any] = {
         "ids": [r.summary_id for r in records],
         "versions": [r.version for r in records],
         "levels": [r.level for r in records],
@@ -252,6 +260,9 @@ def _columns_json(records: Sequence[SummaryRecord], dim: int) -> dict[str, Any]:
         "texts": [r.text for r in records],
         "vectors": b64encode(bytes(raw)),
     }
+    if any(r.parent is not None for r in records):
+        out["parents"] = [r.parent for r in records]
+    return out
 
 
 def build_publication(
@@ -420,13 +431,14 @@ def _parse_base(obj: object, sequence: int) -> PublicationBase | None:
 
 def _parse_pieces(obj: object, manifest: Manifest, dim: int) -> SummaryPieces:
     """Every piece must be exactly its manifest entry; the sha256 is computed once, here."""
-    if not isinstance(obj, dict) or obj.keys() != _COLUMN_KEYS:
-        raise _fail(f"summaries must be an object with exactly {sorted(_COLUMN_KEYS)}")
+    if not isinstance(obj, dict) or not _COLUMN_KEYS <= obj.keys() <= _COLUMN_KEYS | _OPTIONAL_COLUMN_KEYS:
+        raise _fail(f"summaries must be an object with exactly {sorted(_COLUMN_KEYS)} "
+                    f"(and optionally {sorted(_OPTIONAL_COLUMN_KEYS)})")
     ids = obj["ids"]
     if type(ids) is not list:
         raise _fail("summaries.ids must be a list")
     n = len(ids)
-    for name in _COLUMN_KEYS - {"vectors"}:
+    for name in (obj.keys() & (_COLUMN_KEYS | _OPTIONAL_COLUMN_KEYS)) - {"vectors"}:
         if type(obj[name]) is not list or len(obj[name]) != n:
             raise _fail(f"summaries.{name} must be a list as long as summaries.ids ({n})")
     pid = _check_ids(ids, "summaries")
@@ -438,6 +450,7 @@ def _parse_pieces(obj: object, manifest: Manifest, dim: int) -> SummaryPieces:
     texts = obj["texts"]
     if not all(t is None or type(t) is str for t in texts):
         raise _fail("summaries.texts must hold strings or nulls")
+    parents = _parents_column(obj.get("parents"), pid, manifest)
     try:
         raw = _vector_bytes(obj["vectors"], dim, n)
     except InputError as exc:
@@ -450,13 +463,30 @@ def _parse_pieces(obj: object, manifest: Manifest, dim: int) -> SummaryPieces:
         if entry[0] != versions[i]:
             raise _fail(f"summary {sid!r} has version {versions[i]} but the manifest says {entry[0]}")
         record = _record_bytes(sid, versions[i], levels[i], entities[i], chunks[i], documents[i], texts[i],
-                               one_vector(i))
+                               one_vector(i), None if parents is None else parents[i])
         if hashlib.sha256(record).hexdigest() != entry[1]:
             raise _fail(f"summary {sid!r} does not match its manifest sha256")
     vectors = np.frombuffer(raw, dtype=WIRE_DTYPE).reshape(n, dim).astype(np.float32, copy=False)
     if vectors.flags.writeable:
         vectors.flags.writeable = False
-    return SummaryPieces(pid, versions, levels, entities, chunks, documents, tuple(texts), vectors)
+    return SummaryPieces(pid, versions, levels, entities, chunks, documents, tuple(texts), vectors, parents)
+
+
+def _parents_column(column: object, ids: Sequence[str], manifest: Manifest) -> tuple[str | None, ...] | None:
+    """The optional "parents" column: each a summary id of the same manifest other than the record's
+    own, or null (the top level); absent (None) in publications without a hierarchy."""
+    if column is None:
+        return None
+    assert isinstance(column, list)  # the length check above has run
+    if not any(p is not None for p in column):
+        raise _fail("summaries.parents must be left out when no summary has a parent")
+    for sid, parent in zip(ids, column):
+        if parent is None:
+            continue
+        if type(parent) is not str or parent == sid or parent not in manifest:
+            raise _fail(f"summary {sid!r}: its parent must be another summary of the publication's manifest, "
+                        f"not {parent!r}")
+    return tuple(column)
 
 
 def parse_publication(data: bytes) -> Publication:

@@ -249,9 +249,13 @@ class SummaryRecord:
     richness: Richness
     level: int = 0
     text: str | None = None  # only when the site's policy allows publishing summary text
+    # The summary of the community one level coarser holding this one (plugin/hierarchy.py); None at
+    # the top level and in publications from before the hierarchy, whose records have no "parent" key
+    # (so their bytes, and the manifest digests over them, are unchanged).
+    parent: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.summary_id,
             "version": self.version,
             "vector": self.vector_b64,
@@ -259,15 +263,21 @@ class SummaryRecord:
             "level": self.level,
             "text": self.text,
         }
+        if self.parent is not None:
+            out["parent"] = self.parent
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "SummaryRecord":
         """Every key is required (`text` may be null): one record has one JSON shape."""
         w = "summary record"
         summary_id = _require(obj, "id", str, w)
-        _no_extra(obj, {"id", "version", "vector", "richness", "level", "text"}, w)
+        _no_extra(obj, {"id", "version", "vector", "richness", "level", "text", "parent"}, w)
         if not SUMMARY_ID_RE.fullmatch(summary_id):
             raise InputError(f"{w}: invalid id {summary_id!r}: use 1-128 of A-Z a-z 0-9 _ . : -")
+        parent = obj.get("parent")
+        if "parent" in obj and not (isinstance(parent, str) and SUMMARY_ID_RE.fullmatch(parent) and parent != summary_id):
+            raise InputError(f"{w}: 'parent' must be another summary's id (leave the key out at the top level)")
         if "text" not in obj:
             raise InputError(f"{w}: missing 'text' (send null when no text is published)")
         text = obj["text"]
@@ -280,6 +290,7 @@ class SummaryRecord:
             richness=Richness.from_json(_require(obj, "richness", Mapping, w)),
             level=_int_in(obj, "level", 0, 1024, w),
             text=text,
+            parent=parent,
         )
 
 

@@ -43,9 +43,9 @@ from hansa.adapters.records import (
 from hansa.core.checks import Check, Step, run_chain
 from hansa.core.errors import BackendError, InputError
 
-# v2: chunk pages, the owning site id; v3: relations derived from the mentions, no table (older
-# stores are upgraded by install).
-SCHEMA_VERSION = 3
+# v2: chunk pages, the owning site id; v3: relations derived from the mentions, no table; v4: each
+# community's parent (the hierarchy, plugin/hierarchy.py). Older stores are upgraded by install.
+SCHEMA_VERSION = 4
 
 # Every table install creates, children first (uninstall drops them in this order; indexes go along).
 TABLES = (
@@ -96,7 +96,8 @@ CREATE TABLE IF NOT EXISTS hansa_communities (
     summary TEXT NOT NULL,
     chunk_ids TEXT NOT NULL,
     doc_ids TEXT NOT NULL,
-    rank REAL NOT NULL
+    rank REAL NOT NULL,
+    parent TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS hansa_community_members (
     community_id TEXT NOT NULL REFERENCES hansa_communities(id) ON DELETE CASCADE,
@@ -313,6 +314,11 @@ class EmbeddedGraphStore(GraphStore):
             self._db.execute(f"DROP TABLE IF EXISTS {table}")
         self._db.execute("UPDATE hansa_schema_version SET version = 3 WHERE id = 1")
 
+    def _upgrade_v3(self) -> None:
+        """v3 -> v4: community parents; stored communities are one level, so each is a top ('')."""
+        self._db.execute("ALTER TABLE hansa_communities ADD COLUMN parent TEXT NOT NULL DEFAULT ''")
+        self._db.execute("UPDATE hansa_schema_version SET version = 4 WHERE id = 1")
+
     # -- lifecycle -----------------------------------------------------------------------------
     def install(self, site_id: str | None = None) -> InstallReport:
         with self._lock:
@@ -348,6 +354,8 @@ class EmbeddedGraphStore(GraphStore):
                         self._upgrade_v1()
                     if version <= 2:
                         self._upgrade_v2()
+                    if version <= 3:
+                        self._upgrade_v3()
                 if site_id is not None and owner is None:
                     self._db.execute("UPDATE hansa_schema_version SET site_id = ? WHERE id = 1", (site_id,))
             except BaseException:
@@ -548,9 +556,9 @@ class EmbeddedGraphStore(GraphStore):
                 )
             db.execute("DELETE FROM hansa_communities")
             db.executemany(
-                "INSERT INTO hansa_communities (id, level, summary, chunk_ids, doc_ids, rank) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO hansa_communities (id, level, summary, chunk_ids, doc_ids, rank, parent) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
-                    (c.id, c.level, c.summary, json.dumps(list(c.chunk_ids)), json.dumps(list(c.doc_ids)), float(c.rank))
+                    (c.id, c.level, c.summary, json.dumps(list(c.chunk_ids)), json.dumps(list(c.doc_ids)), float(c.rank), c.parent)
                     for c in communities
                 ),
             )
@@ -562,7 +570,7 @@ class EmbeddedGraphStore(GraphStore):
     def communities(self) -> list[Community]:
         with self._reading() as db:
             rows = db.execute(
-                "SELECT id, level, summary, chunk_ids, doc_ids, rank FROM hansa_communities ORDER BY level, id"
+                "SELECT id, level, summary, chunk_ids, doc_ids, rank, parent FROM hansa_communities ORDER BY level, id"
             ).fetchall()
             members: dict[str, list[str]] = {}
             for community_id, entity_id in db.execute(
@@ -578,8 +586,9 @@ class EmbeddedGraphStore(GraphStore):
                 chunk_ids=tuple(json.loads(chunk_ids)),
                 doc_ids=tuple(json.loads(doc_ids)),
                 rank=rank,
+                parent=parent,
             )
-            for cid, level, summary, chunk_ids, doc_ids, rank in rows
+            for cid, level, summary, chunk_ids, doc_ids, rank, parent in rows
         ]
 
     def community_context(

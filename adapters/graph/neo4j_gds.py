@@ -543,6 +543,7 @@ class Neo4jGraphStore(GraphStore):
                         "chunk_ids": list(c.chunk_ids),
                         "doc_ids": list(c.doc_ids),
                         "rank": float(c.rank),
+                        "parent": c.parent,
                     }
                     for c in communities
                 ],
@@ -565,6 +566,7 @@ class Neo4jGraphStore(GraphStore):
                 chunk_ids=tuple(r["chunk_ids"] or ()),
                 doc_ids=tuple(r["doc_ids"] or ()),
                 rank=float(r["rank"]),
+                parent=r["parent"],
             )
             for r in self._query("communities/read", "reading communities")
         ]

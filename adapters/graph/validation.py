@@ -83,7 +83,8 @@ def _check_mentions(graph: DocumentGraph, chunk_ids: set[str], entity_ids: set[s
 
 
 def check_communities(communities: Sequence[Community]) -> None:
-    """Raise InputError for duplicate ids, negative levels or communities without members."""
+    """Raise InputError for duplicate ids, negative levels, communities without members, or a parent
+    link that is not to a community one level up holding the child's members."""
     ids: set[str] = set()
     for c in communities:
         if not c.id:
@@ -97,6 +98,17 @@ def check_communities(communities: Sequence[Community]) -> None:
             raise InputError(f"community {c.id!r} has no member entities")
         if len(set(c.entity_ids)) != len(c.entity_ids):
             raise InputError(f"community {c.id!r} lists a member entity twice")
+    by_id = {c.id: c for c in communities}
+    for c in communities:
+        if not c.parent:
+            continue
+        parent = by_id.get(c.parent)
+        if parent is None or parent.level != c.level + 1:
+            raise InputError(f"community {c.id!r} (level {c.level}) names parent {c.parent!r}, which is not a "
+                             f"community of level {c.level + 1} in the same set")
+        if not set(c.entity_ids) <= set(parent.entity_ids):
+            raise InputError(f"community {c.id!r} has members its parent {c.parent!r} lacks: a parent holds "
+                             "the union of its children's members")
 
 
 def check_leiden_params(params: LeidenParams) -> None:

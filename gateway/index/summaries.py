@@ -55,6 +55,7 @@ class SummaryHit(NamedTuple):
     summary_id: str
     score: float  # cosine similarity with the question
     richness: int  # entities the summarized community covers (DGRAG's subgraph size)
+    level: int = 0  # the summarized community's level (0: the finest; plugin/hierarchy.py)
 
 
 class _ManifestView(Mapping[str, tuple[int, str]]):
@@ -150,7 +151,7 @@ class SummaryIndex:
         self._durable = (DurableStore(store, space.dim, state_dir, mirror)
                          if store is not None and state_dir is not None else None)
         self._sites: dict[str, SiteSet] = {}
-        self._meta: dict[int, tuple[str, str, int]] = {}  # handle -> (site, summary id, richness)
+        self._meta: dict[int, tuple[str, str, int, int]] = {}  # handle -> (site, summary id, richness, level)
         self._handles = itertools.count(1)
         self._lock = threading.Lock()  # plan/commit bookkeeping; searches never take it
         # Durable bookkeeping: what the head files say, and vectors not yet written to Milvus.
@@ -272,7 +273,7 @@ class SummaryIndex:
         site's bookkeeping switched inside it."""
         site = (new or previous).site_id  # type: ignore[union-attr]
         fresh = set(add_handles)
-        added = {row[0]: (site, sid, row[4]) for sid, row in (new.rows.items() if new else ()) if row[0] in fresh}
+        added = {row[0]: (site, sid, row[4], row[3]) for sid, row in (new.rows.items() if new else ()) if row[0] in fresh}
 
         def switch() -> None:
             self._meta.update(added)
@@ -431,7 +432,8 @@ class SummaryIndex:
 
         def resolve(ids: np.ndarray, scores: np.ndarray) -> list[SummaryHit]:
             meta = self._meta
-            return [SummaryHit(*meta[h][:2], float(s), meta[h][2]) for h, s in zip(ids.tolist(), scores.tolist())]
+            return [SummaryHit(meta[h][0], meta[h][1], float(s), meta[h][2], meta[h][3])
+                    for h, s in zip(ids.tolist(), scores.tolist())]
 
         return self.ann.search(q, top_m, resolve)
 

@@ -288,7 +288,7 @@ class QueryEngine:
         records, routable, held = self._records()
         return route(question, embedder=self.embedder, index=self.index, records=records, routable=routable,
                      top_m=self.cfg.top_m_summaries, k=self.cfg.top_k_sites, router=router,
-                     discounts=self.conduct.discounts(), held=held)
+                     discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels)
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
             allowed_origins: Collection[str] | None = None) -> QueryResult:
@@ -323,7 +323,7 @@ class QueryEngine:
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
                         k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
-                        discounts=self.conduct.discounts(), held=held)
+                        discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels)
         t = clock.add("route", t)
         prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
@@ -489,7 +489,7 @@ class QueryEngine:
             # routed by the names alone (what the second paragraph is about), asked with the question too
             hop = route(" ".join(names), embedder=self.embedder, index=self.index, records=records, routable=routable,
                         top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router,
-                        discounts=self.conduct.discounts())
+                        discounts=self.conduct.discounts(), levels=self.cfg.route_levels)
             sites = _not_yet_asked(hop, set(calls.called))
             if not sites:
                 break

@@ -182,15 +182,20 @@ def route(
     explicit: Sequence[str] | None = None,
     discounts: Mapping[str, float] | None = None,
     held: Mapping[str, str] | None = None,
+    levels: str = "all",
 ) -> Routing:
     """`discounts`: what to subtract from a site's score, its routing claims' excess over what it
     answered (gateway.query.conduct); applied to any router's ranking before the sites are selected.
     `held`: quarantined sites and the operator's reason (they are not in `routable`; the trace
-    says why they were left out)."""
+    says why they were left out). `levels` ([gateway] route_levels): "all" lets the summaries of
+    every community level vote (a site's best match over its levels, GraphRAG's coarse summaries
+    included), "finest" only level 0's."""
     t0 = time.perf_counter()
     vector = embedder.embed_query(question)
     t1 = time.perf_counter()
     hits = index.search(vector, top_m)
+    if levels == "finest":  # [gateway] route_levels: coarser levels' summaries do not vote
+        hits = [h for h in hits if h.level == 0]
     # term scores cost ~0.3 ms at 16 sites and ~1 ms at 64: only for a router that reads them. Named
     # sites are ranked the same way as routed ones, so what is derived from the ranking (fusion's site
     # prior, an assessment's routing_gap) does not depend on how the sites were chosen: the gate's

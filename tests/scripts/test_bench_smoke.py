@@ -462,3 +462,14 @@ def test_storage_smoke(tmp_path: Path) -> None:
                                                      for v in ("float32", "int8")}
     assert all(0 <= a <= 1 for a in routing["top_k_site_agreement"].values())
     assert set(doc["targets"]) == {"gateway_storage_share_of_raw"}
+
+
+def test_levels_smoke(tmp_path: Path) -> None:
+    doc = run_bench("levels", tmp_path, "--workdir", str(tmp_path / "sites"))
+    recall = doc["results"]["gold_site_recall_at_k"]
+    assert {"level0", "level1", "max_levels", "descend", "fine_plus_coarse"} <= set(recall)
+    for curve in recall.values():
+        assert len(curve) == 8 and all(0.0 <= a <= b <= 1.0 for a, b in zip(curve, curve[1:])), curve
+    storage = doc["results"]["storage"]
+    assert storage["level0"]["summaries"] > storage["level1"]["summaries"] > 0
+    assert doc["params"]["questions"] > 0 and doc["params"]["sites_built"] == 4

@@ -425,3 +425,51 @@ def test_term_statistics_travel_signed_and_whole(site: SiteIdentity) -> None:
     plain = build_publication(site, "site-a", 9, SPACE, RECORDS, TTL, now=NOW)
     assert "terms" not in json.loads(base64.b64decode(plain["payload"]))
     assert _open(plain, site).terms is None
+
+
+# -- the community hierarchy: parent links (plugin/hierarchy.py) ----------------------------------
+
+PARENTED = (replace(RECORDS[0], parent="c1"), RECORDS[1], replace(RECORDS[2], parent="c1"))
+
+
+def test_parents_travel_signed_and_old_records_keep_their_bytes(site: SiteIdentity) -> None:
+    got = _open(build_publication(site, "site-a", 7, SPACE, PARENTED, TTL, now=NOW), site)
+    assert got.summaries == PARENTED and got.pieces.parents == ("c1", None, "c1")
+    assert b'"level":0,"parent":"c1","richness"' in summary_record_bytes(PARENTED[0])
+    assert summary_record_bytes(PARENTED[0]) == canonical_json(PARENTED[0].to_json())
+    # A record without a parent is spelled as before the hierarchy: an old publication still verifies.
+    assert "parents" not in _columns(RECORDS) and _open(_signed(site, _obj()), site).pieces.parents is None
+    assert summary_sha256(replace(RECORDS[0], parent=None)) == summary_sha256(RECORDS[0])
+
+
+def test_a_tampered_parent_fails_verification(site: SiteIdentity) -> None:
+    env = build_publication(site, "site-a", 7, SPACE, PARENTED, TTL, now=NOW)
+    payload = json.loads(base64.b64decode(env["payload"]))
+    payload["summaries"]["parents"][0] = "c2"
+    forged = dict(env, payload=base64.b64encode(json.dumps(payload).encode()).decode())
+    with pytest.raises(VerificationError):
+        _open(forged, site)  # the signature covers the payload
+    with pytest.raises(InputError, match="'c0' does not match its manifest sha256"):
+        _open(_signed(site, payload), site)  # re-signed, the manifest digest still catches it
+
+
+@pytest.mark.parametrize("parents, match", [
+    (["c0", None, None], "another summary"),
+    (["c9", None, None], "another summary"),
+    ([7, None, None], "another summary"),
+    ([None, None, None], "left out"),
+    (["c1", None], "as long as"),
+])
+def test_bad_parent_columns_are_refused(site: SiteIdentity, parents: list[Any], match: str) -> None:
+    obj = _obj()
+    obj["summaries"]["parents"] = parents
+    with pytest.raises(InputError, match=match):
+        _open(_signed(site, obj), site)
+
+
+def test_a_record_with_a_bad_parent_key_is_refused() -> None:
+    good = PARENTED[0].to_json()
+    assert SummaryRecord.from_json(good) == PARENTED[0]
+    for bad in ("c0", "", 3, None):
+        with pytest.raises(InputError, match="'parent'"):
+            SummaryRecord.from_json(dict(good, parent=bad))

@@ -325,8 +325,9 @@ def test_replace_communities_round_trip_and_replacement(graph_store: GraphStore)
     graph_store.write_documents([DOC1, DOC2])
     first = [
         Community(id="k2", level=1, entity_ids=("a", "b", "c", "d"), summary="all", rank=2.5),
-        Community(id="k1", level=0, entity_ids=("c", "a", "b"), summary="abc", chunk_ids=("c1", "c2"), doc_ids=("doc1",), rank=1.0),
-        Community(id="k0", level=0, entity_ids=("d",), summary="", chunk_ids=("c3",), doc_ids=("doc2",)),
+        Community(id="k1", level=0, entity_ids=("c", "a", "b"), summary="abc", chunk_ids=("c1", "c2"), doc_ids=("doc1",),
+                  rank=1.0, parent="k2"),
+        Community(id="k0", level=0, entity_ids=("d",), summary="", chunk_ids=("c3",), doc_ids=("doc2",), parent="k2"),
     ]
     graph_store.replace_communities(first)
     assert graph_store.communities() == sorted(first, key=lambda c: (c.level, c.id))
@@ -347,6 +348,15 @@ def test_bad_communities_are_refused(graph_store: GraphStore) -> None:
         graph_store.replace_communities(
             [Community(id="j", level=0, entity_ids=("a",)), Community(id="j", level=0, entity_ids=("b",))]
         )
+    assert graph_store.communities() == kept
+    with pytest.raises(InputError, match="not a community of level 1"):  # a parent link to nothing
+        graph_store.replace_communities([Community(id="j", level=0, entity_ids=("a",), parent="missing")])
+    with pytest.raises(InputError, match="members its parent"):  # a parent lacking a child's member
+        graph_store.replace_communities([Community(id="j", level=0, entity_ids=("a", "b"), parent="p"),
+                                         Community(id="p", level=1, entity_ids=("a",))])
+    with pytest.raises(InputError, match="not a community of level 1"):  # a parent two levels up
+        graph_store.replace_communities([Community(id="j", level=0, entity_ids=("a",), parent="p"),
+                                         Community(id="p", level=2, entity_ids=("a",))])
     assert graph_store.communities() == kept
 
 
@@ -619,20 +629,31 @@ def test_embedded_uninstall_keeps_the_organizations_tables(tmp_path: Path) -> No
         assert db.execute("SELECT body FROM documents").fetchall() == [("kept",)]
 
 
+def as_older(path: Path, version: int, *statements: str) -> None:
+    """Make a current store exactly what schema `version` left: `statements` undo the later changes."""
+    with sqlite3.connect(path) as db:
+        for statement in statements:
+            db.execute(statement)
+        db.execute("UPDATE hansa_schema_version SET version = ?", (version,))
+
+
+def refused_then_upgraded(store: EmbeddedGraphStore, version: int) -> None:
+    """An older store is refused until `install` upgrades it."""
+    with pytest.raises(BackendError, match=f"schema version {version}"):
+        store.stats()
+    assert store.install("site-a").created is True
+
+
 def test_embedded_v1_store_is_upgraded_by_install(tmp_path: Path) -> None:
     """A store written by schema v1 (no page column, no site): install upgrades it in place."""
     path = tmp_path / "graph.sqlite"
     with EmbeddedGraphStore(path) as store:
         store.install()
         store.write_documents([DOC1])
-    with sqlite3.connect(path) as db:  # make it exactly v1 again
-        db.execute("ALTER TABLE hansa_chunks DROP COLUMN page")
-        db.execute("ALTER TABLE hansa_schema_version DROP COLUMN site_id")
-        db.execute("UPDATE hansa_schema_version SET version = 1")
+    as_older(path, 1, "ALTER TABLE hansa_chunks DROP COLUMN page", "ALTER TABLE hansa_schema_version DROP COLUMN site_id",
+             "ALTER TABLE hansa_communities DROP COLUMN parent")
     with EmbeddedGraphStore(path) as store:
-        with pytest.raises(BackendError, match="schema version 1"):
-            store.stats()
-        assert store.install("site-a").created is True
+        refused_then_upgraded(store, 1)
         assert store.installed_site() == "site-a"
         assert [h.page for h in store.chunks(["c1"])] == [None]
         assert store.stats().documents == 1
@@ -661,6 +682,7 @@ def make_embedded_v2(path: Path, graphs: Sequence[DocumentGraph]) -> None:
             "INSERT INTO hansa_relations VALUES (?, ?, ?, ?, '')",
             [(a, b, g.document.id, float(n)) for g in graphs for (a, b), n in g.co_mentions().items()],
         )
+        db.execute("ALTER TABLE hansa_communities DROP COLUMN parent")
         db.execute("UPDATE hansa_schema_version SET version = 2")
 
 
@@ -682,6 +704,19 @@ def test_embedded_v2_store_is_upgraded_by_install_its_stored_relations_dropped(t
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
         assert not {"hansa_relations", "hansa_relations_target", "hansa_relations_doc"} & tables
         assert db.execute("SELECT version FROM hansa_schema_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_embedded_v3_store_is_upgraded_by_install_its_communities_kept_as_tops(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite"
+    with EmbeddedGraphStore(path) as store:
+        store.install("site-a")
+        store.write_documents([DOC1])
+        kept = [Community(id="k", level=0, entity_ids=("a", "b"), summary="ab")]
+        store.replace_communities(kept)
+    as_older(path, 3, "ALTER TABLE hansa_communities DROP COLUMN parent")
+    with EmbeddedGraphStore(path) as store:
+        refused_then_upgraded(store, 3)
+        assert store.communities() == kept and kept[0].parent == ""
 
 
 def test_embedded_uninstall_of_a_v2_store_drops_its_relation_table_too(tmp_path: Path) -> None:
