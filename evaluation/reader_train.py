@@ -25,7 +25,6 @@ import json
 import math
 import os
 import random
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
