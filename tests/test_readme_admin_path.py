@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hansa.adapters.graph.embedded import SCHEMA_VERSION as EMBEDDED_SCHEMA
 from hansa.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +77,6 @@ def test_the_readme_admin_path_runs_as_written(tmp_path: Path, monkeypatch: pyte
     home = tmp_path / "acme-home"
     assert (home / "site.json").is_file() and (tmp_path / "acme-publication.json").is_file()
     assert "Margaret Ellison" in outputs["site query"] and "docs/lighthouse.md" in outputs["site query"]
-    assert "FAIL" not in outputs["site doctor"] and "PASS  graph schema: schema v3 of site acme" in outputs["site doctor"]
+    assert "FAIL" not in outputs["site doctor"] and f"PASS  graph schema: schema v{EMBEDDED_SCHEMA} of site acme" in outputs["site doctor"]
     status = json.loads(outputs["site status"])
     assert status["site_id"] == "acme" and status["graph"]["documents"] == 2 and status["last_publication"]["sequence"] == 1

@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 from click.testing import CliRunner, Result
 
+from hansa.adapters.graph.embedded import SCHEMA_VERSION as EMBEDDED_SCHEMA
 from hansa.cli import main
 from hansa.core.config import load_config
 from hansa.core.serving import BackgroundServer
@@ -67,7 +68,7 @@ def test_a_built_site_passes_every_check(site_home: Path) -> None:
     assert json.loads(res.stdout)["ok"] is True
     assert {c["status"] for c in found.values()} == {"pass", "skip"} and found["gateway"]["status"] == "skip"
     assert "hansa_chunks (384-d" in found["vector collections"]["detail"]
-    assert "schema v3 of site acme" in found["graph schema"]["detail"]
+    assert f"schema v{EMBEDDED_SCHEMA} of site acme" in found["graph schema"]["detail"]
     assert "written to a file" in found["publication"]["detail"]
 
 
