@@ -289,7 +289,7 @@ def policy_for(strategy: str, gateway: Any, router_model: Path | None = None) ->
 def ask(fed: Any, body: dict[str, Any], policy: Any = None) -> tuple[dict[str, Any], float]:
     """Ask the federation's Gateway service in-process (`body` as POST /v1/query takes it; `policy`
     None: the gateway's configured one, as HTTP clients get). The sites still answer over HTTP."""
-    from hansa.gateway.query import QueryRequest
+    from hansa.gateway.query.request import QueryRequest
 
     t0 = time.perf_counter()
     result = fed.gateway_service.query(QueryRequest.from_json(body), EVAL_CLIENT, policy=policy)

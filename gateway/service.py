@@ -41,7 +41,10 @@ from hansa.core.logs import get_logger
 from hansa.core.shared_state import ChangeWatcher, SharedState
 from hansa.gateway.trust.apikeys import ApiKeyStore, open_api_keys
 from hansa.gateway.client import gateway_identity
-from hansa.gateway.query import Calibration, QueryEngine, QueryPolicy, QueryRequest, QueryResult, load_calibration
+from hansa.gateway.query.calibration import Calibration, load_calibration
+from hansa.gateway.query.engine import QueryEngine, QueryResult
+from hansa.gateway.query.policy import QueryPolicy
+from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.index.head_mirror import HeadMirror
 from hansa.gateway.query.history import HISTORY_FILE, SiteHistory
 from hansa.gateway.index.summaries import SummaryIndex

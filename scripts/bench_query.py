@@ -105,7 +105,7 @@ def federation_inputs(per_domain: int, n_questions: int, n_sites: int) -> tuple[
 
 
 def ask(fed: Any, question: str, mode: str) -> dict[str, Any]:
-    from hansa.gateway.query import QueryRequest
+    from hansa.gateway.query.request import QueryRequest
 
     body: dict[str, Any] = {"question": question}
     if mode == "all_sites":

@@ -32,7 +32,7 @@ from hansa.adapters.vector.milvus import MilvusVectorStore  # noqa: E402
 from hansa.evaluation.mtrag import split_sites  # noqa: E402
 from hansa.evaluation.mtrag import load_passages, load_questions, load_rewrites  # noqa: E402
 from hansa.core.config import Config, GatewayConfig  # noqa: E402
-from hansa.gateway.query import SummaryRouter  # noqa: E402
+from hansa.gateway.query.route import SummaryRouter  # noqa: E402
 from hansa.gateway.query.learned.features import site_features  # noqa: E402
 from hansa.gateway.query.learned.model import fit  # noqa: E402
 from hansa.gateway.query.learned.router import LearnedRouter, index_published  # noqa: E402

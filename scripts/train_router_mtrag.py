@@ -35,7 +35,9 @@ import numpy as np
 from hansa.evaluation.mtrag import Question, load_passages, load_questions, load_rewrites, split_sites
 from hansa.evaluation.runner import cap_passages
 from hansa.federation.local import API_KEY_NAME, LocalFederation
-from hansa.gateway.query import QueryPolicy, QueryRequest, SummaryRouter
+from hansa.gateway.query.policy import QueryPolicy
+from hansa.gateway.query.request import QueryRequest
+from hansa.gateway.query.route import SummaryRouter
 from hansa.gateway.query.learned.features import site_features
 from hansa.gateway.query.learned.model import fit
 from hansa.gateway.query.learned.router import LearnedRouter, index_published, open_router, router_dir

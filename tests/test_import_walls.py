@@ -160,3 +160,11 @@ def test_nothing_that_serves_requests_imports_the_key_holding_admin_module() -> 
             if target == KEY_HOLDER and name != KEY_HOLDER:
                 crossings.append(f"{path.relative_to(REPO).as_posix()}:{line} imports hansa.gateway.{KEY_HOLDER}")
     assert not crossings, "\n".join(crossings)
+
+
+def test_gateway_packages_re_export_nothing() -> None:
+    """A package `__init__` that re-exports its modules makes importing any one of them load them all
+    (importing `query.claims` from the HTTP room used to load the whole engine)."""
+    importing = [init.relative_to(REPO).as_posix() for init in sorted(GATEWAY.rglob("__init__.py"))
+                 if imports(init)]
+    assert not importing, f"package __init__ files that import modules: {importing}"

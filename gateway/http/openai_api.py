@@ -38,7 +38,7 @@ from hansa.core.errors import HansaError, InputError
 from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
 from hansa.gateway.query.answers import all_failed
-from hansa.gateway.query import QueryRequest
+from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.query.request import MAX_CONVERSATION_TURNS
 from hansa.gateway.service import Gateway
 

@@ -13,22 +13,7 @@ through the engine (calibrate.py; the fitted models are calibration.py's).
 May import the routing index, the registry (trust.registry: who is enrolled and routable) and the
 site transport port (gateway.client, transport, query_id); never the HTTP surface, the composition
 root, or trust's key-holding and publication operations.
-"""
-from hansa.gateway.query.abstain import AbstainDecision, Abstainer, CalibratedAbstainer, EvidenceRule
-from hansa.gateway.query.assess import Assessment, assess
-from hansa.gateway.query.calibration import Calibration, LogisticModel, load_calibration
-from hansa.gateway.query.budgeted import BudgetedRefiner
-from hansa.gateway.query.engine import QueryEngine, QueryResult
-from hansa.gateway.query.gate import AlwaysEscalate, CalibratedGate, Gate, GateDecision
-from hansa.gateway.query.policy import QueryPolicy, gated, refine_policy, tiers_policy
-from hansa.gateway.query.refine import OneRound, RefineState, RefineStep, Refiner
-from hansa.gateway.query.request import Budget, QueryRequest
-from hansa.gateway.query.route import Router, Routing, SummaryRouter
-from hansa.gateway.query.tiers import TierCutoffs, TieredRouter
 
-__all__ = ["AbstainDecision", "Abstainer", "CalibratedAbstainer", "CalibratedGate", "Calibration", "EvidenceRule",
-           "LogisticModel", "gated", "load_calibration",
-           "AlwaysEscalate", "Assessment", "Budget", "BudgetedRefiner", "Gate", "GateDecision", "OneRound",
-           "QueryEngine", "QueryPolicy", "QueryRequest", "QueryResult", "RefineState", "RefineStep", "Refiner",
-           "Router", "Routing", "SummaryRouter", "TierCutoffs", "TieredRouter", "assess", "refine_policy",
-           "tiers_policy"]
+The package re-exports nothing: a name is imported from the module that defines it, so loading one
+module (say claims, from the HTTP room) does not load the engine.
+"""

@@ -40,8 +40,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from hansa.core.errors import InputError
-from hansa.gateway.query import (AbstainDecision, Assessment, CalibratedAbstainer, CalibratedGate, QueryPolicy,
-                                  QueryRequest)
+from hansa.gateway.query.abstain import AbstainDecision, CalibratedAbstainer
+from hansa.gateway.query.assess import Assessment
+from hansa.gateway.query.gate import CalibratedGate
+from hansa.gateway.query.policy import QueryPolicy
+from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.query.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
                                               examples_digest, fit_model, fit_models)
 from hansa.gateway.query.escalate import check_schedule
@@ -186,7 +189,7 @@ def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites
     among them" (one gold site: it is asked; several, as MTRAG's questions spanning sites: all
     are, so escalation learns to go on until the evidence is complete). Asking once and assessing
     prefixes gives the same features as asking round by round, at one call per site."""
-    from hansa.gateway.query import SummaryRouter
+    from hansa.gateway.query.route import SummaryRouter
 
     cfg = gateway.cfg
     # every ranked site, in the ranking of the gateway's router (its margin lifted)

@@ -6,7 +6,8 @@ that costs the federation more (every site, say) or skips the gate. `hansa eval`
 benchmarks) run several strategies through the *same* Gateway service and sites by passing a
 policy per call, built by the same `named_policy`:
 
-    from hansa.gateway.query import QueryPolicy, QueryRequest
+    from hansa.gateway.query.policy import QueryPolicy
+    from hansa.gateway.query.request import QueryRequest
     result = gateway.query(QueryRequest(question=q, origin="govt"), client="eval",
                            policy=QueryPolicy(name="gated", gate=MyCalibratedGate()))
 

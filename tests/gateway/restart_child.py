@@ -21,7 +21,7 @@ def main(home: str, spec_path: str) -> None:
     from hansa.core.config import load_config
     from hansa.core.errors import HansaError
     from hansa.gateway.trust import admin
-    from hansa.gateway.query import QueryRequest
+    from hansa.gateway.query.request import QueryRequest
     from hansa.gateway.service import Gateway
     from hansa.gateway.transport import InProcessSiteTransport
 

@@ -117,7 +117,7 @@ def admin_schema(in_process_gateway, tmp_path_factory: pytest.TempPathFactory) -
     has answered a question, so the admin document holds a recent query with its trace."""
     from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
     from hansa.gateway.http.app import create_gateway_app
-    from hansa.gateway.query import QueryRequest
+    from hansa.gateway.query.request import QueryRequest
 
     gateway = in_process_gateway(ApiKeyStore(tmp_path_factory.mktemp("admin-keys") / API_KEYS_FILE),
                                  admin_key=ADMIN_KEY)

@@ -18,7 +18,7 @@ from hansa.core.config import GatewayConfig
 from hansa.core.shared_state import SharedState
 from hansa.gateway.trust import admin
 from hansa.gateway.http.app import create_gateway_app
-from hansa.gateway.query import QueryRequest
+from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.trust.registry import SiteRegistry
 from hansa.gateway.service import Gateway
 from hansa.gateway.transport import InProcessSiteTransport

@@ -18,16 +18,11 @@ from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.http.app import create_gateway_app
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.query.lexical import QuestionWords
-from hansa.gateway.query import (
-    Assessment,
-    Budget,
-    GateDecision,
-    QueryPolicy,
-    QueryRequest,
-    RefineState,
-    RefineStep,
-    assess,
-)
+from hansa.gateway.query.assess import Assessment, assess
+from hansa.gateway.query.request import Budget, QueryRequest
+from hansa.gateway.query.gate import GateDecision
+from hansa.gateway.query.policy import QueryPolicy
+from hansa.gateway.query.refine import RefineState, RefineStep
 from hansa.gateway.query.request import (
     BUDGET_LIMITS,
     MAX_CONVERSATION_TURNS,

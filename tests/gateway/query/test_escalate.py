@@ -13,7 +13,10 @@ import pytest
 from hansa.core.errors import InputError
 from hansa.gateway.query import calibrate as fitting
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
-from hansa.gateway.query import Budget, Calibration, LogisticModel, OneRound, QueryPolicy, QueryRequest, load_calibration
+from hansa.gateway.query.request import Budget, QueryRequest
+from hansa.gateway.query.calibration import Calibration, LogisticModel, load_calibration
+from hansa.gateway.query.refine import OneRound
+from hansa.gateway.query.policy import QueryPolicy
 from hansa.gateway.query.calibration import Example
 from hansa.gateway.query.escalate import check_schedule
 from hansa.gateway.query.policy import escalation_policy

@@ -15,17 +15,11 @@ from hansa.core.errors import InputError, NotFoundError, VerificationError
 from hansa.gateway.query import calibrate as fitting
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.http.app import create_gateway_app
-from hansa.gateway.query import (
-    AlwaysEscalate,
-    CalibratedAbstainer,
-    CalibratedGate,
-    Calibration,
-    LogisticModel,
-    QueryPolicy,
-    QueryRequest,
-    gated,
-    load_calibration,
-)
+from hansa.gateway.query.gate import AlwaysEscalate, CalibratedGate
+from hansa.gateway.query.abstain import CalibratedAbstainer
+from hansa.gateway.query.calibration import Calibration, LogisticModel, load_calibration
+from hansa.gateway.query.policy import QueryPolicy, gated
+from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.query.abstain import NO_ANSWER
 from hansa.gateway.service import Gateway
 

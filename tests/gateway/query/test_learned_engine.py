@@ -12,8 +12,11 @@ import pytest
 
 from hansa.core.config import GatewayConfig
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
-from hansa.gateway.query import QueryPolicy, QueryRequest
-from hansa.gateway.query.learned import FEATURE_NAMES, OutcomeLog, fit
+from hansa.gateway.query.policy import QueryPolicy
+from hansa.gateway.query.request import QueryRequest
+from hansa.gateway.query.learned.features import FEATURE_NAMES
+from hansa.gateway.query.learned.outcomes import OutcomeLog
+from hansa.gateway.query.learned.model import fit
 from hansa.gateway.query.learned.router import MODEL_FILE, learned_policy, open_router
 from hansa.gateway.service import Gateway
 from hansa.gateway.transport import InProcessSiteTransport
@@ -79,7 +82,7 @@ def test_the_eval_policy_and_an_explicit_router_choice(gw: Gateway) -> None:
     assert policy.router.model_path == gw.router.model_path  # the gateway's own model and log
     trace = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=policy).trace
     assert trace["policy"]["name"] == "learned" and trace["router"]["name"] == "learned"
-    from hansa.gateway.query import SummaryRouter
+    from hansa.gateway.query.route import SummaryRouter
 
     plain = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=QueryPolicy(router=SummaryRouter())).trace
     assert plain["router"] == {"name": "SummaryRouter", "model_version": None}

@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hansa.gateway.query import SummaryRouter
+from hansa.gateway.query.route import SummaryRouter
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.learned import FEATURE_NAMES, LearnedRouter, OutcomeLog, fit, load_model, site_features
+from hansa.gateway.query.learned.features import FEATURE_NAMES, site_features
+from hansa.gateway.query.learned.router import LearnedRouter
+from hansa.gateway.query.learned.outcomes import OutcomeLog
+from hansa.gateway.query.learned.model import fit, load_model
 from hansa.gateway.query.learned.outcomes import LOG_FILE, OLD_LOG_FILE
 from hansa.gateway.query.learned.router import MODEL_FILE, LearnedScore
 from hansa.gateway.query.learned.train import train_router

@@ -11,7 +11,9 @@ from hansa.adapters.llm.base import LLM
 from hansa.adapters.llm.openai_compat import OpenAICompatibleLLM
 from hansa.core.errors import BackendError
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
-from hansa.gateway.query import Assessment, QueryPolicy, QueryRequest
+from hansa.gateway.query.assess import Assessment
+from hansa.gateway.query.policy import QueryPolicy
+from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.query.assess import Passage
 from hansa.gateway.query.llm_gate import LLMGate, agreement, insufficient
 

@@ -195,7 +195,7 @@ def test_one_source_against_one_that_both_answer_is_shown_unresolved(embedder: H
 
 def test_a_policy_can_turn_the_reader_off_for_one_query(tmp_path) -> None:
     """What `hansa eval --strategies hansa,hansa_noreader` compares in one run (served: [gateway] reader = "none")."""
-    from hansa.gateway.query import QueryRequest
+    from hansa.gateway.query.request import QueryRequest
     from hansa.gateway.query.policy import named_policy
     from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
 

@@ -13,17 +13,11 @@ import pytest
 from hansa.core.config import GatewayConfig
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.client import per_target
-from hansa.gateway.query import (
-    Budget,
-    BudgetedRefiner,
-    QueryPolicy,
-    QueryRequest,
-    RefineState,
-    TierCutoffs,
-    TieredRouter,
-    refine_policy,
-    tiers_policy,
-)
+from hansa.gateway.query.request import Budget, QueryRequest
+from hansa.gateway.query.budgeted import BudgetedRefiner
+from hansa.gateway.query.policy import QueryPolicy, refine_policy, tiers_policy
+from hansa.gateway.query.refine import RefineState
+from hansa.gateway.query.tiers import TierCutoffs, TieredRouter
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.quality import Quality, answer_quality, key_terms
 from hansa.gateway.query.tiers import HIGH, IRRELEVANT, MODERATE, POTENTIAL, TieredScore, fit_cutoffs

@@ -14,7 +14,9 @@ from click.testing import CliRunner
 from hansa.core.errors import InputError
 from hansa.gateway.query import calibrate as fitting
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
-from hansa.gateway.query import Calibration, TierCutoffs, refine_policy, tiers_policy
+from hansa.gateway.query.calibration import Calibration
+from hansa.gateway.query.tiers import TierCutoffs
+from hansa.gateway.query.policy import refine_policy, tiers_policy
 from hansa.gateway.query.calibration import load_calibration, read_calibration
 from hansa.gateway.query.tiers import cutoffs_from_gaps
 from hansa.gateway.service import Gateway
