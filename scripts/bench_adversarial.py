@@ -28,13 +28,18 @@ thresholds) are asked of the federation with and without the attacker (the basel
 the honest sites alone). Measured: gold-site recall over honest gold sites, the share of answers
 carrying the attacker's text, the attacker's rank by the reliability the gateway learned (1 =
 least trusted), and for the injector the share of answers that relay the injected instruction or
-its payload. Extractive answers (no LLM is configured), so "obeying" can only be relaying here; an
+its payload. With `--learned-router`, every federation routes with the learned router
+(RAGRoute; `[gateway] router = "learned"`) as a gateway in service would: the first half of the
+questions is traffic the gateway logs outcomes from ("contributed to the fused answer"), the router
+is then retrained from that log (`hansa gateway router train`'s function), and the second half is
+measured; the record adds what the model learned and the attacker's share of the learned router's
+calls. Extractive answers (no LLM is configured), so "obeying" can only be relaying here; an
 LLM that obeys whatever its prompt says is tested in tests/gateway/query/test_lying_members.py (the
 instruction never reaches it).
 
     nice python scripts/bench_adversarial.py [--smoke] [--attacks routing_hog,echoer,...] [--split fit|report]
         [--sites 16] [--questions 100] [--max-passages 300] [--gateway-setting reader=packaged]
-        [--out benchmarks/adversarial.json]
+        [--learned-router] [--out benchmarks/adversarial.json]
 """
 from __future__ import annotations
 
@@ -351,9 +356,11 @@ def record(attack: str, honest: int, rows: Sequence[dict[str, Any]], base: Seque
 
 def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]], copied: Sequence[Any],
                 questions: Sequence[Any], site_of: dict[str, str], train: Sequence[str], work: Path,
-                cache: Any, honest_calls: int = 0, gateway_env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], tuple[int | None, dict[str, float]]]:
+                cache: Any, honest_calls: int = 0, gateway_env: dict[str, str] | None = None,
+                warmup: Sequence[Any] = ()) -> tuple[list[dict[str, Any]], dict[str, Any], tuple[int | None, dict[str, float]]]:
     """Build one federation (honest sites + the attacker, if any) and ask every question: the rows,
-    facts about the setting, and the attacker's reliability rank read before the gateway closes."""
+    facts about the setting, and the attacker's reliability rank read before the gateway closes.
+    `warmup` questions are asked first and the learned router is retrained from their outcomes."""
     from hansa.federation.local import LocalFederation
 
     gateway_env = gateway_env or {}
@@ -374,6 +381,8 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
         if attack == "routing_hog":
             vocabulary = [x["text"] for d in docs.values() for x in d] + [q.text for q in questions]
             facts["hog_publication"] = hog_publication(fed, ATTACKER, [*GENERIC_QUESTIONS, *train], vocabulary)
+        if warmup:
+            facts["learned_router"] = learn_from_traffic(fed, warmup, site_of, name)
         progress(f"  {name}: asking {len(questions)} questions of {len(docs)} sites")
         over_time: list[dict[str, Any]] = []
         with Stopwatch() as sw:
@@ -384,6 +393,21 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
         snapshot = reliability_rank(fed, ATTACKER) if attack else (None, {})
         facts["sites"] = site_views(fed)
     return rows, facts, snapshot
+
+
+def learn_from_traffic(fed: Any, warmup: Sequence[Any], site_of: dict[str, str], name: str) -> dict[str, Any]:
+    """Serve `warmup` questions (the gateway logs each one's outcome), then retrain the learned router
+    from that log as `hansa gateway router train` does; the router re-reads its model at the next query."""
+    from hansa.gateway.query.learned.router import router_dir
+    from hansa.gateway.query.learned.train import MIN_QUESTIONS, summary, train_router
+
+    progress(f"  {name}: {len(warmup)} questions of traffic for the learned router")
+    rows = ask_all(fed, warmup, site_of)
+    # a smoke run's few questions are below the trainer's minimum: it trains on what there is
+    model, path = train_router(router_dir(fed.registry.path.parent), min_questions=min(MIN_QUESTIONS, len(warmup)))
+    learned = summary(model, path)
+    return {"warmup_questions": len(warmup), "attacker_routed_share_warmup": share(rows, lambda r: ATTACKER in r["asked"]),
+            **{k: learned[k] for k in ("rows", "questions", "positives", "threshold", "weights")}}
 
 
 def site_views(fed: Any) -> dict[str, dict[str, Any]]:
@@ -413,8 +437,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--copies", type=int, default=None, help="passages each attacker copies (default 16; smoke 4)")
     p.add_argument("--gateway-setting", action="append", default=[], metavar="KEY=VALUE",
                    help="a [gateway] setting for every federation, e.g. reader=packaged (repeatable)")
+    p.add_argument("--learned-router", action="store_true",
+                   help="route with the learned router, retrained from the first half of the questions (served as "
+                        "traffic) before the second half is measured")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
-    gateway_env = {}
+    gateway_env = {"HANSA_GATEWAY_ROUTER": "learned"} if args.learned_router else {}
     for setting in args.gateway_setting:
         key, sep, value = setting.partition("=")
         if not sep or not key.strip():
@@ -444,6 +471,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "gateway_settings": sorted(args.gateway_setting),
                      "hog": {"generic_summaries": len(GENERIC_QUESTIONS) + len(train), "claimed_documents": HOG_DOCUMENTS,
                              "claimed_df": HOG_DF}}
+    warmup: list[Any] = []
+    if args.learned_router:  # the first half is traffic the router learns from; the second half is measured
+        warmup, questions = questions[0::2], questions[1::2]
+        report.params["learned_router"] = {"warmup_questions": len(warmup), "measured_questions": len(questions)}
     copied_ids = {c.id for c in copied}
     copy_questions = {i for i, q in enumerate(questions) if q.gold and q.gold[0] in copied_ids}
     with tempfile.TemporaryDirectory(prefix="hansa-adversarial-") as tmp:
@@ -451,13 +482,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache = SiteCache(work / "cache")
         progress(f"baseline: {len(sites)} honest sites, {len(passages)} passages, {len(questions)} questions")
         base, facts, _ = run_setting(None, honest_docs, copied, questions, site_of, train, work, cache,
-                                     gateway_env=gateway_env)
+                                     gateway_env=gateway_env, warmup=warmup)
         report.results["baseline"] = {"honest_gold_site_recall": gold_recall(base), **facts}
         records = []
         for attack in attacks:
             progress(f"{attack}: honest sites + one attacker")
             rows, facts, reliability = run_setting(attack, honest_docs, copied, questions, site_of, train, work, cache,
-                                                   honest_calls=SLEEPER_HONEST_CALLS, gateway_env=gateway_env)
+                                                   honest_calls=SLEEPER_HONEST_CALLS, gateway_env=gateway_env,
+                                                   warmup=warmup)
             rec = record(attack, len(sites), rows, base, reliability, facts, lied=lies(copied),
                          honest_calls=SLEEPER_HONEST_CALLS, copy_questions=copy_questions)
             rec["examples"] = [r["answer"][:240] for r in rows[:3]]
@@ -484,6 +516,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(sites) < n_sites:
         report.note(f"{n_sites - len(sites)} of {n_sites} shards received no document (sharding by document hash), "
                     f"so {len(sites)} honest sites serve")
+    if args.learned_router:
+        report.note("learned router: every federation serves the first half of the questions as traffic, the router "
+                    "is retrained from the outcomes the gateway logged (no gold labels), and the second half is "
+                    "measured; attacker_routed_share is then the learned router's share of calls to the attacker "
+                    "(exploration, [gateway] router_explore_share, included)")
     if args.smoke:
         report.note("smoke run: a few sites and questions, for the shape of the document only")
     report.emit(args.out)

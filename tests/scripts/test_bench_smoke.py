@@ -376,6 +376,19 @@ ADVERSARIAL_FIELDS = {"attack", "honest_sites", "questions", "honest_gold_site_r
                       "attacker_answer_share", "attacker_final_reliability_rank", "sites_ranked"}
 
 
+def test_adversarial_smoke_with_the_learned_router_retrained_from_its_traffic(tmp_path: Path) -> None:
+    doc = run_bench("adversarial", tmp_path, "--attacks", "echoer", "--learned-router", "--questions", "12")
+    split = doc["params"]["learned_router"]
+    assert split["warmup_questions"] + split["measured_questions"] == 12 and split["measured_questions"] >= 4
+    for setting in (doc["results"]["baseline"], doc["results"]["records"][0]):
+        learned = setting["learned_router"]  # a model was trained from the outcomes the gateway logged
+        assert learned["warmup_questions"] == split["warmup_questions"] and learned["rows"] > 0
+        assert set(learned["weights"]) and 0.0 <= learned["threshold"] <= 1.0
+    echo = doc["results"]["records"][0]
+    assert echo["questions"] == split["measured_questions"] and 0.0 <= echo["attacker_routed_share"] <= 1.0
+    assert 0.0 <= echo["learned_router"]["attacker_routed_share_warmup"] <= 1.0
+
+
 def test_adversarial_smoke(tmp_path: Path) -> None:
     doc = run_bench("adversarial", tmp_path)
     records = {r["attack"]: r for r in doc["results"]["records"]}
