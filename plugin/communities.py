@@ -148,6 +148,9 @@ class _Merge:
     merged: int = 0
     dropped: int = 0
     dropped_entities: int = 0
+    # Relation weight between the merged groups (merge_small keeps it up to date as it merges), or
+    # None when nothing was merged and the links were never read: the hierarchy reuses them.
+    links: dict[int, dict[int, float]] | None = None
 
 
 def merge_small(
@@ -163,7 +166,7 @@ def merge_small(
     neighbour is kept, never dropped: it is over the size floor and its knowledge must stay routable."""
     groups = {k: set(v) for k, v in groups.items()}
     key = {k: min(v) for k, v in groups.items()}
-    result = _Merge(groups)
+    result = _Merge(groups, links=links)
 
     def queued(size: int) -> bool:
         return size < min_size or (max_groups is not None and len(groups) > max_groups)
@@ -373,15 +376,19 @@ def plan(ctx: SiteContext, incremental: bool) -> tuple[Detection, _Merge]:
     return detection, merge
 
 
-def _hierarchy(ctx: SiteContext, finest: dict[str, frozenset[str]]) -> list[list[Parent]]:
-    """The coarser levels above the finest communities (`[site] community_levels`; 1: none)."""
+def _hierarchy(ctx: SiteContext, merge: _Merge) -> list[list[Parent]]:
+    """The coarser levels above the finest communities (`[site] community_levels`; 1: none), linked
+    by the relation weight the merge step already summed, read from the graph only if nothing merged."""
     levels = check_levels(ctx.cfg.site.community_levels)
-    if levels == 1 or len(finest) <= 1:
+    if levels == 1 or len(merge.groups) <= 1:
         return []
-    label = {cid: i for i, cid in enumerate(sorted(finest))}
-    ids = sorted(finest)
-    links = _community_links(ctx, {e: label[cid] for cid, members in finest.items() for e in members})
-    named = {ids[a]: {ids[b]: w for b, w in row.items()} for a, row in links.items()}
+    links = merge.links
+    if links is None:
+        links = _community_links(ctx, _labels(merge.groups))
+    ids = {k: community_id(members) for k, members in merge.groups.items()}
+    named = {ids[a]: {ids[b]: w for b, w in row.items() if b in ids and w}
+             for a, row in links.items() if a in ids}
+    finest = {ids[k]: frozenset(members) for k, members in merge.groups.items()}
     return coarser_levels(finest, named, levels, ctx.cfg.site.leiden_seed, community_id)
 
 
@@ -405,7 +412,7 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     detected = detection.groups
 
     finest = {community_id(m): frozenset(m) for m in merge.groups.values()}
-    parents = _hierarchy(ctx, finest)
+    parents = _hierarchy(ctx, merge)
     parent_of = {child: p.id for level in parents for p in level for child in p.children}
     memberships = [(cid, LEVEL, finest[cid]) for cid in sorted(finest)]
     memberships += [(p.id, p.level, p.members) for level in parents for p in level]

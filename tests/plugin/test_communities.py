@@ -3,6 +3,7 @@ pure merge step."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Iterator
 
@@ -262,6 +263,26 @@ def test_budget_never_drops_a_community_without_neighbours() -> None:
     result = merge_small(groups, _links((0, 2, 1.0)), min_size=3, max_groups=1)
     assert result.groups == {2: groups[0] | groups[2], 1: groups[1]}  # 1 has no link: kept, over budget
     assert result.dropped == 0
+
+
+def test_the_merge_hands_over_the_links_between_the_merged_communities() -> None:
+    """The hierarchy reuses the merge's links instead of reading the graph again: they must be what
+    summing the entity relations over the merged communities gives."""
+    rng = random.Random(5)
+    entities = [f"e{i:02d}" for i in range(60)]
+    groups = {g: set() for g in range(15)}
+    for i, e in enumerate(entities):
+        groups[i % 15 if i < 30 else rng.randrange(15)].add(e)
+    group_of = {e: g for g, members in groups.items() for e in members}
+    edges = [(rng.choice(entities), rng.choice(entities), float(rng.randint(1, 4))) for _ in range(120)]
+    links = _links(*((group_of[a], group_of[b], w) for a, b, w in edges if group_of[a] != group_of[b]))
+    result = merge_small(groups, links, min_size=5, max_groups=6)
+    assert result.merged > 0 and result.links is not None
+    merged_of = {e: g for g, members in result.groups.items() for e in members}
+    expected = _links(*((merged_of[a], merged_of[b], w) for a, b, w in edges
+                        if a in merged_of and b in merged_of and merged_of[a] != merged_of[b]))
+    handed = {a: {b: w for b, w in row.items() if w} for a, row in result.links.items() if a in result.groups}
+    assert {a: row for a, row in handed.items() if row} == expected
 
 
 def test_the_final_level_is_the_one_published() -> None:
