@@ -155,10 +155,21 @@ def risk_coverage(confidences: Sequence[float], correct: Sequence[bool], points:
 
 
 def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
-    """Area under the ROC curve of `scores` separating positives (None when one class is absent)."""
+    """Area under the ROC curve of `scores` separating positives (None when one class is absent): the
+    Mann-Whitney U statistic over average ranks (ties count half), as scikit-learn's roc_auc_score
+    computes it, without pulling scikit-learn and SciPy into the default install."""
     labels = np.asarray(positive, dtype=bool)
     if labels.all() or not labels.any():
         return None
-    from sklearn.metrics import roc_auc_score
-
-    return round(float(roc_auc_score(labels, np.asarray(scores, dtype=float))), 4)
+    values = np.asarray(scores, dtype=float)
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    uniques, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    if len(uniques) < len(values):  # tied scores share their average rank
+        sums = np.bincount(inverse, weights=ranks)
+        ranks = (sums / counts)[inverse]
+    pos = int(labels.sum())
+    neg = len(labels) - pos
+    u = float(ranks[labels].sum()) - pos * (pos + 1) / 2.0
+    return round(u / (pos * neg), 4)

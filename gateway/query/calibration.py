@@ -3,9 +3,8 @@
 Why a logistic regression: the features (query.assess) are few and roughly monotone in "the
 evidence answers the question", and what the gate and abstention need is a *probability* whose
 threshold can be set to a target rate (in-domain escalation, answerable coverage) on the fit split.
-scikit-learn's LogisticRegression fits it (already installed with sentence-transformers; declared in
-setup.cfg); scoring at query time is one dot product in numpy, so the gateway never imports sklearn
-on the query path.
+gateway.query.logistic fits it (scikit-learn's objective, class-balanced, without scikit-learn);
+scoring at query time is one dot product in numpy.
 
 The calibration file (JSON, `[gateway] calibration_file` in the gateway home) holds one model per
 decision, each with everything needed to score and to know what it was fit on:
@@ -41,6 +40,7 @@ import numpy as np
 from hansa.core.errors import InputError
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.tiers import TierCutoffs
+from hansa.gateway.query.logistic import balanced_weights, fit_logistic
 
 log = logging.getLogger(__name__)
 
@@ -277,8 +277,6 @@ def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[floa
                split: str = "fit", note: str = "") -> list[LogisticModel]:
     """fit_model for several rates at once: one fit (it does not depend on the rate), one threshold
     per rate, in the order given."""
-    from sklearn.linear_model import LogisticRegression  # fitting only: never on the query path
-
     if any(n not in FEATURES for n in features):
         raise InputError(f"features must be drawn from {FEATURES}")
     names = tuple(n for n in features if n not in LATER_FEATURES or all(n in e.features for e in examples))
@@ -291,10 +289,8 @@ def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[floa
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0
-    clf = LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
-    clf.fit((x - mean) / scale, labels)
-    model = LogisticModel(names, tuple(mean.tolist()), tuple(scale.tolist()), tuple(clf.coef_[0].tolist()),
-                          float(clf.intercept_[0]), 0.5)
+    coef, bias = fit_logistic((x - mean) / scale, labels, l2=1.0, sample_weight=balanced_weights(labels))
+    model = LogisticModel(names, tuple(mean.tolist()), tuple(scale.tolist()), tuple(coef.tolist()), bias, 0.5)
     probs = np.array([model.probability(Assessment(**{n: e.features.get(n, 0.0) for n in names}))  # type: ignore[arg-type]
                       for e in examples])
     neg = probs[~labels]

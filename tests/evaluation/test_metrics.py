@@ -88,3 +88,20 @@ def test_auroc_separates_answerable_from_unanswerable() -> None:
     assert m.auroc([0.9, 0.8, 0.2, 0.1], [True, True, False, False]) == 1.0
     assert m.auroc([0.1, 0.2, 0.8, 0.9], [True, True, False, False]) == 0.0
     assert m.auroc([0.5, 0.5], [True, True]) is None
+    assert m.auroc([0.5, 0.5, 0.7, 0.1], [True, False, True, False]) == 0.875  # a tie counts half
+
+
+def test_auroc_is_scikit_learns_on_random_scores_with_ties() -> None:
+    """hansa computes AUROC in numpy (no scikit-learn in the default install); scikit-learn, a test
+    dependency, is the reference."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(3)
+    for n in (3, 40, 400):
+        for _ in range(20):
+            scores = np.round(rng.random(n), 1)  # coarse: many ties
+            labels = rng.random(n) < 0.3
+            if labels.all() or not labels.any():
+                continue
+            assert m.auroc(scores, labels) == round(float(roc_auc_score(labels, scores)), 4)

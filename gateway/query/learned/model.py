@@ -4,7 +4,7 @@ Why logistic regression in numpy, hand-written: the hot path scores ~16 sites x 
 question (microseconds as one matrix-vector product; no torch import in the gateway), its output
 is a calibrated probability by construction (it minimizes log-loss on the logged outcomes), and
 Newton's method (IRLS) on this convex problem is exact and deterministic: the same log gives the
-same weights, bit for bit. scikit-learn would add a dependency for ~30 lines and change nothing.
+same weights, bit for bit (gateway.query.logistic, which the gate's calibration fits with too).
 RAGRoute uses a 2-layer MLP on raw embeddings; with features this few an MLP buys nothing.
 
 On disk (`model.json`, one JSON document): the weights, the standardization, the selection
@@ -28,12 +28,12 @@ import numpy as np
 
 from hansa.core.logs import get_logger
 from hansa.gateway.query.learned.features import FEATURE_NAMES
+from hansa.gateway.query.logistic import fit_logistic
 
 log = get_logger(__name__)
 
 FORMAT = "hansa-router-logreg/1"
 DEFAULT_L2 = 1.0
-NEWTON_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -97,24 +97,6 @@ def data_digest(x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def _newton(xs: np.ndarray, y: np.ndarray, l2: float) -> np.ndarray:
-    """L2-regularized logistic regression by Newton's method (bias column last, not penalized)."""
-    n, d = xs.shape
-    a = np.hstack([xs, np.ones((n, 1))])
-    w = np.zeros(d + 1)
-    penalty = np.full(d + 1, l2)
-    penalty[-1] = 0.0
-    for _ in range(NEWTON_STEPS):
-        p = 1.0 / (1.0 + np.exp(-(a @ w)))
-        grad = a.T @ (p - y) + penalty * w
-        hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(penalty) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if float(np.max(np.abs(step))) < 1e-10:
-            break
-    return w
-
-
 def calibrate_threshold(p: np.ndarray, y: np.ndarray, groups: Sequence[str], target_recall: float) -> float:
     """The highest threshold at which, per question, the share of its contributing sites with
     probability >= threshold averages at least `target_recall` (questions with no contributing
@@ -146,10 +128,10 @@ def fit(x: np.ndarray, y: np.ndarray, groups: Sequence[str], *, l2: float = DEFA
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0  # a constant feature carries nothing; keep it harmless
-    w = _newton((x - mean) / scale, y, l2)
+    coef, bias = fit_logistic((x - mean) / scale, y, l2)
     digest = data_digest(x, y, groups)
     version = "lr-" + hashlib.sha256(f"{digest}:{l2}:{target_recall}".encode()).hexdigest()[:12]
-    model = RouterModel(version, FEATURE_NAMES, tuple(float(v) for v in w[:-1]), float(w[-1]),
+    model = RouterModel(version, FEATURE_NAMES, tuple(float(v) for v in coef), bias,
                         tuple(float(v) for v in mean), tuple(float(v) for v in scale), 0.5, l2, digest,
                         len(x), len(set(groups)), int(y.sum()), target_recall)
     threshold = calibrate_threshold(model.probabilities(x), y, groups, target_recall)

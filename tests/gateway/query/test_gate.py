@@ -330,10 +330,13 @@ def test_gate_targets_choose_the_share_with_the_most_room_to_both_and_reproduce_
     assert (rates["escalation_in_domain"], rates["escalation_out_of_domain"]) == fit_rates
     chosen, shipped = load_calibration(out).gate, load_calibration(bench / shipped_file).gate
     assert chosen is not None and shipped is not None
-    # the same gate up to the last bits a BLAS or scikit-learn release may round differently
+    # The same gate: the shipped files were fit by scikit-learn's lbfgs, which stops at a tolerance of
+    # 1e-4; hansa now fits the exact optimum of the same objective by Newton's method
+    # (gateway.query.logistic), so weights agree to ~1e-2 and thresholds to ~1e-4, and the fit rates
+    # above (what the gate decides on every fit row) are equal exactly.
     assert chosen.features == shipped.features
-    assert chosen.threshold == pytest.approx(shipped.threshold, rel=1e-9, abs=1e-12)
-    assert list(chosen.coefficients) == pytest.approx(list(shipped.coefficients), rel=1e-9, abs=1e-12)
+    assert chosen.threshold == pytest.approx(shipped.threshold, abs=5e-4)
+    assert list(chosen.coefficients) == pytest.approx(list(shipped.coefficients), abs=0.03)
     for extra, why in ((["--gate-targets", "0.15,0.95", "--min-in-domain-answered", "0.9"], "drop --min-in-domain-answered"),
                        (["--gate-targets", "0.15"], "IN,OUT"), (["--gate-targets", "0.15,1.5"], "between 0 and 1")):
         res = CliRunner().invoke(main, [*args, *extra], env=env)
