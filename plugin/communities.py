@@ -257,40 +257,52 @@ def summary_vectors(ctx: SiteContext, communities: Sequence[Community]) -> np.nd
     return _unit_rows(np.sum(parts, axis=0))
 
 
-def _summary_vectors(ctx: SiteContext, communities: list[Community], previous: dict[str, str]) -> tuple[np.ndarray, list[int]]:
+def _summary_vectors(ctx: SiteContext, communities: list[Community],
+                     previous: Sequence[Community]) -> tuple[np.ndarray, list[int], list[int]]:
     """All summary vectors, computing only those of changed summaries; returns them with the
-    indexes that were (re)computed. Stored vectors of unchanged summaries are reused after one of
-    them is checked against a fresh computation, so a model (or `summary_vector` mode) swapped
-    for another of the same dimension cannot leave old-space vectors behind."""
+    indexes that were (re)computed and those whose vector was reused from a community of another id
+    (both need a row written under their own id).
+
+    A vector is a function of the summary text and the community's chunks (the blend of both,
+    `summary_vectors`; chunk ids are content hashes), so a stored vector is reused whenever a stored
+    community had the same text and chunks, whatever its id: a refresh that moves a peripheral
+    entity renames its community but need not embed it again. One reused vector is first checked
+    against a fresh computation, so a model (or `summary_vector` mode) swapped for another of the
+    same dimension cannot leave old-space vectors behind."""
     out = np.zeros((len(communities), ctx.embedder.dim), dtype=np.float32)
-    same = [i for i, c in enumerate(communities) if previous.get(c.id) == c.summary]
-    stored = ctx.vectors.get(SUMMARIES, [communities[i].id for i in same]) if same else {}
-    reuse = [i for i in same if communities[i].id in stored]
+    earlier = {(c.summary, tuple(c.chunk_ids)): c.id for c in previous}
+    source = {i: earlier[(c.summary, tuple(c.chunk_ids))] for i, c in enumerate(communities)
+              if (c.summary, tuple(c.chunk_ids)) in earlier}
+    stored = ctx.vectors.get(SUMMARIES, sorted(set(source.values()))) if source else {}
+    reuse = [i for i in sorted(source) if source[i] in stored]
     if reuse:
-        probe = communities[reuse[0]]
-        if float(np.dot(summary_vectors(ctx, [probe])[0], stored[probe.id])) < REUSE_MIN_COSINE:
+        probe = reuse[0]
+        if float(np.dot(summary_vectors(ctx, [communities[probe]])[0], stored[source[probe]])) < REUSE_MIN_COSINE:
             reuse = []
     for i in reuse:
-        out[i] = stored[communities[i].id]
+        out[i] = stored[source[i]]
     reused = set(reuse)
     todo = [i for i in range(len(communities)) if i not in reused]
     if todo:
         out[todo] = summary_vectors(ctx, [communities[i] for i in todo])
-    return out, todo
+    renamed = [i for i in reuse if source[i] != communities[i].id]
+    return out, todo, renamed
 
 
 def _write_summaries(ctx: SiteContext, communities: list[Community]) -> int:
     """Vectors, then the graph (commit point), then stale vectors; repair strays by a rebuild.
 
     Returns how many summaries were embedded (the rest kept their stored vectors)."""
-    previous = {c.id: c.summary for c in ctx.graph.communities()}
+    before = ctx.graph.communities()
+    previous = {c.id for c in before}
     ids = [c.id for c in communities]
     fields = [{"level": c.level} for c in communities]
     spec = summary_collection(ctx.embedder.dim)
     ctx.vectors.ensure_collection(spec)
-    vectors, embedded = _summary_vectors(ctx, communities, previous)
-    if embedded:
-        ctx.vectors.upsert(SUMMARIES, [ids[i] for i in embedded], vectors[embedded], [fields[i] for i in embedded])
+    vectors, embedded, renamed = _summary_vectors(ctx, communities, before)
+    write = sorted({*embedded, *renamed})
+    if write:
+        ctx.vectors.upsert(SUMMARIES, [ids[i] for i in write], vectors[write], [fields[i] for i in write])
     crash_point("communities.after_vectors")
     ctx.graph.replace_communities(communities)
     crash_point("communities.after_graph")

@@ -126,9 +126,11 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 documents, deleted, edited = change(documents, pool, cfg["change"], rng)
                 write_site_file(site_file, documents)
                 ingest_paths(ctx, [folder], sync=True)
+            before = {c.id for c in ctx.graph.communities()}
             with Stopwatch() as sw:
                 report = refresh_communities(ctx)
             refreshed = figures(ctx)
+            after = {c.id for c in ctx.graph.communities()}
             full, full_seconds = full_rebuild_aside(ctx)
             record = {
                 "store": store, "round": number, "kind": kind, "deleted": deleted, "edited": edited,
@@ -139,6 +141,10 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 "largest_community_full_rebuild": full["largest_community"],
                 "refresh_seconds": round(sw.seconds, 3), "full_build_seconds": round(full_seconds, 3),
                 "fallback": getattr(report, "fallback", None) if report else None,
+                # what the refresh re-did: communities whose id (their members) survived, and
+                # summaries embedded anew (the rest kept their stored vectors)
+                "communities_kept": len(before & after),
+                "summaries_embedded": getattr(report, "summaries_embedded", None) if report else None,
             }
             records.append(record)
             progress(f"{store} round {number} ({kind}): {record['communities']} communities (full "

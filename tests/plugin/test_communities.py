@@ -103,6 +103,33 @@ def test_ids_are_stable_across_runs(site: SiteContext) -> None:
     assert site.vectors.count(SUMMARIES) == len(second)
 
 
+def test_a_vector_is_reused_by_its_text_and_chunks_not_by_its_id(site: SiteContext) -> None:
+    """A refresh that renames a community (a peripheral member moved) but leaves its summary and
+    chunks as they were need not embed it again; one that keeps its id but changes its chunks must
+    (the vector blends the chunks' centroid)."""
+    from dataclasses import replace
+
+    from hansa.plugin.communities import _write_summaries
+
+    build_communities(site)
+    first, second, *rest = site.graph.communities()
+    assert len(second.chunk_ids) > 1
+    vectors = site.vectors.get(SUMMARIES, [first.id, second.id])
+    renamed = replace(first, id=community_id(first.entity_ids[1:]), entity_ids=first.entity_ids[1:])
+    fewer_chunks = replace(second, chunk_ids=second.chunk_ids[1:])
+    try:
+        embedded = _write_summaries(site, [renamed, fewer_chunks, *rest])
+        assert embedded == 1  # only the community whose chunks changed
+        stored = site.vectors.get(SUMMARIES, [renamed.id, first.id, second.id])
+        assert set(stored) == {renamed.id, second.id}  # the old id's row is gone, the new one written
+        assert np.array_equal(stored[renamed.id], vectors[first.id])
+        assert float(np.dot(stored[second.id], summary_vectors(site, [fewer_chunks])[0])) > 0.999
+        assert not np.array_equal(stored[second.id], vectors[second.id])
+        assert site.vectors.count(SUMMARIES) == 2 + len(rest)
+    finally:
+        build_communities(site)  # the module's other tests start from a real build
+
+
 def test_a_new_partition_replaces_the_whole_summary_set(site: SiteContext) -> None:
     build_communities(site)
     before = {c.id for c in site.graph.communities()}
