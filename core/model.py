@@ -5,7 +5,7 @@ Why dataclasses and not pydantic models: the classes stay plain values (position
 `dataclasses.replace`, no validation cost when hansa builds one itself); pydantic only reads their
 annotations, to parse a peer's JSON and to write the JSON Schema the OpenAPI documents carry.
 
-Strictness is per field (`StrictStr`, `StrictFloat`, `JsonInt`) rather than model-wide, because
+Strictness is per field (`StrictStr`, `StrictFloat`, `int_in`) rather than model-wide, because
 pydantic's strict mode refuses a dict for a dataclass and a list for a tuple when validating Python
 objects, which is what a decoded JSON body is. Unknown keys are refused (`extra="forbid"`), and
 every refusal is an `InputError` naming the document and the field.
@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 
-import annotated_types
 from pydantic import BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError
 
 from hansa.core.errors import InputError
@@ -36,7 +35,7 @@ def int_in(low: int, high: int) -> Any:
     """An integer in low..high as JSON counts integers (see `json_int`); bools are refused.
 
     The bounds sit inside the before-validator so the JSON Schema says `minimum`/`maximum`."""
-    return Annotated[int, Strict(), annotated_types.Interval(ge=low, le=high), BeforeValidator(json_int)]
+    return Annotated[int, Strict(), Field(ge=low, le=high), BeforeValidator(json_int)]
 
 
 def omitted_when_none() -> Any:
