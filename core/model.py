@@ -142,6 +142,11 @@ def json_schemas(classes: list[type], ref_template: str) -> dict[str, dict[str, 
     return out
 
 
+def type_schema(tp: Any) -> dict[str, Any]:
+    """The JSON Schema of a named field type (`SiteId`), for a component that is not a class."""
+    return _tidy(TypeAdapter(tp).json_schema())
+
+
 def _tidy(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_tidy(item) for item in schema]

@@ -21,22 +21,25 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from hansa.core.model import json_schemas
-from hansa.sync.wire import Citation, EmbeddingSpace, PartialAnswer, RetrieveRequest
+from hansa.core.model import json_schemas, type_schema
+from hansa.sync.wire import Citation, EmbeddingSpace, PartialAnswer, RetrieveRequest, SiteId
 
 REF_TEMPLATE = "#/components/schemas/{model}"
-# document (relative to the repository root) -> the wire types whose components it carries
-DOCUMENTS: dict[str, list[type]] = {
-    "plugin/openapi.json": [RetrieveRequest, Citation, PartialAnswer],
-    "gateway/http/openapi.json": [EmbeddingSpace],
+# document (relative to the repository root) -> the wire classes, and the named field types, whose
+# components it carries
+DOCUMENTS: dict[str, tuple[list[type], dict[str, Any]]] = {
+    "plugin/openapi.json": ([RetrieveRequest, Citation, PartialAnswer], {}),
+    "gateway/http/openapi.json": ([EmbeddingSpace], {"SiteId": SiteId}),
 }
 
 
-def regenerate(text: str, classes: list[type], where: str) -> str:
+def regenerate(text: str, classes: list[type], types: dict[str, Any], where: str) -> str:
     """`text` with the listed components replaced by the models' schemas (same indentation)."""
     schemas = json_schemas(classes, REF_TEMPLATE)
     for cls in classes:
         text = _replace_component(text, cls.__name__, schemas[cls.__name__], where)
+    for name, tp in types.items():
+        text = _replace_component(text, name, type_schema(tp), where)
     json.loads(text)  # still one valid JSON document
     return text
 
@@ -74,10 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the repository root holding the documents (default: this checkout)")
     args = p.parse_args(argv)
     stale = False
-    for relative, classes in DOCUMENTS.items():
+    for relative, (classes, types) in DOCUMENTS.items():
         path = args.root / relative
         text = path.read_text(encoding="utf-8")
-        fresh = regenerate(text, classes, relative)
+        fresh = regenerate(text, classes, types, relative)
         if fresh == text:
             continue
         if args.check:

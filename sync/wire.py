@@ -22,6 +22,9 @@ from hansa.core.model import json_int  # noqa: F401  (gateway.query.request read
 SITE_ID_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 SUMMARY_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_QUESTION_CHARS = 4000
+# A question must hold a character that is whitespace neither to Python's str.strip nor to JSON
+# Schema's (ECMA-262) \s, so the OpenAPI spec's pattern and the parsers accept exactly the same set.
+NOT_BLANK_RE = re.compile(r"[^\s\u001c-\u001f\u0085\ufeff]")
 SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 RFC3339_UTC_RE = re.compile(
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?Z$"
@@ -77,10 +80,9 @@ def _site_id_value(site_id: str) -> str:
 
 
 def _question_value(question: str) -> str:
-    question = question.strip()
-    if not question or len(question) > MAX_QUESTION_CHARS:
-        raise ValueError(f"question must have 1-{MAX_QUESTION_CHARS} characters")
-    return question
+    if len(question) > MAX_QUESTION_CHARS or not NOT_BLANK_RE.search(question):
+        raise ValueError(f"question must have 1-{MAX_QUESTION_CHARS} characters, not all whitespace")
+    return question.strip()
 
 
 def _summary_id_value(summary_id: str) -> str:
@@ -107,8 +109,7 @@ SiteId = Annotated[StrictStr, AfterValidator(_site_id_value),
 Question = Annotated[StrictStr, AfterValidator(_question_value), Field(
     min_length=1, max_length=MAX_QUESTION_CHARS,
     description=f"At most {MAX_QUESTION_CHARS} characters, at least one of them not whitespace",
-    # the schema's word for "not only whitespace" (str.strip's whitespace, as ECMA regexes spell it)
-    json_schema_extra={"pattern": "[^\\s\\u001c-\\u001f\\u0085\\ufeff]"})]
+    json_schema_extra={"pattern": NOT_BLANK_RE.pattern})]
 SummaryId = Annotated[StrictStr, AfterValidator(_summary_id_value),
                       Field(json_schema_extra={"pattern": SUMMARY_ID_RE.pattern})]
 Relevance = Annotated[StrictFloat, Field(ge=-1.0, le=1.0)]

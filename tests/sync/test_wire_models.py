@@ -62,6 +62,10 @@ CASES: list[tuple[type, dict[str, Any], bool, str]] = [
     (RetrieveRequest, change(REQUEST, question=""), False, "'question'"),
     (RetrieveRequest, change(REQUEST, question="x" * 4001), False, "'question'"),
     (RetrieveRequest, change(REQUEST, question=7), False, "'question' has the wrong type"),
+    (RetrieveRequest, change(REQUEST, question="  q  "), True, ""),
+    (RetrieveRequest, change(REQUEST, question=" \t\u0085\u001f "), False, "'question'"),
+    (RetrieveRequest, change(REQUEST, question="\ufeff"), False, "'question'"),  # blank to JSON Schema's \s
+    (RetrieveRequest, change(REQUEST, question=" " * 5 + "x" * 3999), False, "'question'"),  # counted as sent
     (SummaryRecord, RECORD, True, ""),
     (SummaryRecord, without(RECORD, "parent"), True, ""),
     (SummaryRecord, change(RECORD, version=2.0, level=1.0), True, ""),
