@@ -137,3 +137,31 @@ def test_a_non_object_is_refused_by_name() -> None:
     for cls in (PartialAnswer, SummaryRecord, Richness, RetrieveRequest):
         with pytest.raises(InputError, match=f"^{cls.WHERE}: expected an object"):
             cls.from_json(["not", "an", "object"])  # type: ignore[arg-type]
+
+
+ABSENT = object()
+# Values each field of a retrieve request is tried with: good, boundary and wrong ones.
+REQUEST_VALUES: dict[str, list[Any]] = {
+    "question": ["q", "  q  ", "", " \t ", "\ufeff", "\u0085x", "x" * 4000, "x" * 4001, " " + "x" * 4000, 7, None, ["q"]],
+    "top_k": [ABSENT, 1, 100, 0, 101, 5.0, 5.5, 1e300, True, "5", None],
+    "mode": [ABSENT, "local", "global", "LOCAL", 1, None],
+}
+
+
+def test_schema_and_parser_agree_on_every_combination_of_request_values(
+        validators: dict[str, Callable[[Any], bool]]) -> None:
+    """The site API's request, every combination (792): the generated schema (what schemathesis
+    fuzzes the site with) and the parser accept and refuse the same bodies."""
+    disagreements = []
+    for question in REQUEST_VALUES["question"]:
+        for top_k in REQUEST_VALUES["top_k"]:
+            for mode in REQUEST_VALUES["mode"]:
+                obj = {k: v for k, v in (("question", question), ("top_k", top_k), ("mode", mode)) if v is not ABSENT}
+                try:
+                    RetrieveRequest.from_json(obj)
+                    parsed = True
+                except InputError:
+                    parsed = False
+                if parsed != validators["RetrieveRequest"](obj):
+                    disagreements.append((obj, parsed))
+    assert not disagreements, disagreements[:5]
