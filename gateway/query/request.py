@@ -24,13 +24,12 @@ Fields (all but `question` optional):
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
 from hansa.core.errors import InputError, NotFoundError, VerificationError
 from hansa.gateway.trust.registry import REVOKED, SiteRecord
-from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest, json_int, validate_site_id
+from hansa.sync.wire import MAX_QUESTION_CHARS, NOT_BLANK_RE, RetrieveRequest, json_int, validate_site_id
 
 MAX_TOP_K_SITES = 32
 MAX_EXPLICIT_SITES = 64
@@ -44,15 +43,12 @@ BUDGET_LIMITS: Mapping[str, int] = {
     "tokens": 10_000_000,
 }
 QUERY_KEYS = frozenset({"question", "conversation", "origin", "budget", "top_k_sites", "top_k", "sites"})
-# A question must hold a character that is whitespace neither to Python's str.strip nor to JSON
-# Schema's (ECMA-262) \s, so the OpenAPI spec's pattern and this check accept exactly the same set.
-_NOT_BLANK = re.compile(r"[^\s\u001c-\u001f\u0085\ufeff]")
 
 
 def _text(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InputError(f"query: {what} must be a string")
-    if len(value) > MAX_QUESTION_CHARS or not _NOT_BLANK.search(value):
+    if len(value) > MAX_QUESTION_CHARS or not NOT_BLANK_RE.search(value):
         raise InputError(f"query: {what} must have 1-{MAX_QUESTION_CHARS} characters, not all whitespace")
     try:
         value.encode("utf-8")  # a lone surrogate escape ("\ud800") parses, then breaks the tokenizer

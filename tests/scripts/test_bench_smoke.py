@@ -80,6 +80,22 @@ def test_httpsig_smoke(tmp_path: Path) -> None:
                                                    "parse:hansa_vs_http_sf"))
     assert doc["params"]["signature_input"].startswith('hansa=("@method" "@target-uri"')
 
+def test_models_smoke(tmp_path: Path) -> None:
+    doc = run_bench("models", tmp_path)
+    us = doc["results"]["microseconds_per_message"]
+    variants = set(doc["params"]["variants"])
+    assert {"legacy", "hansa", "pydantic_strict"} <= variants, "msgspec may be absent (then a note says so)"
+    assert ("msgspec" in variants) or any("msgspec not installed" in n for n in doc["notes"])
+    for variant in variants:
+        for message in ("PartialAnswer", "SummaryBatch"):
+            assert is_rate(us[f"decode:{message}:{variant}"]) and is_rate(us[f"encode:{message}:{variant}"])
+    table = doc["results"]["strictness"]
+    assert all(row["legacy"]["as_today"] for row in table), "the baseline is what today means"
+    assert all(row["hansa"]["as_today"] for row in table), "the shipped parser refuses and accepts as before"
+    assert all(row["hansa"]["input_error"] and row["hansa"]["names_field"] for row in table if row["today"] == "refuse")
+    assert doc["targets"]["hansa refuses and accepts exactly as today"]["met"] is True
+
+
 def test_publication_smoke(tmp_path: Path) -> None:
     doc = run_bench("publication", tmp_path)
     expected = doc["params"]["sites"] * doc["params"]["summaries_per_site"]
