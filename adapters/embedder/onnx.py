@@ -39,9 +39,10 @@ from hansa.core.errors import BackendError, InputError
 POOLINGS = ("mean", "cls")
 # Padded tokens per model call at most (texts x the batch's longest). Why a token budget and not
 # only a text count: ONNX Runtime's memory arena keeps the largest call's activations (attention
-# grows with texts x length^2) for the process's life; 64 full-length chunks held ~0.9 GB in a
-# site ingest, and 16 of them run as fast on a small CPU (benchmarks/README.md, "Peak memory of
-# the ingest"). Short texts (questions, answer sentences) still go up to `batch_size` at once.
+# grows with texts x length^2) for the process's life; 64 full-length chunks per call cost a
+# 1,000-paragraph ingest ~0.7 GB more than 16 do, and 16 were no slower on two cores
+# (benchmarks/README.md, "Peak memory of the ingest"). Short texts (questions, answer sentences)
+# still go up to `batch_size` at once.
 DEFAULT_BATCH_TOKENS = 4096
 
 _RUNTIMES: dict[tuple[str, str, int, int], tuple[Any, Any]] = {}  # (graph, tokenizer, length, threads) -> runtime
