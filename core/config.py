@@ -71,6 +71,9 @@ class EmbedderConfig:
     # ~/.cache/hansa/onnx) are kept; shared safely: files are checked by hash, exports keyed by digest
     cache_dir: str = ""
     threads: int = 0  # "onnx": intra-op threads; 0 lets ONNX Runtime choose (one per core)
+    # "onnx": padded tokens per model call at most (texts x their longest): bounds the memory ONNX
+    # Runtime keeps for activations (adapters/embedder/onnx.py, DEFAULT_BATCH_TOKENS)
+    batch_tokens: int = 4096
     base_url: str = ""  # "openai": e.g. http://127.0.0.1:8080/v1
     api_key: str = ""  # "openai": better HANSA_EMBEDDER_API_KEY
     timeout_s: float = 30.0  # "openai": per request

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -63,6 +64,23 @@ class IngestReport:
     # the process's peak resident memory so far (the model, the documents read, the batch in
     # flight): what an admin sizes the machine by (core.resources)
     peak_rss_mib: float = 0.0
+    # wall seconds per stage (STAGES), so that the embedding's share and every other stage's rate
+    # can be read off one run (benchmarks/README.md, "Peak memory of the ingest")
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+# read: files in, fingerprints, stored hashes; build: chunking and entity extraction; embed: the
+# model; vector_write: Milvus (new rows and a replaced version's); graph_write: the graph store.
+STAGES = ("read", "build", "embed", "vector_write", "graph_write")
+
+
+@contextmanager
+def _timed(stages: dict[str, float], name: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - t0
 
 
 def fingerprint(doc: SourceDocument, ctx: SiteContext) -> str:
@@ -124,37 +142,45 @@ def _embedding_groups(graphs: Sequence[DocumentGraph]) -> Iterator[list[Document
 
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str],
-                 embedded: Callable[[Sequence[DocumentGraph]], None] = lambda group: None) -> None:
+                 embedded: Callable[[Sequence[DocumentGraph]], None] = lambda group: None,
+                 stages: dict[str, float] | None = None) -> None:
     """New vectors (chunks and their answer sentences) beside the old, the graph (the commit
     point), then the replaced versions' vectors: whenever a crash strikes, each document is stored
     whole in one version, and the rows no chunk names are listed in the intent file for the next
     run to delete (plugin.vector_intent). Chunk ids, and so sentence ids, are content addressed
     (plugin.chunking): a new version never overwrites an old version's rows. `embedded` hears of
-    each group of documents whose vectors are stored (the progress an admin sees)."""
+    each group of documents whose vectors are stored (the progress an admin sees); `stages` adds
+    up the seconds of each stage."""
+    stages = {} if stages is None else stages
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     new = {chunk.id for chunk in chunks}
     old = ctx.graph.document_chunk_ids([g.document.id for g in graphs if g.document.id in replaced]) - new
     vector_intent.record(ctx, chunk_ids=new | old)
     for group in _embedding_groups(graphs):
-        _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks])
+        _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], stages)
         embedded(group)
     crash_point("ingest.after_vectors")
-    ctx.graph.write_documents(graphs)
+    with _timed(stages, "graph_write"):
+        ctx.graph.write_documents(graphs)
     crash_point("ingest.after_graph")
     if old:
-        ctx.vectors.delete(CHUNKS, ids=sorted(old))
-        sentence_vectors.delete_chunks(ctx, old)
+        with _timed(stages, "vector_write"):
+            ctx.vectors.delete(CHUNKS, ids=sorted(old))
+            sentence_vectors.delete_chunks(ctx, old)
     vector_intent.done(ctx)
 
 
-def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk]) -> None:
+def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, float]) -> None:
     """The chunks' vectors and their answer sentences', from one embedding call."""
     if not chunks:
         return
-    ids, texts, fields = sentence_vectors.rows(chunks)
-    vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
-    ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
-    sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
+    with _timed(stages, "build"):
+        ids, texts, fields = sentence_vectors.rows(chunks)
+    with _timed(stages, "embed"):
+        vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
+    with _timed(stages, "vector_write"):
+        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
+        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
 
 
 def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:
@@ -212,6 +238,9 @@ def ingest_paths(
     pending = [doc for doc in docs if stored.get(doc.id) != sha[doc.id]]
     replaced = {doc.id for doc in pending if doc.id in stored}
 
+    stages = {name: 0.0 for name in STAGES}
+    stages["read"] = time.perf_counter() - started
+
     # Phase 2: new and changed documents, in batches (one embedding call and one graph
     # transaction per batch).
     chunks = relations = 0
@@ -228,9 +257,10 @@ def ingest_paths(
         startup = time.perf_counter() - load_started
     with Progress("ingest", len(pending), "doc", progress) as shown:
         for batch in _batches(pending, batch_docs):
-            graphs = [_build(doc, sha[doc.id], ctx) for doc in batch]
+            with _timed(stages, "build"):
+                graphs = [_build(doc, sha[doc.id], ctx) for doc in batch]
             _write_batch(ctx, graphs, replaced,
-                         lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)))
+                         lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
             for graph in graphs:
                 chunks += len(graph.chunks)
                 relations += graph.co_mention_count()
@@ -256,6 +286,7 @@ def ingest_paths(
         skipped=tuple(read.skipped),
         bad=tuple(read.bad),
         peak_rss_mib=peak_rss_mib(),
+        stage_seconds={name: round(value, 3) for name, value in stages.items()},
     )
     log.info("ingest.done", **{k: v if not isinstance(v, tuple) else len(v) for k, v in vars(report).items()})
     return report

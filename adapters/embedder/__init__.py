@@ -36,7 +36,8 @@ def open_embedder(cfg: "Config") -> Embedder:
                 f"the onnx embedder runs fp32 only (int8 moved vectors to cosine ~0.96 of the reference), not "
                 f"precision {e.precision!r}: set HANSA_EMBEDDER_PRECISION=auto or HANSA_EMBEDDER_BACKEND=sentence-transformers"
             )
-        return OnnxEmbedder(e.model, cache_dir=cfg.onnx_cache_dir, batch_size=e.batch_size, threads=e.threads)
+        return OnnxEmbedder(e.model, cache_dir=cfg.onnx_cache_dir, batch_size=e.batch_size, threads=e.threads,
+                            batch_tokens=e.batch_tokens)
     if e.backend == "openai":
         from hansa.adapters.embedder.openai_compat import OpenAICompatibleEmbedder
 

@@ -37,6 +37,13 @@ from hansa.adapters.embedder.onnx_export import INPUTS  # every graph hansa runs
 from hansa.core.errors import BackendError, InputError
 
 POOLINGS = ("mean", "cls")
+# Padded tokens per model call at most (texts x the batch's longest). Why a token budget and not
+# only a text count: ONNX Runtime's memory arena keeps the largest call's activations (attention
+# grows with texts x length^2) for the process's life; 64 full-length chunks per call cost a
+# 1,000-paragraph ingest ~0.7 GB more than 16 do, and 16 were no slower on two cores
+# (benchmarks/README.md, "Peak memory of the ingest"). Short texts (questions, answer sentences)
+# still go up to `batch_size` at once.
+DEFAULT_BATCH_TOKENS = 4096
 
 _RUNTIMES: dict[tuple[str, str, int, int], tuple[Any, Any]] = {}  # (graph, tokenizer, length, threads) -> runtime
 _RUNTIMES_LOCK = threading.Lock()
@@ -94,6 +101,20 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
 
+def token_batches(lengths: Sequence[int], max_texts: int, max_tokens: int) -> list[list[int]]:
+    """Indices of `lengths`, longest first (similar lengths pad little, as sentence-transformers
+    batches), cut so that no batch holds more than `max_texts` texts or `texts x its longest`
+    above `max_tokens`; a text longer than the budget goes alone."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < max_texts and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 def cls_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:  # noqa: ARG001  (one signature for both)
     """The first ([CLS]) token's vector, as bge models are trained to be read."""
     return hidden[:, 0, :]
@@ -134,11 +155,13 @@ def _local_source(model: str, cache_dir: Path | None) -> tuple[Recipe, Callable[
 
 class OnnxEmbedder(Embedder):
     def __init__(self, model: str = "all-MiniLM-L6-v2", *, cache_dir: str | os.PathLike[str] | None = None,
-                 batch_size: int = 64, threads: int = 0) -> None:
+                 batch_size: int = 64, threads: int = 0, batch_tokens: int = DEFAULT_BATCH_TOKENS) -> None:
         """`model`: a catalog name (catalog.MODELS) or a local sentence-transformers directory.
-        `cache_dir`: where catalog models (or a local model's export) are kept."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InputError(f"embedder batch_size must be a positive integer, got {batch_size!r}")
+        `cache_dir`: where catalog models (or a local model's export) are kept. `batch_size` texts
+        and `batch_tokens` padded tokens per model call at most (DEFAULT_BATCH_TOKENS says why)."""
+        for name, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"embedder {name} must be a positive integer, got {value!r}")
         self.cache_dir = cache = Path(cache_dir) if cache_dir is not None else None
         spec = catalog_model(model)
         self.catalog = spec
@@ -146,6 +169,7 @@ class OnnxEmbedder(Embedder):
         self.model_id, self.dim, self.model_sha256 = self.recipe.model_id, self.recipe.dim, self.recipe.model_sha256
         self.name = spec.name if spec is not None else str(model)
         self._batch_size = batch_size
+        self._batch_tokens = batch_tokens
         self._threads = threads
         self._paths: tuple[Path, Path] | None = None
 
@@ -176,17 +200,19 @@ class OnnxEmbedder(Embedder):
             texts = [prefix + t for t in texts]
         session, tokenizer = self._runtime()
         pool = _POOL[self.recipe.pooling]
-        # Longest first, as sentence-transformers batches: similar lengths pad little.
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        # One tokenization of the whole call (padded to its longest); each batch is cut to its own
+        # longest text, which is exactly the padding it would get alone.
+        encodings = tokenizer.encode_batch(texts)
+        inputs = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        lengths = inputs["attention_mask"].sum(axis=1).tolist()
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self._batch_size):
-            batch = order[start:start + self._batch_size]
-            encodings = tokenizer.encode_batch([texts[i] for i in batch])
-            feed = {
-                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-            }
+        for batch in token_batches(lengths, self._batch_size, self._batch_tokens):
+            width = max(1, lengths[batch[0]])
+            feed = {name: np.ascontiguousarray(values[batch, :width]) for name, values in inputs.items()}
             (hidden,) = session.run(None, feed)
             out[batch] = pool(hidden, feed["attention_mask"])
         return unit_rows(out)

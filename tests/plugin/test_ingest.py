@@ -13,7 +13,7 @@ from hansa.adapters.records import DocumentGraph
 from hansa.core.config import load_config
 from hansa.core.errors import ConfigError, InputError
 from hansa.plugin.chunking import chunk_text
-from hansa.plugin.ingest import fingerprint, ingest_paths
+from hansa.plugin.ingest import STAGES, fingerprint, ingest_paths
 from hansa.plugin.readers import read_path
 from hansa.plugin.site import CHUNKS, SiteContext, chunk_collection
 
@@ -79,6 +79,9 @@ def test_ingest_writes_graph_and_vectors_with_provenance_then_reingest_is_noop(
     assert report.entities == stats.entities > 0
     assert report.relations == stats.relations > 0
     assert report.chunks_per_s > 0
+    assert tuple(report.stage_seconds) == STAGES and min(report.stage_seconds.values()) >= 0
+    assert report.stage_seconds["embed"] > 0 and report.stage_seconds["graph_write"] > 0
+    assert sum(report.stage_seconds.values()) <= report.seconds + 0.01  # parts of the timed whole
 
     cfg = site.cfg.site
     for doc in docs:

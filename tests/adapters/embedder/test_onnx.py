@@ -17,7 +17,7 @@ import pytest
 
 from hansa.adapters.embedder import open_embedder
 from hansa.adapters.embedder.local_model import PACKAGED_MODEL_ID, model_digest, packaged_model_dir
-from hansa.adapters.embedder.onnx import OnnxEmbedder, mean_pool
+from hansa.adapters.embedder.onnx import OnnxEmbedder, mean_pool, token_batches
 from hansa.adapters.embedder.onnx_export import META, cache_key, cached_graph
 from hansa.adapters.embedder.sentence_transformers import SentenceTransformerEmbedder
 from hansa.evaluation.mtrag import load_passages, load_questions
@@ -60,6 +60,26 @@ def test_a_batch_gives_each_text_its_single_vector(onnx: OnnxEmbedder, real_text
     assert onnx.embed([]).shape == (0, 384)
 
 
+def test_a_token_budget_gives_the_same_vectors_in_smaller_calls(onnx: OnnxEmbedder, real_texts: list[str]) -> None:
+    """Cut to 300 padded tokens per call, long passages go one by one and short ones together:
+    every text still gets the vector it gets in batches of 8 (each batch padded only to its own
+    longest text)."""
+    budgeted = OnnxEmbedder(batch_size=64, batch_tokens=300)
+    np.testing.assert_allclose(budgeted.embed(real_texts), onnx.embed(real_texts), atol=1e-5)
+
+
+def test_token_batches_keep_both_bounds_and_every_text_once() -> None:
+    lengths = [12, 256, 30, 256, 5, 9, 9, 700]
+    batches = token_batches(lengths, max_texts=3, max_tokens=512)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert batches[0] == [7]  # longer than the budget: alone, not dropped
+    assert [lengths[b[0]] for b in batches] == sorted((lengths[b[0]] for b in batches), reverse=True)
+    for b in batches:
+        assert len(b) <= 3 and (len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 512)
+        assert lengths[b[0]] == max(lengths[i] for i in b)  # longest first: the batch's padded width
+    assert token_batches([], 8, 512) == []
+
+
 def test_mean_pooling_ignores_padding() -> None:
     hidden = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)
     np.testing.assert_allclose(mean_pool(hidden, np.array([[1, 1, 0]])), [[2.0, 3.0]])
@@ -73,6 +93,8 @@ def test_bad_input_is_refused(onnx: OnnxEmbedder) -> None:
         onnx.embed(["fine", 3])  # type: ignore[list-item]
     with pytest.raises(InputError):
         OnnxEmbedder(batch_size=0)
+    with pytest.raises(InputError, match="batch_tokens"):
+        OnnxEmbedder(batch_tokens=0)
 
 
 def test_a_cold_cache_exports_in_a_child_and_this_process_never_imports_torch(tmp_path: Path) -> None:
@@ -127,8 +149,9 @@ def test_config_selects_the_backend_and_keeps_the_space(tmp_path: Path) -> None:
     assert (onnx.model_id, onnx.dim) == (st.model_id, st.dim)
     assert onnx.model_sha256 != st.model_sha256  # the same model, other files: a federation uses one backend
     assert isinstance(open_embedder(load_config(env=env)), OnnxEmbedder)  # the measured default
-    tuned = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_THREADS": "1", "HANSA_EMBEDDER_CACHE_DIR": str(tmp_path / "c")}))
-    assert (tuned._threads, tuned.cache_dir) == (1, tmp_path / "c")  # type: ignore[attr-defined]
+    tuned = open_embedder(load_config(env={**env, "HANSA_EMBEDDER_THREADS": "1", "HANSA_EMBEDDER_CACHE_DIR": str(tmp_path / "c"),
+                                           "HANSA_EMBEDDER_BATCH_TOKENS": "1024"}))
+    assert (tuned._threads, tuned.cache_dir, tuned._batch_tokens) == (1, tmp_path / "c", 1024)  # type: ignore[attr-defined]
     with pytest.raises(ConfigError):
         load_config(env={**env, "HANSA_EMBEDDER_BACKEND": "torch"})
     with pytest.raises(ConfigError):
