@@ -216,3 +216,17 @@ def test_a_further_sentence_must_score_near_the_best_one(embedder: HashEmbedder)
     assert [s.text for s in strict.sentences] == [ANSWER]  # 0.25 < 0.5 x 1.0
     loose = fuse(q, calls, embedder, reading=ReadingStage(WordReader(), floor=0.2, relative=0.0), question=QUESTION)
     assert [s.text for s in loose.sentences] == [ANSWER, weak]
+
+
+def test_each_kind_of_question_reads_at_its_own_floor(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.9, floors={"factoid": 0.9, "descriptive": 0.2})
+    described = "What does the Rhone do for Lyon?"
+    at = reading.for_question(described)
+    assert (at.floor, at.kind) == (0.2, "descriptive") and at.to_json()["kind"] == "descriptive"
+    assert reading.for_question(QUESTION).floor == 0.9  # a factoid question keeps the strict floor
+    plain = ReadingStage(WordReader(), floor=0.7)
+    assert plain.for_question(described) is plain  # no floors per kind: the one floor
+    q = embedder.embed_query(described)
+    calls = [site("a", [("The Rhone river flows south to the sea.", "rhone")])]  # the double reads 0.5
+    assert fuse(q, calls, embedder, reading=reading, question=described).unsupported  # 0.9 refuses it
+    assert not fuse(q, calls, embedder, reading=at, question=described).unsupported
