@@ -480,7 +480,8 @@ class QueryEngine:
                      prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
         """query.hops: while the reader supports nothing, ask about what the best-read sentence names."""
         asked: list[str] = []
-        for _ in range(self.cfg.second_hops if reading is not None else 0):
+        # a request that names its sites is answered by them alone, as escalation never passes them
+        for _ in range(self.cfg.second_hops if reading is not None and not request.sites else 0):
             if not fused.unsupported or calls.out_of_budget or calls.out_of_time:
                 break
             names = bridge_entities(request.question, fused.best_read)

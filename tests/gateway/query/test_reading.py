@@ -135,6 +135,14 @@ def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
         fed.service.close()
 
 
+def test_a_request_that_names_its_sites_gets_no_second_hop_past_them(tmp_path) -> None:
+    fed = two_hop_gateway(tmp_path, 1)
+    body = fed.query({"question": TWO_HOP_QUESTION, "sites": ["rivers"]}).get_json()
+    assert body["trace"]["sites_called"] == ["rivers"] and "second_hops" not in body["trace"]
+    assert body["abstained"] is True  # the named site alone does not answer it
+    fed.service.close()
+
+
 def test_a_question_with_a_second_hop_teaches_reliability_once_from_its_final_answer(tmp_path, monkeypatch) -> None:
     """The first answer (the bridge alone) is fused again with the hop's answers: recording both
     would count the bridge site's sentence twice for one question."""
