@@ -9,12 +9,15 @@ reader's calibration holds a floor per kind, each fit on questions of its kind (
 reader_kinds.py), and this rule decides which floor a question gets.
 
 The rule is deliberately small, lexical and deterministic (no model: it must cost nothing and give
-the fit and the gateway the same answer), read on the question's lower-cased words:
-- descriptive: it starts with "why", "explain", "describe", "tell", another imperative verb
-  (IMPERATIVES), a yes/no auxiliary ("can", "is", "should", ...), or "how" not followed by a
-  quantity word ("how many/much/long/old/..." stay factoid); or it asks "what does/do/did ... do",
-  "what happens", "what (is|are) the difference/benefit/purpose/..." (DESCRIBED); or it has no
-  question word at all (a topic typed as a query: "capital gains tax on stocks");
+the fit and the gateway the same answer), read on the lower-cased words of the question's last
+sentence that asks something, from its first question word ("got it. how much ...", "Sole
+proprietorship or S-Corp, what should I do?"):
+- descriptive: it starts with "why", "tell", another imperative verb (IMPERATIVES: "explain",
+  "describe", ...), a yes/no auxiliary ("can", "is", "should", ...), or "how" not followed by a
+  quantity word ("how many/much/long/old/..." stay factoid); or it asks "what does/should ... do",
+  "what happens", "what (is|are) the difference/benefit/purpose/..." (DESCRIBED) or for a
+  definition ("what is an identifier?": at most DEFINITION_WORDS words, no relation such as "of");
+  or it has no question word at all (a topic typed as a query: "capital gains tax on stocks");
 - factoid: everything else ("who", "when", "where", "which", "what year", "how many", "what is the
   capital of ...").
 """
@@ -33,6 +36,7 @@ QUANTITY = frozenset("many much long old far big large small tall often few high
                      "heavy hot cold".split())
 AUXILIARIES = frozenset("can could should would will shall may might must is are was were do does did has have "
                         "had am isn aren don doesn".split())
+# openers that ask for a description: "why" and imperative verbs
 IMPERATIVES = frozenset("why explain describe tell list give show compare summarize summarise define help outline "
                         "walk discuss elaborate clarify".split())
 QUESTION_WORDS = frozenset("who whom whose when where which what why how".split())
