@@ -254,12 +254,14 @@ class GatewayConfig:
     # benchmarks/answer_coverage_fit.json); on the report split it ranks the gold document higher
     # (MRR +3 points) without raising evidence recall@10 (benchmarks/README.md).
     fusion_answer_coverage: float = 0.5
-    # The reader the gateway judges answers with (gateway/query/reading.py): "packaged" (the cross-encoder
-    # shipped in adapters/reader/model, its card beside it), "none", or a model directory. Its
-    # score replaces cosine as an answer sentence's relevance; below `reader_floor` (negative: the
-    # model's own fit-split calibration) a sentence supports nothing, and with none above it the
-    # gateway abstains. `reader_pool`: sentences read per question (the best by cosine).
-    reader: str = "none"
+    # The reader the gateway judges answers with (gateway/query/reading.py): "packaged" (the default:
+    # the cross-encoder shipped in adapters/reader/model, its card beside it), "none", or a model
+    # directory. Its score replaces cosine as an answer sentence's relevance; below `reader_floor`
+    # (negative: the model's own fit-split calibration, a floor per kind of question,
+    # gateway/query/question_kind.py; 0..1: that one floor) a sentence supports nothing, and with
+    # none above it the gateway abstains. `reader_pool`: sentences read per question (the best by
+    # cosine). Default since the per-kind floors: benchmarks/README.md "The reader".
+    reader: str = "packaged"
     reader_floor: float = -1.0
     reader_pool: int = 12
     reader_relative_floor: float = 0.5  # a further answer sentence scores at least this share of the best one's

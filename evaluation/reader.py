@@ -23,7 +23,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -56,9 +56,11 @@ def _sample_rows(rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
     return [by_id[q.id] for q in sample([Question(r["id"], r["question"]) for r in rows], limit)]
 
 
-def read_all(reader: Any, squad_dir: Path, limit: int = 0, progress: bool = True) -> tuple[list[Read], float]:
+def read_all(reader: Any, squad_dir: Path, limit: int = 0, progress: bool = True,
+             keep: Callable[[dict[str, Any]], bool] = lambda row: True) -> tuple[list[Read], float]:
+    """Each SQuAD 2.0 dev question (those `keep` accepts) read against its paragraph."""
     paragraphs = load_paragraphs(squad_dir)
-    rows = _sample_rows([r for r in load_questions(squad_dir) if r["source"] in SOURCES], limit)
+    rows = _sample_rows([r for r in load_questions(squad_dir) if r["source"] in SOURCES and keep(r)], limit)
     out: list[Read] = []
     pairs = 0
     t0 = time.perf_counter()

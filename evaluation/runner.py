@@ -470,7 +470,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                 plan.update({
                     "hansa": body,
                     "exhaustive": {**body, "sites": sorted(fed.sites)},
-                    "top1": {**body, "top_k_sites": 1},
+                    # DGRAG's m = k = 1: one site, so no second hop either (a budget of one site)
+                    "top1": {**body, "top_k_sites": 1, "budget": {**body.get("budget", {}), "sites": 1}},
                     "full_information": {**body, "sites": [s for s, sc in ranked[:top_k] if sc >= floor]},
                 })
                 if gold:

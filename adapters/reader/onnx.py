@@ -3,7 +3,7 @@ at the answer's words, without torch.
 
 Files (a model directory; the package ships one in `model/`, made by `python -m
 hansa.evaluation.reader_train`): `reader.json` names the graph and tokenizer with their sha256 and
-size, the token cap and the calibration the gateway ships (floor, abstention); every file is
+size, the token cap and the calibration the gateway ships (floor, floors per kind of question); every file is
 checked against it before use, so a truncated or swapped graph is refused naming the file and the
 command that makes it, never replaced by a weaker judgement in silence.
 
@@ -34,7 +34,9 @@ META = "reader.json"
 MAX_SPAN_TOKENS = 30
 BATCH = 32
 TRAIN_COMMAND = ("python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR, then "
-                 "python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write")
+                 "python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write, then "
+                 "python -m hansa.evaluation.reader_kinds DIR --squad ../shared/datasets/squad "
+                 "--mtrag ../shared/datasets/mtrag --write (the floors per kind of question)")
 
 _CACHE: dict[tuple[str, int], tuple[Any, Any]] = {}
 _LOCK = threading.Lock()
@@ -135,7 +137,7 @@ class OnnxReader:
 
     @property
     def calibration(self) -> dict[str, Any]:
-        """What the card's fit-split calibration chose (floor, abstain_below)."""
+        """What the fit-split calibration chose: `floor`, and `floors` per kind of question."""
         return dict(self.meta.get("calibration", {}))
 
     def read(self, question: str, sentences: Sequence[str]) -> list[Reading]:

@@ -252,8 +252,8 @@ class QueryEngine:
         stage = open_reading(self.cfg.reader, self.cfg.reader_floor, self.cfg.reader_pool, self.cfg.reader_relative_floor)
         if stage is None or self.cfg.reader_floor >= 0:
             return stage
-        fitted = self.calibration.floor_for(stage.reader.model_sha256)
-        return replace(stage, floor=fitted) if fitted is not None else stage
+        fitted = self.calibration.floor_for(stage.reader.model_sha256)  # the organization's own: one floor
+        return replace(stage, floor=fitted, floors={}) if fitted is not None else stage
 
     def reading_for(self, policy: QueryPolicy) -> ReadingStage | None:
         """The reader a query runs with: the gateway's, unless the policy turns it off."""
@@ -333,7 +333,8 @@ class QueryEngine:
         screen = Screen(request.question)  # each sentence screened once: for every assessment and fusion
         return _Query(
             asked=asked, request=request, policy=policy, router=router, gate=gate, refiner=refiner,
-            abstainer=abstainer, reading=self.reading_for(policy), records=records, routable=routable,
+            abstainer=abstainer, reading=_at_kind(self.reading_for(policy), request.question), records=records,
+            routable=routable,
             clock=clock, t=t, routing=routing, routing_ms=clock.elapsed_ms(),
             calls=_Calls(self, request, request.retrieve_request(policy.mode), records, clock),
             prior=prior, coverage=coverage, screen=screen,
@@ -479,7 +480,8 @@ class QueryEngine:
                      prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
         """query.hops: while the reader supports nothing, ask about what the best-read sentence names."""
         asked: list[str] = []
-        for _ in range(self.cfg.second_hops if reading is not None else 0):
+        # a request that names its sites is answered by them alone, as escalation never passes them
+        for _ in range(self.cfg.second_hops if reading is not None and not request.sites else 0):
             if not fused.unsupported or calls.out_of_budget or calls.out_of_time:
                 break
             names = bridge_entities(request.question, fused.best_read)
@@ -674,6 +676,11 @@ class _Judged:
         self.measures[len(calls.rounds) - 1] = self.latest
         if value > self._best_value:  # ties keep the earlier, cheaper answer
             self._best_value, self.best, self.best_round = value, fused, len(calls.rounds) - 1
+
+
+def _at_kind(reading: ReadingStage | None, question: str) -> ReadingStage | None:
+    """The reading stage at the floor of the question's kind (query.reading), for all its rounds."""
+    return None if reading is None else reading.for_question(question)
 
 
 def _not_yet_asked(hop: Routing, called: set[str]) -> list[str]:

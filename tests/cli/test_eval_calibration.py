@@ -55,7 +55,8 @@ def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path
     assert fit.exit_code == 0, fit.output
     written = tmp_path / "rows_fed4.jsonl"
     lines = [json.loads(line) for line in written.read_text().splitlines()]
-    assert {r["model"] for r in lines} == {"gate", "abstain", "escalate", "tiers", "router"}
+    # "reader": the default reader's best score per question, for `gateway calibrate`'s reader floor
+    assert {r["model"] for r in lines} == {"gate", "abstain", "escalate", "tiers", "router", "reader"}
     # escalate rows: every prefix of each answerable question's ranking, steps 1..n in order
     steps: dict[str, list[int]] = {}
     for r in lines:

@@ -84,3 +84,21 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     assert meta["graph"]["sha256"] in card and "CC BY-SA 4.0" in card
     readings = OnnxReader(out).read(QUESTION, [ANSWER, FILLER])
     assert len(readings) == 2 and all(0.0 <= r.score <= 1.0 for r in readings)
+
+
+DESCRIBED_Q = "What does the Federal Emergency Management Agency do?"
+# a heading of the demo federation's passages (cli/data/demo_passages.jsonl, MTRAG, Apache-2.0) that
+# says what FEMA does, in words the SQuAD-trained reader scores low (~0.09)
+DESCRIBED_A = "Guide\nWhat FEMA Is Doing - Mitigation Activities"
+
+
+def test_a_descriptive_question_reads_at_its_own_lower_floor() -> None:
+    stage = open_reading("packaged")
+    assert stage is not None and set(stage.floors) == {"factoid", "descriptive"}
+    assert 0.0 < stage.floors["descriptive"] < stage.floors["factoid"] < stage.floor
+    (got,) = stage.reader.read(DESCRIBED_Q, [DESCRIBED_A])
+    at = stage.for_question(DESCRIBED_Q)
+    assert at.kind == "descriptive" and at.floor <= got.score < stage.floor  # the single floor refused it
+    assert stage.for_question(QUESTION).floor == stage.floors["factoid"]
+    fixed = open_reading("packaged", floor=0.3)
+    assert fixed is not None and fixed.floors == {} and fixed.for_question(DESCRIBED_Q).floor == 0.3

@@ -120,7 +120,8 @@ def test_a_calibration_round_trips_and_becomes_the_gateways_default(in_process_g
     path = tmp_path / "cal.json"
     Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.05)).save(path)
     assert load_calibration(path).to_json() == json.loads(path.read_text())
-    service = in_process_gateway(keys, calibration_file=str(path))
+    # without a reader: with one, the reader's floor abstains instead of the calibrated abstainer
+    service = in_process_gateway(keys, calibration_file=str(path), reader="none")
     try:
         trace = service.query(QueryRequest(question=GOVT_Q, origin="govt"), client="gate").trace
         assert trace["policy"]["gate"] == "calibrated" and trace["policy"]["abstainer"] == "calibrated"
@@ -150,7 +151,9 @@ def test_hi_abstains_plainly_and_says_what_was_searched(gw: Gateway, keys: ApiKe
 def test_an_answerable_question_is_answered_with_its_confidence(gw: Gateway) -> None:
     body = gw.query(QueryRequest(question=GOVT_Q), client="gate").to_json()
     assert body["abstained"] is False and body["citations"] and not body["answer"].startswith(NO_ANSWER)
-    assert body["confidence"] == round(body["trace"]["assessment"]["best_relevance"], 4) > 0
+    # the default reader's score of the best sentence, not cosine (a descriptive question: its lower floor)
+    assert body["confidence"] == round(body["trace"]["reading"]["best"], 4) > 0
+    assert body["trace"]["reading"]["kind"] == "descriptive"
 
 
 def test_the_calibrated_abstainer_abstains_below_its_threshold(gw: Gateway) -> None:

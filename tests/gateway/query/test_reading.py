@@ -135,6 +135,14 @@ def test_a_second_hop_asks_about_what_the_first_answer_named(tmp_path) -> None:
         fed.service.close()
 
 
+def test_a_request_that_names_its_sites_gets_no_second_hop_past_them(tmp_path) -> None:
+    fed = two_hop_gateway(tmp_path, 1)
+    body = fed.query({"question": TWO_HOP_QUESTION, "sites": ["rivers"]}).get_json()
+    assert body["trace"]["sites_called"] == ["rivers"] and "second_hops" not in body["trace"]
+    assert body["abstained"] is True  # the named site alone does not answer it
+    fed.service.close()
+
+
 def test_a_question_with_a_second_hop_teaches_reliability_once_from_its_final_answer(tmp_path, monkeypatch) -> None:
     """The first answer (the bridge alone) is fused again with the hop's answers: recording both
     would count the bridge site's sentence twice for one question."""
@@ -216,3 +224,17 @@ def test_a_further_sentence_must_score_near_the_best_one(embedder: HashEmbedder)
     assert [s.text for s in strict.sentences] == [ANSWER]  # 0.25 < 0.5 x 1.0
     loose = fuse(q, calls, embedder, reading=ReadingStage(WordReader(), floor=0.2, relative=0.0), question=QUESTION)
     assert [s.text for s in loose.sentences] == [ANSWER, weak]
+
+
+def test_each_kind_of_question_reads_at_its_own_floor(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WordReader(), floor=0.9, floors={"factoid": 0.9, "descriptive": 0.2})
+    described = "What does the Rhone do for Lyon?"
+    at = reading.for_question(described)
+    assert (at.floor, at.kind) == (0.2, "descriptive") and at.to_json()["kind"] == "descriptive"
+    assert reading.for_question(QUESTION).floor == 0.9  # a factoid question keeps the strict floor
+    plain = ReadingStage(WordReader(), floor=0.7)
+    assert plain.for_question(described) is plain  # no floors per kind: the one floor
+    q = embedder.embed_query(described)
+    calls = [site("a", [("The Rhone river flows south to the sea.", "rhone")])]  # the double reads 0.5
+    assert fuse(q, calls, embedder, reading=reading, question=described).unsupported  # 0.9 refuses it
+    assert not fuse(q, calls, embedder, reading=at, question=described).unsupported

@@ -4,7 +4,7 @@ each site was asked (mode, question) before handing the call on."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -188,7 +188,9 @@ class FewerSitesIsBetter(BudgetedRefiner):
 
 def test_the_best_answer_seen_is_returned_when_a_later_round_is_worse(gw: Gateway) -> None:
     refiner = FewerSitesIsBetter(**BREADTH)
-    result, _ = ask(gw, refine_policy(gw, HELD, refiner))
+    # without the reader: it re-reads the chosen round's answer (and may hop), so the object returned
+    # is no longer the round's own; this pins which round refinement keeps
+    result, _ = ask(gw, replace(refine_policy(gw, HELD, refiner), reading=False))
     rounds = result.trace["rounds"]
     assert len(rounds) == 2 and rounds[1]["quality"]["q"] < rounds[0]["quality"]["q"]
     assert result.trace["best_round"] == 0 and result.fused is refiner.seen[0]
