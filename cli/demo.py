@@ -69,6 +69,8 @@ def run_demo(
             cited_docs = {c["doc_id"] for c in body.get("citations", [])}
             result.answers.append({
                 "question": q["question"],
+                # a question the sample holds no answer to: the gateway should say so, not guess
+                "answerable": q.get("answerable", True),
                 "gold_site": q.get("site"),
                 "gold_site_cited": q.get("site") in cited_sites,
                 "gold_passages_cited": sorted(set(q.get("gold", [])) & cited_docs),
@@ -116,6 +118,11 @@ def _print_human(result: DemoResult) -> None:
                              for s in trace.get("per_site", []))
         click.echo(f"    routing: {considered}")
         click.echo(f"    called:  {per_site}")
+        if not a.get("answerable", True):
+            said = "yes" if a.get("abstained") else "NO"
+            click.echo(f"    no site holds an answer to this; the federation said so: {said}; "
+                       f"latency {a['client_latency_ms']:.0f} ms (gateway total {trace.get('total_ms', 0):.0f} ms)")
+            continue
         check = a["answer_check"]
         verdict = {True: "yes", False: "NO", None: "n/a"}[check["ok"]]
         shared = f" (shares {', '.join(check['shared_words'][:5])})" if check["shared_words"] else ""

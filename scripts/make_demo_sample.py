@@ -2,7 +2,8 @@
 """Regenerate hansa's bundled demo sample (cli/data/) from ../shared/datasets/mtrag.
 
 Three sites (clapnq: Wikipedia, fiqa: finance Q&A, govt: US government pages), 40 passages each,
-and two standalone questions per site whose gold passages are in the sample. Deterministic: the
+and two standalone questions per site whose gold passages are in the sample, then one question
+no site can answer (OUT_OF_SCOPE: the demo shows the gateway saying so). Deterministic: the
 same dataset gives byte-identical files. MTRAG is Apache-2.0 (IBM); cli/data/NOTICE says so.
 """
 from __future__ import annotations
@@ -16,6 +17,8 @@ from hansa.evaluation.mtrag import load_passages, load_rewrites
 SITES = ("clapnq", "fiqa", "govt")
 PER_SITE = 40
 QUESTIONS_PER_SITE = 2
+# A factoid none of the three corpora holds (written here, not taken from MTRAG)
+OUT_OF_SCOPE = "Who won the 1998 FIFA World Cup final?"
 
 
 def main(root: Path, out: Path) -> None:
@@ -36,6 +39,7 @@ def main(root: Path, out: Path) -> None:
             if p.id not in picked:
                 picked.append(p.id)
         docs += [{"site": site, "id": pid, "title": by_id[pid].title, "text": by_id[pid].text} for pid in sorted(picked)]
+    questions.append({"site": None, "question": OUT_OF_SCOPE, "gold": [], "answerable": False})
     out.mkdir(parents=True, exist_ok=True)
     (out / "demo_passages.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     (out / "demo_questions.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions), encoding="utf-8")
