@@ -557,6 +557,16 @@ def _site_best(checked: Sequence[_Candidate]) -> dict[str, float]:
     return best
 
 
+# A span holding at least this share of its sentence's characters is the sentence itself: the
+# answer leads with it once, not twice ("X [2]. X [2]").
+RESTATES = 0.8
+
+
+def _restates(span: str, sentence: str) -> bool:
+    core = sentence.strip().rstrip(".!?;:").strip()
+    return bool(core) and len(span.strip().rstrip(".!?;:").strip()) >= RESTATES * len(core)
+
+
 def _compose(chosen: Sequence[_Candidate], citations: Sequence[Citation], resolution: Resolution,
              read: bool) -> tuple[tuple[FusedSentence, ...], str, str]:
     """The answer's sentences with their [n] markers, led by the reader's span (when `read` and the
@@ -569,7 +579,7 @@ def _compose(chosen: Sequence[_Candidate], citations: Sequence[Citation], resolu
     short = chosen[0].span.strip() if read else ""
     if any(c.unresolved and (chosen[0].site_id, chosen[0].doc_id) in _involved(c) for c in resolution.conflicts):
         short = ""  # the leading sentence is disputed, one source against one: no answer is picked
-    if short:
+    if short and not _restates(short, sentences[0].text):
         answer = f"{short} [{sentences[0].citation}]. {answer}"
     in_answer = {(s.site_id, s.doc_id) for s in sentences}
     notes = [c.summary() for c in resolution.conflicts if in_answer & _involved(c)]

@@ -45,6 +45,24 @@ def test_sentences_below_the_floor_fill_no_slot_and_the_span_leads(embedder: Has
     assert FILLER in without.answer or NEAR in without.answer  # cosine alone stitches them in
 
 
+class WholeSentenceReader(WordReader):
+    """The word reader, whose span is the whole sentence (as the real reader's is for a sentence
+    that is nothing but the answer)."""
+
+    def read(self, question: str, sentences: list[str]) -> list:
+        from hansa.adapters.reader.base import Reading
+
+        return [Reading(r.score, s, 0, len(s)) for r, s in zip(super().read(question, sentences), sentences)]
+
+
+def test_a_span_that_is_the_whole_sentence_does_not_lead_it_twice(embedder: HashEmbedder) -> None:
+    reading = ReadingStage(WholeSentenceReader(), floor=0.5)
+    q = embedder.embed_query(QUESTION)
+    fused = fuse(q, [site("a", [(ANSWER, "nd"), (FILLER, "college")])], embedder, reading=reading, question=QUESTION)
+    assert fused.short_answer == ANSWER  # the field still carries the reader's span
+    assert fused.answer.startswith(ANSWER + " [1]") and fused.answer.count(ANSWER) == 1
+
+
 def test_nothing_above_the_floor_is_unsupported_and_says_why(embedder: HashEmbedder) -> None:
     reading = ReadingStage(WordReader(), floor=0.9)
     q = embedder.embed_query(QUESTION)
