@@ -21,7 +21,7 @@ def test_fetch_verify_and_list_the_configured_model(tmp_path: Path) -> None:
     verified = _run(tmp_path, "verify")
     assert verified.exit_code == 0 and "all-MiniLM-L6-v2: ok" in verified.output
     listed = _run(tmp_path, "list", "--json")
-    rows = {r["name"]: r for r in json.loads(listed.output)}
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert set(rows) == set(MODELS)
     assert rows["all-MiniLM-L6-v2"]["configured"] and rows["all-MiniLM-L6-v2"]["fetched"]
     assert rows["e5-small-v2-q"]["query_prefix"] == "query: " and rows["bge-small-en-v1.5"]["pooling"] == "cls"

@@ -27,7 +27,7 @@ def test_enroll_list_and_revoke(tmp_path: Path) -> None:
     (local_key,) = [p.name for p in (tmp_path / "gateway" / "federation-keys").iterdir()]  # a 1-of-1 demo federation
 
     res = run(tmp_path, "sites", "--json")
-    shown = json.loads(res.output)
+    shown = json.loads(res.stdout)
     assert shown["root"]["threshold"] == 1 and shown["registry"]["version"] == 2
     (site,) = shown["sites"]
     assert site["site_id"] == "site-a" and site["status"] == "active" and site["routable"] is False

@@ -209,7 +209,7 @@ def test_the_calibrate_command_fits_escalation_within_a_sites_budget(tmp_path: P
     result = CliRunner().invoke(main, ["--home", str(tmp_path / "home"), "gateway", "calibrate", "--data", str(data),
                                        "--out", str(out), "--max-sites", "2.5", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert report["fit_rates"]["escalation_sites_per_question"] <= 2.5 and report["escalate"]["max_sites"] == 2.5
     loaded = load_calibration(out)
     assert loaded.escalate is not None and loaded.escalate_schedule == tuple(json.loads(out.read_text())["escalate_schedule"])

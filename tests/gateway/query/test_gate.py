@@ -297,7 +297,7 @@ def test_the_calibrate_command_fits_from_rows_and_refuses_bad_ones(tmp_path: Pat
     assert res.exit_code == 0, res.output
     cal = load_calibration(out)
     assert cal.abstain is not None and cal.gate is None and cal.abstain.fit["size"] == 30
-    assert json.loads(res.output)["fit_rates"]["answered_answerable"] >= 0.92
+    assert json.loads(res.stdout)["fit_rates"]["answered_answerable"] >= 0.92
     data.write_text('{"model": "gate", "label": "yes", "features": {}}\n', encoding="utf-8")
     res = CliRunner().invoke(main, ["gateway", "calibrate", "--data", str(data), "--out", str(out)],
                              env={"HANSA_HOME": str(tmp_path / "home")})
@@ -327,7 +327,7 @@ def test_gate_targets_choose_the_share_with_the_most_room_to_both_and_reproduce_
     env = {"HANSA_HOME": str(tmp_path / "home")}
     res = CliRunner().invoke(main, [*args, "--gate-targets", "0.15,0.95"], env=env)
     assert res.exit_code == 0, res.output
-    report = json.loads(res.output)
+    report = json.loads(res.stdout)
     assert report["gate"]["min_positive_rate"] == share and report["gate"]["slack"] == pytest.approx(slack, abs=1e-4)
     rates = report["fit_rates"]
     assert (rates["escalation_in_domain"], rates["escalation_out_of_domain"]) == fit_rates

@@ -272,7 +272,7 @@ def test_cli_trains_shows_and_refuses_an_empty_log(tmp_path: Path) -> None:
     synthetic_log(OutcomeLog(router_dir(tmp_path / "gateway")), 40)
     trained = run("train", "--json")
     assert trained.exit_code == 0, trained.output
-    out = json.loads(trained.output)
+    out = json.loads(trained.stdout)
     assert out["questions"] == 40 and out["features"] == list(FEATURE_NAMES) and len(out["data_digest"]) == 64
     assert json.loads(run("show", "--json").output)["version"] == out["version"]
     assert f"version: {out['version']}" in run("show").output
@@ -330,7 +330,7 @@ def test_training_from_labelled_rows_and_refusing_rows_of_other_features(tmp_pat
 
     res = run("train", "--rows", str(data), "--out", str(out), "--target-recall", "0.9", "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["version"] == model.version and load_model(out) == model
+    assert json.loads(res.stdout)["version"] == model.version and load_model(out) == model
     assert not (tmp_path / "home" / "gateway" / "router" / MODEL_FILE).exists()  # the gateway's own: untouched
     assert run("train", "--out", str(out)).exit_code == 2  # --out belongs to --rows
     write_rows(data, old)

@@ -141,7 +141,7 @@ def test_the_calibrate_command_adds_cut_offs_onto_a_calibration_and_refuses_bad_
     args = ["gateway", "calibrate", "--data", str(data), "--onto", str(base), "--out", str(out)]
     res = CliRunner().invoke(main, [*args, "--tier-quantiles", "0.5,0.75,1", "--json"], env=env)
     assert res.exit_code == 0, res.output
-    report = json.loads(res.output)
+    report = json.loads(res.stdout)
     assert report["tiers"]["gold_sites"] == 5 and "--onto base.json" in report["tiers"]["note"]
     assert report["fit_rates"]["tier_gold_sites_within_moderate"] == 0.6
     assert read_calibration(out).tiers == TierCutoffs(0.05, 0.125, 0.2)
