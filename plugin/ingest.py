@@ -159,6 +159,10 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     for group in _embedding_groups(graphs):
         _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], stages)
         embedded(group)
+    if chunks:  # sealed once per batch, not per group (a flush per 16 chunks made the write 7x slower)
+        with _timed(stages, "vector_write"):
+            ctx.vectors.flush(CHUNKS)
+            sentence_vectors.flush(ctx)
     crash_point("ingest.after_vectors")
     with _timed(stages, "graph_write"):
         ctx.graph.write_documents(graphs)
@@ -179,8 +183,8 @@ def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, 
     with _timed(stages, "embed"):
         vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
     with _timed(stages, "vector_write"):
-        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks])
-        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields)
+        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks], flush=False)
+        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields, flush=False)
 
 
 def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:

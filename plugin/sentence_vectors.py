@@ -60,9 +60,16 @@ def ensure(ctx: SiteContext, owner: str = "") -> bool:
     return created
 
 
-def store(ctx: SiteContext, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[dict[str, str]]) -> None:
+def store(ctx: SiteContext, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[dict[str, str]],
+          *, flush: bool = True) -> None:
     if ids:
-        ctx.vectors.upsert(SENTENCES, list(ids), vectors, list(fields))
+        ctx.vectors.upsert(SENTENCES, list(ids), vectors, list(fields), flush=flush)
+
+
+def flush(ctx: SiteContext) -> None:
+    """Seal the rows `store(..., flush=False)` left (ingest flushes once per batch)."""
+    if exists(ctx):
+        ctx.vectors.flush(SENTENCES)
 
 
 def backfill(ctx: SiteContext, chunks: Sequence[Chunk], batch: int = 512) -> int:

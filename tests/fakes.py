@@ -162,7 +162,7 @@ class InMemoryVectorStore(VectorStore):
     _value = MilvusVectorStore._row_value
 
     def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray,
-               fields: Sequence[Mapping[str, Any]] | None = None) -> None:
+               fields: Sequence[Mapping[str, Any]] | None = None, *, flush: bool = True) -> None:
         full, coll = self._coll(collection)
         ids = list(ids)
         arr = self._matrix(full, vectors, coll.spec.dim)
@@ -182,6 +182,9 @@ class InMemoryVectorStore(VectorStore):
             staged[row_id] = (arr[i].copy(), values)
         with self._lock:
             coll.rows.update(staged)
+
+    def flush(self, collection: str) -> None:
+        self._coll(collection)  # nothing to seal in memory; a missing collection is refused as Milvus refuses it
 
     def _matches(self, full: str, coll: _Collection, where: Mapping[str, Any] | None) -> Callable[[dict[str, Any]], bool]:
         if not where:

@@ -49,8 +49,16 @@ class VectorStore(ABC):
         (`hansa site doctor` compares it with the embedder's)."""
 
     @abstractmethod
-    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None) -> None:
-        """Insert or replace rows by id; batches internally to stay within request limits."""
+    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
+               *, flush: bool = True) -> None:
+        """Insert or replace rows by id; batches internally to stay within request limits.
+
+        `flush=False` leaves the rows unsealed (readable, searched by brute force on Milvus Lite)
+        until `flush`: a bulk writer making many small upserts flushes once at its end, because a
+        flush per call costs a segment each (ingest's vector write ran 7x slower that way)."""
+
+    def flush(self, collection: str) -> None:
+        """Seal what `upsert(..., flush=False)` left unsealed. Stores with nothing to seal need not act."""
 
     @abstractmethod
     def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:

@@ -3,7 +3,8 @@
 Written for server semantics so the same code runs on Lite, standalone or a cluster: collections
 are loaded explicitly (Lite 3.x reopens them unloaded), reads ask for Strong consistency (servers
 default to Bounded), inserts go in batches that stay far below request-size limits, and bulk
-writes are flushed (Lite brute-forces unflushed rows in Python).
+writes are flushed once at their end (Lite brute-forces unflushed rows in Python; a flush per small
+write seals a segment each).
 
 Filter expressions are the one place where caller data meets a query language: field names come
 only from the collection's own schema and every value is a quoted, escaped literal, so a hostile
@@ -478,7 +479,8 @@ class MilvusVectorStore(VectorStore):
             raise InputError(f"{full}: field {name!r} must be a JSON object or array, got {type(value).__name__}")
         return value
 
-    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
+               *, flush: bool = True) -> None:
         full, schema = self._schema(collection)
         ids = list(ids)
         arr = self._as_matrix(full, vectors, schema.dim)
@@ -504,6 +506,11 @@ class MilvusVectorStore(VectorStore):
             return
         for part in _batches(len(rows)):
             self._call(f"upsert into {full}", "upsert", full, rows[part])
+        if flush:
+            self._call(f"flush {full}", "flush", full)
+
+    def flush(self, collection: str) -> None:
+        full, _ = self._schema(collection)
         self._call(f"flush {full}", "flush", full)
 
     def _where_expr(self, full: str, schema: _Schema, where: Mapping[str, Any]) -> str:

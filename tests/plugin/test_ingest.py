@@ -240,3 +240,40 @@ def test_progress_moves_per_long_document_with_the_chunk_rate(
     assert [e["done"] for e in steps] == [1, 2, 3, 4] and all(e["total"] == 4 for e in steps)
     assert report.chunks >= 4 * ingest.EMBED_GROUP_CHUNKS and steps[-1]["chunks"] == report.chunks
     assert all(e["chunks_per_s"] > 0 for e in steps)
+
+
+def test_ingest_seals_its_vectors_once_per_batch_not_per_group(
+    site: SiteContext, tmp_path: Path, passages: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Milvus flush per 16-chunk group cost a segment each (vector write 453 against 3,513 rows/s
+    at 8,000 rows, Milvus Lite): ingest upserts unsealed and seals chunks and sentences once per
+    batch, before the graph commit, so every committed document's vectors are sealed."""
+    from hansa.plugin import ingest
+    from hansa.plugin.sentence_vectors import SENTENCES
+
+    monkeypatch.setattr(ingest, "EMBED_GROUP_CHUNKS", 2)  # this small corpus in several groups
+
+    calls: list[tuple[str, str, bool]] = []
+    upsert, flush, write = site.vectors.upsert, site.vectors.flush, site.graph.write_documents
+
+    def spy_upsert(collection: str, ids, vectors, fields=None, *, flush: bool = True) -> None:  # type: ignore[no-untyped-def]
+        calls.append(("upsert", collection, flush))
+        upsert(collection, ids, vectors, fields, flush=flush)
+
+    def spy_flush(collection: str) -> None:
+        calls.append(("flush", collection, True))
+        flush(collection)
+
+    def spy_write(graphs):  # type: ignore[no-untyped-def]
+        calls.append(("graph", "", True))
+        write(graphs)
+
+    monkeypatch.setattr(site.vectors, "upsert", spy_upsert)
+    monkeypatch.setattr(site.vectors, "flush", spy_flush)
+    monkeypatch.setattr(site.graph, "write_documents", spy_write)
+    report = ingest_paths(site, [_corpus(tmp_path / "docs", passages)])
+    assert report.chunks > 2 * ingest.EMBED_GROUP_CHUNKS  # several groups in the batch
+    upserts = [c for c in calls if c[0] == "upsert"]
+    assert len(upserts) >= 4 and not any(sealed for _, _, sealed in upserts)
+    assert [c for c in calls if c[0] != "upsert"] == [("flush", CHUNKS, True), ("flush", SENTENCES, True), ("graph", "", True)]
+    assert site.vectors.count(CHUNKS) == report.chunks

@@ -165,6 +165,25 @@ def test_upsert_batches_large_inputs(store: VectorStore) -> None:
     np.testing.assert_allclose(store.get("chunks", ["r2499"])["r2499"], vectors[2499], rtol=1e-6)
 
 
+def test_unflushed_upserts_are_read_and_replaced_like_flushed_ones(store: VectorStore) -> None:
+    """Ingest writes many small groups with flush=False and seals once: the rows must be counted,
+    read, searched and replaced by id before the flush exactly as after it."""
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(40, 4)).astype(np.float32)
+    for start in range(0, 40, 8):
+        store.upsert("chunks", [f"r{i}" for i in range(start, start + 8)], vectors[start:start + 8],
+                     [{"doc_id": f"d{i // 8}"} for i in range(start, start + 8)], flush=False)
+    store.upsert("chunks", ["r3"], unit([[0, 0, 0, 1]]), [{"doc_id": "moved"}], flush=False)
+    for _ in ("before", "after"):
+        assert store.count("chunks") == 40
+        np.testing.assert_allclose(store.get("chunks", ["r39"])["r39"], vectors[39], rtol=1e-6)
+        [[hit]] = store.search("chunks", unit([[0, 0, 0, 1]]), 1, output_fields=["doc_id"])
+        assert (hit.id, hit.fields["doc_id"]) == ("r3", "moved")
+        store.flush("chunks")
+    with pytest.raises(NotFoundError):
+        store.flush("never_created")
+
+
 def test_delete_by_ids_and_by_where(store: VectorStore) -> None:
     ids = ["plain", "quote'single", 'quote"double', "back\\slash"]
     store.upsert("chunks", ids, unit(np.eye(4).tolist()), [{"doc_id": "d1"}, {"doc_id": "d2"}, {"doc_id": "d2"}, {"doc_id": "d3", "level": 2}])
