@@ -24,6 +24,7 @@ rebuilds the summary collection if an earlier crashed run left strays in it.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import statistics
@@ -41,6 +42,7 @@ from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConfigError, InputError
 from hansa.core.logs import get_logger
 from hansa.core.entities import normalize
+from hansa.plugin import community_state
 from hansa.plugin.hierarchy import Parent, check_levels, coarser_levels
 from hansa.plugin.vocabulary import build_terms
 from hansa.plugin.site import CHUNKS, SUMMARIES, SiteContext, summary_collection
@@ -93,6 +95,9 @@ class CommunityReport:
     # Communities per coarser level, level 1 first (plugin/hierarchy.py); the fields above are level 0's.
     coarser: tuple[int, ...] = ()
     seconds: float = 0.0
+    # An incremental run found the graph and settings as the stored set was built from, and kept it
+    # (plugin/community_state.py); the figures above are that build's.
+    unchanged: bool = False
 
 
 def community_id(entity_ids: set[str] | frozenset[str] | list[str], level: int = LEVEL) -> str:
@@ -406,6 +411,7 @@ def _hierarchy(ctx: SiteContext, merge: _Merge) -> list[list[Parent]]:
 
 def clear_communities(ctx: SiteContext) -> None:
     """Withdraw every community (an emptied site): the next publish sends only tombstones."""
+    community_state.forget(ctx)
     _write_summaries(ctx, [])
     build_terms(ctx)
 
@@ -420,6 +426,16 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     started = time.perf_counter()
     if ctx.graph.stats().documents == 0:
         raise InputError("the graph holds no documents: run `hansa site ingest <paths>` before building communities")
+    current = community_state.fingerprint(ctx)
+    kept = community_state.unchanged_report(ctx, current) if incremental else None
+    if kept is not None and ctx.graph.stats().communities:
+        names = {f.name for f in dataclasses.fields(CommunityReport)}
+        figures = {k: v for k, v in kept.items() if k in names} | {"coarser": tuple(kept.get("coarser", ()))}
+        report = replace(CommunityReport(**figures), summaries_extractive=0, summaries_llm=0, summaries_embedded=0,
+                         unchanged=True, seconds=round(time.perf_counter() - started, 3))
+        log.info("communities.unchanged", communities=report.communities)
+        return report
+    community_state.forget(ctx)
     detection, merge = plan(ctx, incremental)
     detected = detection.groups
 
@@ -475,4 +491,5 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         seconds=round(time.perf_counter() - started, 3),
     )
     log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})
+    community_state.record(ctx, current, dataclasses.asdict(report))
     return report

@@ -77,6 +77,7 @@ def figures(ctx: Any) -> dict[str, Any]:
 
 def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
     """A full build's figures and seconds on the current data, the stored (incremental) set put back after."""
+    from hansa.plugin import community_state
     from hansa.plugin.communities import build_communities
     from hansa.plugin.site import SUMMARIES, summary_collection
     from hansa.plugin.vocabulary import build_terms
@@ -87,6 +88,7 @@ def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
         build_communities(ctx, incremental=False)
     full = figures(ctx)
     ctx.graph.replace_communities(kept)
+    community_state.forget(ctx)  # the record vouches for the full build's set, not the one put back
     ctx.vectors.drop(SUMMARIES)
     ctx.vectors.ensure_collection(summary_collection(ctx.embedder.dim))
     if kept:
@@ -144,6 +146,7 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 # what the refresh re-did: communities whose id (their members) survived, and
                 # summaries embedded anew (the rest kept their stored vectors)
                 "communities_kept": len(before & after),
+                "kept_unchanged": bool(getattr(report, "unchanged", False)) if report else None,
                 "summaries_embedded": getattr(report, "summaries_embedded", None) if report else None,
             }
             records.append(record)

@@ -1,0 +1,98 @@
+"""An incremental refresh keeps the stored communities when nothing they were built from changed
+(plugin/community_state.py), on both graph stores, and rebuilds as soon as anything did."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hansa.core.config import load_config
+from hansa.evaluation.squad import load_passages
+from hansa.plugin import community_state
+from hansa.plugin.communities import build_communities
+from hansa.plugin.deletion import refresh_communities
+from hansa.plugin.ingest import ingest_paths
+from hansa.plugin.site import SUMMARIES, SiteContext
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture(params=["embedded", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def site(request: pytest.FixtureRequest, shared_dir: Path, tmp_path: Path) -> Iterator[tuple[SiteContext, Path, list[Any]]]:
+    env: dict[str, str] = {"HANSA_HOME": str(tmp_path / "home"), "HANSA_SITE_SITE_ID": "state-site"}
+    if request.param == "neo4j":
+        uri = request.getfixturevalue("neo4j_uri")
+        from neo4j import GraphDatabase
+
+        with GraphDatabase.driver(uri, auth=None) as driver:
+            driver.execute_query("MATCH (n) WHERE any(l IN labels(n) WHERE l STARTS WITH 'Hansa') DETACH DELETE n",
+                                 database_="neo4j")
+        env |= {"HANSA_GRAPH_BACKEND": "neo4j", "HANSA_NEO4J_URI": uri, "HANSA_NEO4J_PASSWORD": ""}
+    rows = [p.as_document() for p in load_passages(shared_dir / "datasets" / "squad")[:40]]
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    _write(folder / "squad.jsonl", rows[:30])
+    with SiteContext.open(load_config(env=env)) as ctx:
+        ctx.graph.install()
+        ingest_paths(ctx, [folder])
+        yield ctx, folder, rows
+        ctx.graph.uninstall()  # the session's Neo4j is shared
+
+
+def _state(ctx: SiteContext) -> tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, Any]]:
+    communities = {c.id: (c.summary, c.chunk_ids) for c in ctx.graph.communities()}
+    return communities, ctx.vectors.get(SUMMARIES, sorted(communities))
+
+
+def test_an_unchanged_graph_keeps_its_communities_and_a_change_rebuilds(site: tuple[SiteContext, Path, list[Any]]) -> None:
+    ctx, folder, rows = site
+    full = build_communities(ctx)
+    before, vectors = _state(ctx)
+    again = refresh_communities(ctx)
+    assert again is not None and again.unchanged and again.summaries_embedded == 0
+    assert (again.communities, again.size_max, again.modularity) == (full.communities, full.size_max, full.modularity)
+    after, kept_vectors = _state(ctx)
+    assert after == before and all((kept_vectors[i] == vectors[i]).all() for i in before)
+
+    _write(folder / "squad.jsonl", rows[:29] + rows[30:31])  # one paragraph replaced by another
+    ingest_paths(ctx, [folder], sync=True)
+    refreshed = refresh_communities(ctx)
+    assert refreshed is not None and not refreshed.unchanged and refreshed.summaries_embedded > 0
+    assert set(_state(ctx)[0]) != set(before)
+    assert refresh_communities(ctx).unchanged  # type: ignore[union-attr]
+
+    ctx.cfg.site.leiden_gamma *= 2  # a setting that shapes communities
+    assert not build_communities(ctx, incremental=True).unchanged
+    assert build_communities(ctx, incremental=True).unchanged
+    assert not build_communities(ctx, incremental=False).unchanged  # a full build always runs
+
+
+def test_a_build_that_fails_midway_leaves_no_record_to_vouch_for_its_set(site: tuple[SiteContext, Path, list[Any]],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, _, _ = site
+    build_communities(ctx)
+    assert community_state.unchanged_report(ctx, community_state.fingerprint(ctx)) is not None
+
+    def fail(communities: Any) -> None:
+        raise OSError("disk full")  # the graph write of a rebuild fails after its vectors were written
+
+    ctx.cfg.site.min_community_size += 1
+    monkeypatch.setattr(ctx.graph, "replace_communities", fail)
+    with pytest.raises(OSError):
+        build_communities(ctx, incremental=True)
+    monkeypatch.undo()
+    ctx.cfg.site.min_community_size -= 1  # back to what the surviving set was built with
+    assert community_state.unchanged_report(ctx, community_state.fingerprint(ctx)) is None
+    assert not build_communities(ctx, incremental=True).unchanged
+
+
+def test_a_mapped_graph_never_takes_the_shortcut(site: tuple[SiteContext, Path, list[Any]]) -> None:
+    ctx, _, _ = site
+    ctx.cfg.site.graph_map.document_label = "Report"  # relations may change outside hansa's documents
+    assert community_state.fingerprint(ctx) is None
+    build_communities(ctx)
+    assert not build_communities(ctx, incremental=True).unchanged
