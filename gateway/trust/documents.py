@@ -8,9 +8,9 @@ threshold of its own, so neither a stolen old key set nor a fresh one can take o
 
 Every value here is a frozen dataclass of the model layer (core/model.py): its field types say what
 JSON it accepts, and its `__post_init__` validates what they cannot say on construction, whoever
-builds it (a parse or hansa's own code). Registry changes
-are made through methods that return the next value (`admit`, `rotate`, `revoke`, `renew`), so a
-malformed or contradictory registry cannot be written in the first place; `check_successor` then
+builds it (a parse or hansa's own code). Registry changes are made through methods that return the
+next value (`admit`, `rotate`, `revoke`, `renew`), so a malformed or contradictory registry cannot
+be written in the first place; `check_successor` then
 refuses any history the methods would not produce (a key set changed without a new key-set
 version, a site deleted instead of revoked), whoever built the document.
 
@@ -145,7 +145,6 @@ class SiteEntry(Wire):
     @property
     def active(self) -> bool:
         return self.status == ACTIVE
-
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,15 @@ from pydantic import Field, StrictBool, StrictStr
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConflictError, InputError
 from hansa.core.logs import get_logger
-from hansa.core.model import FORBID, Wire, int_in
+from hansa.core.model import FORBID, Wire
 from hansa.gateway.index.summaries import SummaryIndex
+from hansa.gateway.trust.documents import Count
 from hansa.gateway.trust.ratelimit import TokenBucketLimiter
 from hansa.gateway.trust.registry import REVOKED, SiteRegistry
 from hansa.sync.publication import open_publication
-from hansa.sync.wire import MAX_INT64, SiteId, UtcTimestamp, parse_utc, validate_site_id
+from hansa.sync.wire import SiteId, UtcTimestamp, parse_utc, validate_site_id
 
 log = get_logger(__name__)
-Count = int_in(0, MAX_INT64)
 
 
 @dataclass(frozen=True)
