@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 
-from pydantic import BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field, GetCoreSchemaHandler, Strict, TypeAdapter, ValidationError
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from hansa.core.errors import InputError
 
@@ -60,9 +61,15 @@ def adapter(cls: type) -> TypeAdapter[Any]:
 class Wire:
     """Mixin of a wire dataclass: `from_json` validates a decoded JSON object, `to_json` writes one.
 
-    `WHERE` names the document in errors ("partial answer: 'confidence': ..."). `JSON_REQUIRED`
-    lists keys a peer must send although the Python field has a default (the default serves
-    hansa's own constructors); the generated JSON Schema lists them as required too."""
+    `WHERE` names the document in errors ("partial answer: 'confidence': ..."); a caller that
+    knows better (the file and entry a record came from) passes `where`. `JSON_REQUIRED` lists
+    keys a peer must send although the Python field has a default (the default serves hansa's
+    own constructors), wherever the class is nested; the generated JSON Schema lists them as
+    required too.
+
+    A class may keep a `__post_init__` for what no field type says (keys that must be distinct,
+    a list sorted by id): pydantic runs it after the fields validate, and hansa's own
+    constructors run it too; it raises InputError naming the document itself."""
 
     WHERE: ClassVar[str] = "document"
     JSON_REQUIRED: ClassVar[tuple[str, ...]] = ()
@@ -71,16 +78,33 @@ class Wire:
         return adapter(type(self)).dump_python(self, mode="json", by_alias=True)
 
     @classmethod
-    def from_json(cls: type[T], obj: Mapping[str, Any]) -> T:
+    def from_json(cls: type[T], obj: Mapping[str, Any], where: str | None = None) -> T:
+        where = where or cls.WHERE
         if not isinstance(obj, Mapping):
-            raise InputError(f"{cls.WHERE}: expected an object")
-        for key in cls.JSON_REQUIRED:
-            if key not in obj:
-                raise InputError(f"{cls.WHERE}: missing {key!r}")
+            raise InputError(f"{where}: expected an object")
         try:
             return adapter(cls).validate_python(obj)
         except ValidationError as exc:
-            raise InputError(f"{cls.WHERE}: {describe(exc)}") from None
+            raise InputError(f"{where}: {describe(exc)}") from None
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """The dataclass's schema, behind a check for the `JSON_REQUIRED` keys: pydantic's own
+        notion of required follows the Python defaults, and the check must hold where the class
+        is nested too (a registry's site entries), not only where `from_json` is called."""
+        schema = handler(source)
+        required = cls.JSON_REQUIRED
+        if not required:
+            return schema
+
+        def require(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                for key in required:
+                    if key not in value:
+                        raise PydanticCustomError("json_required", "missing {key}", {"key": repr(key)})
+            return value
+
+        return core_schema.no_info_before_validator_function(require, schema)
 
 
 def describe(exc: ValidationError) -> str:

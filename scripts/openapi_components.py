@@ -1,4 +1,5 @@
-"""Write the OpenAPI components of the wire types from the models (sync/wire.py), or check them.
+"""Write the OpenAPI components of the wire types from the models (sync/wire.py, the gateway's
+publication answers in gateway/trust/publishing.py), or check them.
 
 Why: the site API's request and answer shapes (plugin/openapi.json) and the embedding space the
 gateway shows (gateway/http/openapi.json) were kept by hand beside the parsers and could drift from
@@ -22,14 +23,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hansa.core.model import json_schemas, type_schema
+from hansa.gateway.trust.publishing import PublicationAccepted, PublicationConflictBody
 from hansa.sync.wire import Citation, EmbeddingSpace, PartialAnswer, RetrieveRequest, SiteId
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 # document (relative to the repository root) -> the wire classes, and the named field types, whose
-# components it carries
+# components it carries. A class's component is named by its `COMPONENT`, else by the class.
 DOCUMENTS: dict[str, tuple[list[type], dict[str, Any]]] = {
     "plugin/openapi.json": ([RetrieveRequest, Citation, PartialAnswer], {}),
-    "gateway/http/openapi.json": ([EmbeddingSpace], {"SiteId": SiteId}),
+    "gateway/http/openapi.json": ([EmbeddingSpace, PublicationAccepted, PublicationConflictBody], {"SiteId": SiteId}),
 }
 
 
@@ -37,7 +39,7 @@ def regenerate(text: str, classes: list[type], types: dict[str, Any], where: str
     """`text` with the listed components replaced by the models' schemas (same indentation)."""
     schemas = json_schemas(classes, REF_TEMPLATE)
     for cls in classes:
-        text = _replace_component(text, cls.__name__, schemas[cls.__name__], where)
+        text = _replace_component(text, getattr(cls, "COMPONENT", cls.__name__), schemas[cls.__name__], where)
     for name, tp in types.items():
         text = _replace_component(text, name, type_schema(tp), where)
     json.loads(text)  # still one valid JSON document

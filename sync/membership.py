@@ -19,15 +19,18 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Sequence
 from urllib.parse import urlsplit
+
+from pydantic import Field, StrictStr
 
 from hansa.core.errors import InputError, VerificationError
 from hansa.core.jsonsafe import loads_strict
+from hansa.core.model import FORBID, Wire
 from hansa.sync.dsse import MAX_SIGNATURES, sign_all, unverified_payload, verify_envelope
 from hansa.sync.keys import SiteIdentity, load_public_key, public_key_raw
 from hansa.sync.publication import MAX_CLOCK_SKEW
-from hansa.sync.wire import canonical_json, format_utc, parse_utc, validate_site_id
+from hansa.sync.wire import SiteId, UtcTimestamp, canonical_json, format_utc, parse_utc, validate_site_id
 
 JOIN_REQUEST_TYPE = "application/vnd.hansa.join-request+json; v=1"
 KEY_ROTATION_TYPE = "application/vnd.hansa.site-keys+json; v=1"
@@ -115,33 +118,32 @@ def _check_fresh(issued_at: str, now: datetime, what: str) -> None:
         )
 
 
-def exact_fields(obj: Any, keys: set[str], what: str) -> Mapping[str, Any]:
-    """`obj` as a JSON object with exactly `keys`: signed documents carry no unknown fields.
-
-    Shared with gateway.trust.documents, whose root and registry documents are read the same way."""
-    if not isinstance(obj, Mapping):
-        raise InputError(f"{what}: expected a JSON object")
-    if set(obj) != keys:
-        raise InputError(f"{what}: expected exactly the keys {sorted(keys)}, got {sorted(map(str, obj))}")
-    return obj
-
-
 def _nonce(value: object, what: str) -> str:
     if not isinstance(value, str) or not NONCE_RE.fullmatch(value):
         raise InputError(f"{what}: nonce must be 32 lowercase hex characters")
     return value
 
 
-@dataclass(frozen=True)
-class JoinRequest:
-    """A site asking `gateway_url`'s federation to admit it under `site_id` at `url`."""
+# base64 Ed25519 public keys; which are valid and distinct is each document's __post_init__'s
+Keys = tuple[StrictStr, ...]
+Nonce = Annotated[StrictStr, Field(pattern=NONCE_RE.pattern)]
 
-    site_id: str
-    url: str
-    public_keys: tuple[str, ...]
-    gateway_url: str
-    nonce: str
-    issued_at: str
+
+@dataclass(frozen=True)
+class JoinRequest(Wire):
+    """A site asking `gateway_url`'s federation to admit it under `site_id` at `url`.
+
+    Every key is required and none other is allowed: what is signed has one shape."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "join request"
+
+    site_id: SiteId
+    url: StrictStr
+    public_keys: Keys
+    gateway_url: StrictStr
+    nonce: Nonce
+    issued_at: UtcTimestamp
 
     def __post_init__(self) -> None:
         validate_site_id(self.site_id)
@@ -154,33 +156,20 @@ class JoinRequest:
         _nonce(self.nonce, "join request")
         parse_utc(self.issued_at, "join request: issued_at")
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "site_id": self.site_id,
-            "url": self.url,
-            "public_keys": list(self.public_keys),
-            "gateway_url": self.gateway_url,
-            "nonce": self.nonce,
-            "issued_at": self.issued_at,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "JoinRequest":
-        o = exact_fields(obj, {"site_id", "url", "public_keys", "gateway_url", "nonce", "issued_at"}, "join request")
-        if not isinstance(o["public_keys"], list):
-            raise InputError("join request: public_keys must be a list")
-        return cls(o["site_id"], o["url"], tuple(o["public_keys"]), o["gateway_url"], o["nonce"], o["issued_at"])
 
 
 @dataclass(frozen=True)
-class KeyRotation:
+class KeyRotation(Wire):
     """A site replacing its key set `previous_keys` (as the registry holds it) by `public_keys`."""
 
-    site_id: str
-    previous_keys: tuple[str, ...]
-    public_keys: tuple[str, ...]
-    nonce: str
-    issued_at: str
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "key rotation"
+
+    site_id: SiteId
+    previous_keys: Keys
+    public_keys: Keys
+    nonce: Nonce
+    issued_at: UtcTimestamp
 
     def __post_init__(self) -> None:
         validate_site_id(self.site_id)
@@ -192,21 +181,6 @@ class KeyRotation:
         _nonce(self.nonce, "key rotation")
         parse_utc(self.issued_at, "key rotation: issued_at")
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "site_id": self.site_id,
-            "previous_keys": list(self.previous_keys),
-            "public_keys": list(self.public_keys),
-            "nonce": self.nonce,
-            "issued_at": self.issued_at,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "KeyRotation":
-        o = exact_fields(obj, {"site_id", "previous_keys", "public_keys", "nonce", "issued_at"}, "key rotation")
-        if not isinstance(o["previous_keys"], list) or not isinstance(o["public_keys"], list):
-            raise InputError("key rotation: previous_keys and public_keys must be lists")
-        return cls(o["site_id"], tuple(o["previous_keys"]), tuple(o["public_keys"]), o["nonce"], o["issued_at"])
 
 
 def build_join_request(

@@ -52,14 +52,24 @@ def format_utc(moment: datetime) -> str:
 
 
 def parse_utc(text: object, where: str) -> datetime:
+    try:
+        return _utc_moment(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
+def _utc_moment(text: object) -> datetime:
     if not isinstance(text, str) or not RFC3339_UTC_RE.fullmatch(text):
-        raise InputError(
-            f"{where}: timestamp {text!r} must be RFC 3339 UTC like 2025-01-31T12:00:00Z"
-        )
+        raise ValueError(f"timestamp {text!r} must be RFC 3339 UTC like 2025-01-31T12:00:00Z")
     try:
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
-    except ValueError as exc:
-        raise InputError(f"{where}: timestamp {text!r} is not a real date/time") from exc
+    except ValueError:
+        raise ValueError(f"timestamp {text!r} is not a real date/time") from None
+
+
+def _utc_value(text: str) -> str:
+    _utc_moment(text)
+    return text
 
 
 def validate_site_id(site_id: object) -> str:
@@ -113,6 +123,9 @@ Question = Annotated[StrictStr, AfterValidator(_question_value), Field(
 SummaryId = Annotated[StrictStr, AfterValidator(_summary_id_value),
                       Field(json_schema_extra={"pattern": SUMMARY_ID_RE.pattern})]
 Relevance = Annotated[StrictFloat, Field(ge=-1.0, le=1.0)]
+# A moment as signed documents and state files spell it: RFC 3339 UTC to the second (`format_utc`).
+UtcTimestamp = Annotated[StrictStr, AfterValidator(_utc_value),
+                         Field(json_schema_extra={"pattern": RFC3339_UTC_RE.pattern})]
 # A sentence of the answer with the document it comes from, and optionally its relevance.
 Sentence = tuple[StrictStr, StrictStr] | tuple[StrictStr, StrictStr, Relevance]
 MAX_PAGE = 10**7
@@ -210,10 +223,10 @@ class SummaryRecord(Wire):
     parent: Annotated[SummaryId, omitted_when_none()] = None  # type: ignore[assignment]
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "SummaryRecord":
-        record = super().from_json(obj)
+    def from_json(cls, obj: Mapping[str, Any], where: str | None = None) -> "SummaryRecord":
+        record = super().from_json(obj, where)
         if record.parent == record.summary_id:
-            raise InputError(f"{cls.WHERE}: 'parent' must be another summary's id, not its own")
+            raise InputError(f"{where or cls.WHERE}: 'parent' must be another summary's id, not its own")
         return record
 
 

@@ -82,7 +82,7 @@ def create_gateway_app(gateway: Gateway) -> Flask:
     def _conflict(exc: PublicationConflict) -> Response:
         """A 409 carries the floor and the held set's manifest digest, so a site can resend its
         whole set above it."""
-        return _json(exc.to_json(), exc.http_status)
+        return _json(exc.body().to_json(), exc.http_status)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

@@ -21,6 +21,10 @@ the schedule the cumulative number of sites the rounds grow through (query.escal
 SCOUT-RAG's tier cut-offs (query.tiers.TierCutoffs) fit on the fit split's gold sites; without
 them the tiered router keeps its gaps around `[gateway] site_margin`.
 
+The file's shape is `CalibrationFile`, a model of core/model.py: unknown keys, wrong types and
+non-finite numbers are refused naming the field ("calibration: 'gate.threshold': ..."). A
+`Calibration` is what the gateway uses; `Calibration.from_json`/`to_json` go through the file.
+
 Loading never raises: a missing, unreadable or malformed file (or one naming a feature the gateway
 does not compute) yields `Calibration()` — no models, so the gate always escalates and abstention
 falls back to its evidence rule — and one clear log line saying why.
@@ -33,11 +37,13 @@ import logging
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field, StrictFloat, StrictInt
 
 from hansa.core.errors import InputError
+from hansa.core.model import FORBID, Wire, omitted_when_none
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.tiers import TierCutoffs
 from hansa.gateway.query.logistic import balanced_weights, fit_logistic
@@ -56,57 +62,44 @@ FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary",
 EVIDENCE_FEATURES = FEATURES[:8] + LATER_FEATURES
 MODELS = ("gate", "abstain", "escalate")
 
+Feature = Literal[FEATURES]  # type: ignore[valid-type]
+Finite = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
+Probability = Annotated[Finite, Field(ge=0.0, le=1.0)]
+# What a model, the tiers or the reader's floor were fit on (gateway.query.calibrate): provenance
+# for people, free-form, never read by the gateway.
+Fit = Mapping[str, Any]
+
 
 def feature_vector(assessment: Assessment, names: Sequence[str]) -> np.ndarray:
     return np.array([float(getattr(assessment, n)) for n in names], dtype=np.float64)
 
 
 @dataclass(frozen=True)
-class LogisticModel:
+class LogisticModel(Wire):
     """P(positive | features) = sigmoid(coefficients . (x - mean) / scale + intercept)."""
 
-    features: tuple[str, ...]
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    coefficients: tuple[float, ...]
-    intercept: float
-    threshold: float
-    fit: Mapping[str, Any] = field(default_factory=dict)
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "model"
+
+    features: Annotated[tuple[Feature, ...], Field(min_length=1)]
+    mean: tuple[Finite, ...]
+    scale: tuple[Annotated[Finite, Field(gt=0.0)], ...]
+    coefficients: tuple[Finite, ...]
+    intercept: Finite
+    threshold: Probability
+    fit: Fit = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.features)
+        for key in ("mean", "scale", "coefficients"):
+            if len(getattr(self, key)) != n:
+                raise ValueError(f"{key!r} must hold one number per feature ({n})")
 
     def probability(self, assessment: Assessment) -> float:
         x = (feature_vector(assessment, self.features) - np.asarray(self.mean)) / np.asarray(self.scale)
         z = float(np.dot(np.asarray(self.coefficients), x) + self.intercept)
         return 1.0 / (1.0 + math.exp(-max(min(z, 500.0), -500.0)))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale),
-                "coefficients": list(self.coefficients), "intercept": self.intercept, "threshold": self.threshold,
-                "fit": dict(self.fit)}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "LogisticModel":
-        if not isinstance(obj, dict):
-            raise InputError("a model must be an object")
-        names = obj.get("features")
-        if not isinstance(names, list) or not names or any(n not in FEATURES for n in names):
-            raise InputError(f"model features must be a non-empty list drawn from {FEATURES}")
-        n = len(names)
-        vecs = {}
-        for key in ("mean", "scale", "coefficients"):
-            v = obj.get(key)
-            if not isinstance(v, list) or len(v) != n or not all(_finite(x) for x in v):
-                raise InputError(f"model {key!r} must be {n} finite numbers")
-            vecs[key] = tuple(float(x) for x in v)
-        if any(s <= 0 for s in vecs["scale"]):
-            raise InputError("model 'scale' must be positive")
-        for key in ("intercept", "threshold"):
-            if not _finite(obj.get(key)):
-                raise InputError(f"model {key!r} must be a finite number")
-        if not 0.0 <= float(obj["threshold"]) <= 1.0:
-            raise InputError("model 'threshold' must lie in [0, 1]")
-        fit = obj.get("fit", {})
-        return cls(tuple(names), vecs["mean"], vecs["scale"], vecs["coefficients"], float(obj["intercept"]),
-                   float(obj["threshold"]), fit if isinstance(fit, dict) else {})
 
 
 def _finite(x: Any) -> bool:
@@ -136,39 +129,23 @@ class Calibration:
             else None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"version": VERSION}
-        for name in MODELS:
-            model = getattr(self, name)
-            if model is not None:
-                out[name] = model.to_json()
-        if self.escalate is not None:
-            out["escalate_schedule"] = list(self.escalate_schedule)
-        if self.tiers is not None:
-            out["tiers"] = {**self.tiers.to_json(), "fit": dict(self.tiers_fit)}
-        if self.reader_floor is not None:
-            out["reader"] = {"floor": self.reader_floor, "fit": dict(self.reader_fit)}
-        return out
+        """The calibration file's JSON (`CalibrationFile`)."""
+        tiers = TiersRecord(**self.tiers.to_json(), fit=dict(self.tiers_fit)) if self.tiers is not None else None
+        reader = ReaderRecord(self.reader_floor, dict(self.reader_fit)) if self.reader_floor is not None else None
+        schedule = self.escalate_schedule if self.escalate is not None else None
+        return CalibrationFile(VERSION, self.gate, self.abstain, self.escalate, schedule, tiers, reader).to_json()
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "") -> "Calibration":
+        """What a calibration file's JSON says (InputError naming the field when it is malformed)."""
         from hansa.gateway.query.escalate import DEFAULT_SCHEDULE, check_schedule
 
-        if not isinstance(obj, dict) or obj.get("version") != VERSION:
-            raise InputError(f"a calibration must be an object with version {VERSION}")
-        models = {name: LogisticModel.from_json(obj[name]) for name in MODELS if obj.get(name) is not None}
-        schedule = obj.get("escalate_schedule", list(DEFAULT_SCHEDULE))
-        if not isinstance(schedule, list):
-            raise InputError("'escalate_schedule' must be a list of site counts")
-        tiers, tiers_fit = _tiers_from_json(obj.get("tiers"))
-        reader = obj.get("reader")
-        floor, reader_fit = None, {}
-        if reader is not None:
-            if not isinstance(reader, dict) or not _finite(reader.get("floor")) or not 0.0 <= reader["floor"] <= 1.0 \
-                    or not isinstance(reader.get("fit", {}), dict):
-                raise InputError("'reader' must be an object with a 'floor' in [0, 1] and its 'fit'")
-            floor, reader_fit = float(reader["floor"]), dict(reader.get("fit", {}))
-        return cls(**models, escalate_schedule=check_schedule(schedule) if "escalate" in models else (),
-                   tiers=tiers, tiers_fit=tiers_fit, reader_floor=floor, reader_fit=reader_fit, source=source)
+        file = CalibrationFile.from_json(obj)
+        schedule = file.escalate_schedule if file.escalate_schedule is not None else DEFAULT_SCHEDULE
+        return cls(file.gate, file.abstain, file.escalate, check_schedule(schedule) if file.escalate else (),
+                   file.tiers.cutoffs() if file.tiers else None, dict(file.tiers.fit) if file.tiers else {},
+                   file.reader.floor if file.reader else None, dict(file.reader.fit) if file.reader else {},
+                   source)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,22 +154,56 @@ class Calibration:
         tmp.replace(path)
 
 
-def _tiers_from_json(obj: Any) -> tuple[TierCutoffs | None, dict[str, Any]]:
-    if obj is None:
-        return None, {}
-    gaps = ("high_gap", "moderate_gap", "potential_gap")
-    if not isinstance(obj, dict) or any(k not in obj for k in gaps):
-        raise InputError(f"'tiers' must be an object with {', '.join(gaps)}")
-    known = TierCutoffs.__dataclass_fields__
-    values = {k: v for k, v in obj.items() if k in known}
-    if any(not _finite(v) for v in values.values()):
-        raise InputError("tier cut-offs must be finite numbers")
-    try:
-        cutoffs = TierCutoffs(**{k: float(v) for k, v in values.items()})
-    except ValueError as exc:
-        raise InputError(f"'tiers': {exc}") from exc
-    fit = obj.get("fit", {})
-    return cutoffs, fit if isinstance(fit, dict) else {}
+@dataclass(frozen=True)
+class TiersRecord(Wire):
+    """SCOUT-RAG's tier cut-offs as the file holds them (query.tiers.TierCutoffs, whose own
+    `to_json` rounds them), with what they were fit on. The three gaps are required; the weights
+    default to TierCutoffs' own."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "tiers"
+
+    high_gap: Finite
+    moderate_gap: Finite
+    potential_gap: Finite
+    min_score: Finite = TierCutoffs.min_score
+    w_richness: Finite = TierCutoffs.w_richness
+    w_history: Finite = TierCutoffs.w_history
+    fit: Fit = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cutoffs()  # TierCutoffs' own rule on the gaps' order (a ValueError)
+
+    def cutoffs(self) -> TierCutoffs:
+        return TierCutoffs(**{name: getattr(self, name) for name in TierCutoffs.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class ReaderRecord(Wire):
+    """The reader's floor fit on the organization's own questions, with the reader it was fit for."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "reader"
+
+    floor: Probability
+    fit: Fit = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CalibrationFile(Wire):
+    """The calibration file: what is absent is left out, not written as null (a null reads as
+    absent, as it always did). `escalate_schedule` absent: query.escalate's default."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "calibration"
+
+    version: Literal[1]  # VERSION
+    gate: Annotated[LogisticModel | None, omitted_when_none()] = None
+    abstain: Annotated[LogisticModel | None, omitted_when_none()] = None
+    escalate: Annotated[LogisticModel | None, omitted_when_none()] = None
+    escalate_schedule: Annotated[tuple[StrictInt, ...] | None, omitted_when_none()] = None
+    tiers: Annotated[TiersRecord | None, omitted_when_none()] = None
+    reader: Annotated[ReaderRecord | None, omitted_when_none()] = None
 
 
 def read_calibration(path: Path) -> Calibration:

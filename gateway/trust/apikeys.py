@@ -22,13 +22,16 @@ import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ContextManager, Sequence
+from typing import Annotated, Any, ClassVar, ContextManager, Iterable, Sequence
+
+from pydantic import AfterValidator, Field, StrictStr
 
 from hansa.core.errors import BackendError, ConflictError, HansaError, InputError, NotFoundError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.core.files import locked, write_bytes_atomic
-from hansa.sync.wire import format_utc, validate_site_id
+from hansa.core.model import FORBID, Wire, omitted_when_none
+from hansa.sync.wire import SiteId, format_utc, validate_site_id
 
 log = get_logger(__name__)
 
@@ -47,22 +50,30 @@ class Unauthenticated(HansaError):
     http_headers = {"WWW-Authenticate": 'Bearer realm="hansa"'}
 
 
-@dataclass(frozen=True)
-class ApiKeyRecord:
-    name: str
-    key_id: str
-    salt: str  # hex
-    sha256: str  # hex of sha256(salt + key)
-    created_at: str
-    revoked_at: str | None = None
-    origins: tuple[str, ...] | None = None  # the origins this key may speak for; None: any
+def _distinct(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "key_id": self.key_id, "salt": self.salt, "sha256": self.sha256,
-                               "created_at": self.created_at, "revoked_at": self.revoked_at}
-        if self.origins is not None:  # absent, not null: files of keys without a limit stay as they were
-            out["origins"] = list(self.origins)
-        return out
+
+Origins = Annotated[tuple[SiteId, ...], AfterValidator(_distinct)]
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord(Wire):
+    """One key of the key file. `origins` is absent, not null, when the key has no limit: files of
+    keys from before origins existed stay as they were."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "API key record"
+    JSON_REQUIRED: ClassVar[tuple[str, ...]] = ("revoked_at",)
+
+    name: StrictStr
+    key_id: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{16}$")]
+    salt: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{32}$")]  # hex
+    sha256: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]  # hex of sha256(salt + key)
+    created_at: StrictStr
+    revoked_at: StrictStr | None = None
+    # The origins this key may speak for; None (the key absent, a null is refused): any.
+    origins: Annotated[Origins, omitted_when_none()] = None  # type: ignore[assignment]
 
     def view(self) -> dict[str, Any]:
         """What an operator may see: never the salt or hash."""
@@ -74,29 +85,13 @@ class ApiKeyRecord:
         digest = hashlib.sha256(bytes.fromhex(self.salt) + key.encode("ascii")).hexdigest()
         return hmac.compare_digest(digest, self.sha256)
 
-    @classmethod
-    def from_json(cls, obj: Any, where: str) -> "ApiKeyRecord":
-        required = {"name", "key_id", "salt", "sha256", "created_at", "revoked_at"}
-        if not isinstance(obj, dict) or not required <= set(obj) <= required | {"origins"}:
-            raise InputError(f"{where}: not an API key record")
-        fields = dict(obj)
-        if "origins" in fields:
-            fields["origins"] = _origins(fields["origins"], where)
-        if not all(isinstance(fields[k], str) for k in ("name", "key_id", "salt", "sha256", "created_at")):
-            raise InputError(f"{where}: fields must be strings")
-        if fields["revoked_at"] is not None and not isinstance(fields["revoked_at"], str):
-            raise InputError(f"{where}: revoked_at must be a string or null")
-        if not re.fullmatch(r"[0-9a-f]{16}", fields["key_id"]) or not re.fullmatch(r"[0-9a-f]{32}", fields["salt"]) \
-                or not re.fullmatch(r"[0-9a-f]{64}", fields["sha256"]):
-            raise InputError(f"{where}: malformed key id, salt or hash")
-        return cls(**fields)
 
 
 def _origins(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)):
         raise InputError(f"{where}: origins must be a list of site ids")
     try:
-        return tuple(dict.fromkeys(validate_site_id(v) for v in value))
+        return _distinct(validate_site_id(v) for v in value)
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from exc
 

@@ -6,9 +6,11 @@ policy) and is valid only when m distinct root keys signed its exact bytes. Both
 that only goes up and an expiry. A new root must be signed by a threshold of the old keys *and* a
 threshold of its own, so neither a stolen old key set nor a fresh one can take over alone.
 
-Every value here is a frozen dataclass that validates itself on construction, and registry changes
-are made through methods that return the next value (`admit`, `rotate`, `revoke`, `renew`), so a
-malformed or contradictory registry cannot be written in the first place; `check_successor` then
+Every value here is a frozen dataclass of the model layer (core/model.py): its field types say what
+JSON it accepts, and its `__post_init__` validates what they cannot say on construction, whoever
+builds it (a parse or hansa's own code). Registry changes are made through methods that return the
+next value (`admit`, `rotate`, `revoke`, `renew`), so a malformed or contradictory registry cannot
+be written in the first place; `check_successor` then
 refuses any history the methods would not produce (a key set changed without a new key-set
 version, a site deleted instead of revoked), whoever built the document.
 
@@ -21,15 +23,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Sequence
+from typing import Annotated, Any, ClassVar, Iterable, Literal, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import Field, StrictInt, StrictStr
 
 from hansa.core.errors import ConflictError, InputError, NotFoundError, VerificationError
+from hansa.core.model import FORBID, Wire
 from hansa.sync.dsse import unverified_payload, verify_envelope
 from hansa.sync.keys import load_public_key
-from hansa.sync.membership import exact_fields, parse_json, validate_public_keys, validate_site_url
-from hansa.sync.wire import MAX_INT64, canonical_json, format_utc, parse_utc, validate_site_id
+from hansa.sync.membership import Keys, parse_json, validate_public_keys, validate_site_url
+from hansa.sync.wire import MAX_INT64, SiteId, UtcTimestamp, canonical_json, format_utc, parse_utc, validate_site_id
 
 ROOT_TYPE = "application/vnd.hansa.federation-root+json; v=1"
 REGISTRY_TYPE = "application/vnd.hansa.registry+json; v=1"
@@ -39,6 +43,13 @@ ROOT_TTL = timedelta(days=365)
 REGISTRY_TTL = timedelta(days=90)
 MAX_SITES = 10_000
 DEFAULT_MAX_SUMMARIES = 100_000
+
+# Integers as signed documents and state files spell them: JSON integers only (not 1.0, which
+# `json_int` would take). What is signed is canonical JSON, which has no floats, and a document
+# that spelled a version 1.0 would not re-serialize to the bytes that were signed.
+Positive = Annotated[StrictInt, Field(ge=1, le=MAX_INT64)]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
+Status = Literal["active", "revoked"]
 
 
 def _positive(value: object, what: str) -> int:
@@ -52,13 +63,16 @@ def sha256_hex(data: bytes) -> str:
 
 
 @dataclass(frozen=True)
-class Root:
+class Root(Wire):
     """The federation keys and how many of them must sign a registry or the next root."""
 
-    version: int
-    expires: str
-    keys: tuple[str, ...]
-    threshold: int
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "root"
+
+    version: Positive
+    expires: UtcTimestamp
+    keys: Keys
+    threshold: Positive
 
     def __post_init__(self) -> None:
         _positive(self.version, "root version")
@@ -74,50 +88,45 @@ class Root:
     def is_expired(self, now: datetime) -> bool:
         return parse_utc(self.expires, "root: expires") <= now
 
-    def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "expires": self.expires, "keys": list(self.keys), "threshold": self.threshold}
-
     def to_bytes(self) -> bytes:
         return canonical_json(self.to_json())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Root":
-        o = exact_fields(parse_json(data, "root"), {"version", "expires", "keys", "threshold"}, "root")
-        if not isinstance(o["keys"], list):
-            raise InputError("root: keys must be a list")
-        return cls(o["version"], o["expires"], tuple(o["keys"]), o["threshold"])
+        return cls.from_json(parse_json(data, cls.WHERE))
 
     def successor(self, keys: Sequence[str], threshold: int, now: datetime, ttl: timedelta = ROOT_TTL) -> "Root":
         return Root(self.version + 1, format_utc(now + ttl), validate_public_keys(list(keys), "federation"), threshold)
 
 
 @dataclass(frozen=True)
-class SitePolicy:
+class SitePolicy(Wire):
     """What the gateway accepts from a site beyond a valid signature."""
 
-    max_summaries: int = DEFAULT_MAX_SUMMARIES  # summaries in one publication
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "site policy"
+    JSON_REQUIRED: ClassVar[tuple[str, ...]] = ("max_summaries",)
+
+    max_summaries: Positive = DEFAULT_MAX_SUMMARIES  # summaries in one publication
 
     def __post_init__(self) -> None:
         _positive(self.max_summaries, "policy: max_summaries")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"max_summaries": self.max_summaries}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "SitePolicy":
-        return cls(exact_fields(obj, {"max_summaries"}, "site policy")["max_summaries"])
-
 
 @dataclass(frozen=True)
-class SiteEntry:
+class SiteEntry(Wire):
     """One member: its namespace (`site_id`), where the gateway calls it, and the keys that speak for it."""
 
-    site_id: str
-    url: str
-    public_keys: tuple[str, ...]
-    keys_version: int
-    status: str
-    admitted_at: str
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "registry site"
+    JSON_REQUIRED: ClassVar[tuple[str, ...]] = ("policy",)
+
+    site_id: SiteId
+    url: StrictStr
+    public_keys: Keys
+    keys_version: Positive
+    status: Status
+    admitted_at: UtcTimestamp
     policy: SitePolicy = field(default_factory=SitePolicy)
 
     def __post_init__(self) -> None:
@@ -137,35 +146,21 @@ class SiteEntry:
     def active(self) -> bool:
         return self.status == ACTIVE
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "site_id": self.site_id,
-            "url": self.url,
-            "public_keys": list(self.public_keys),
-            "keys_version": self.keys_version,
-            "status": self.status,
-            "admitted_at": self.admitted_at,
-            "policy": self.policy.to_json(),
-        }
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "SiteEntry":
-        keys = {"site_id", "url", "public_keys", "keys_version", "status", "admitted_at", "policy"}
-        o = exact_fields(obj, keys, "registry site")
-        if not isinstance(o["public_keys"], list):
-            raise InputError("registry site: public_keys must be a list")
-        return cls(o["site_id"], o["url"], tuple(o["public_keys"]), o["keys_version"], o["status"],
-                   o["admitted_at"], SitePolicy.from_json(o["policy"]))
-
 
 @dataclass(frozen=True)
-class Registry:
-    """The sites of the federation at one version. `sites` is sorted by id, one entry per id."""
+class Registry(Wire):
+    """The sites of the federation at one version. `sites` is sorted by id, one entry per id.
 
-    version: int
-    expires: str
-    sites: tuple[SiteEntry, ...] = ()
-    gateway_url: str | None = None  # when set, join requests must be addressed to it
+    Every key is written, `gateway_url` as null when unset: one registry has one shape."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "registry"
+    JSON_REQUIRED: ClassVar[tuple[str, ...]] = ("sites", "gateway_url")
+
+    version: Positive
+    expires: UtcTimestamp
+    sites: Annotated[tuple[SiteEntry, ...], Field(max_length=MAX_SITES)] = ()
+    gateway_url: StrictStr | None = None  # when set, join requests must be addressed to it
 
     def __post_init__(self) -> None:
         _positive(self.version, "registry version")
@@ -194,23 +189,12 @@ class Registry:
     def is_expired(self, now: datetime) -> bool:
         return parse_utc(self.expires, "registry: expires") <= now
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "expires": self.expires,
-            "gateway_url": self.gateway_url,
-            "sites": [s.to_json() for s in self.sites],
-        }
-
     def to_bytes(self) -> bytes:
         return canonical_json(self.to_json())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Registry":
-        o = exact_fields(parse_json(data, "registry"), {"version", "expires", "gateway_url", "sites"}, "registry")
-        if not isinstance(o["sites"], list):
-            raise InputError("registry: sites must be a list")
-        return cls(o["version"], o["expires"], tuple(SiteEntry.from_json(s) for s in o["sites"]), o["gateway_url"])
+        return cls.from_json(parse_json(data, cls.WHERE))
 
     # -- the next version (each returns a new Registry; version + 1, fresh expiry) ----------------
     def _next(self, sites: Iterable[SiteEntry], now: datetime, ttl: timedelta) -> "Registry":

@@ -21,19 +21,57 @@ index elsewhere. Now only this class writes either, so every rule about them liv
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, StrictBool, StrictStr
 
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConflictError, InputError
 from hansa.core.logs import get_logger
+from hansa.core.model import FORBID, Wire
 from hansa.gateway.index.summaries import SummaryIndex
+from hansa.gateway.trust.documents import Count
 from hansa.gateway.trust.ratelimit import TokenBucketLimiter
 from hansa.gateway.trust.registry import REVOKED, SiteRegistry
 from hansa.sync.publication import open_publication
-from hansa.sync.wire import parse_utc, validate_site_id
+from hansa.sync.wire import SiteId, UtcTimestamp, parse_utc, validate_site_id
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class PublicationAccepted(Wire):
+    """What the gateway answers a site whose publication it took (HTTP 200)."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "publication accepted"
+
+    site_id: SiteId
+    sequence: Count
+    accepted: Annotated[Count, Field(description="Summaries now indexed for the site")]
+    expires: UtcTimestamp
+    changed: Annotated[Count, Field(description="Summaries added or replaced by this publication")]
+    withdrawn: Annotated[Count, Field(description="Summaries this publication removed")]
+    replay: Annotated[StrictBool, Field(
+        description="True when this was a resend of the publication already in force")]
+
+
+@dataclass(frozen=True)
+class PublicationConflictBody(Wire):
+    """What a refused publication's 409 carries: what the site needs to resend above the floor.
+    Documented as the `PublicationConflict` component (`COMPONENT`)."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "publication conflict"
+    COMPONENT: ClassVar[str] = "PublicationConflict"
+
+    error: Annotated[StrictStr, Field(min_length=1)]
+    kind: Annotated[StrictStr, Field(min_length=1)]
+    current_sequence: Annotated[Count | None, Field(description="The site's floor: publish above it")]
+    current_manifest_sha256: Annotated[StrictStr | None, Field(
+        description="Digest of the manifest of the set in force")]
 
 
 class PublicationConflict(ConflictError):
@@ -45,9 +83,8 @@ class PublicationConflict(ConflictError):
         self.current_sequence = current_sequence
         self.current_manifest_sha256 = current_manifest_sha256
 
-    def to_json(self) -> dict[str, Any]:
-        return {"error": str(self), "kind": "ConflictError", "current_sequence": self.current_sequence,
-                "current_manifest_sha256": self.current_manifest_sha256}
+    def body(self) -> PublicationConflictBody:
+        return PublicationConflictBody(str(self), "ConflictError", self.current_sequence, self.current_manifest_sha256)
 
 
 class SitePublications:
@@ -89,8 +126,8 @@ class SitePublications:
             try:
                 if index.is_replay(pub):
                     held = index.current(site_id)
-                    return {"site_id": site_id, "sequence": pub.sequence, "accepted": len(held.rows) if held else 0,
-                            "expires": pub.expires, "changed": 0, "withdrawn": 0, "replay": True}
+                    return PublicationAccepted(site_id, pub.sequence, len(held.rows) if held else 0, pub.expires,
+                                               0, 0, True).to_json()
                 self.registry.check_sequence(site_id, pub.sequence, len(pub.manifest))  # + site policy
                 plan = index.plan(pub, self.registry.last_sequence(site_id))
                 rec = self.registry.record_publication(site_id, pub.sequence, pub.expires, len(plan.new.rows))
@@ -103,8 +140,8 @@ class SitePublications:
                                           held.manifest_sha256 if held else None) from exc
         log.info("publication.accepted", site_id=site_id, sequence=pub.sequence, summaries=len(plan.new.rows),
                  changed=plan.changed, withdrawn=plan.withdrawn)
-        return {"site_id": site_id, "sequence": rec.last_sequence, "accepted": len(plan.new.rows),
-                "expires": rec.expires, "changed": plan.changed, "withdrawn": plan.withdrawn, "replay": False}
+        return PublicationAccepted(site_id, rec.last_sequence, len(plan.new.rows), rec.expires, plan.changed,  # type: ignore[arg-type]
+                                   plan.withdrawn, False).to_json()
 
 
 def _check_lifetime(site_id: str, issued_at: str, expires: str, limit: timedelta) -> None:

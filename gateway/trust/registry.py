@@ -32,21 +32,23 @@ decision of the store uses, so tests move time by handing in their own clock.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Mapping
+from typing import Annotated, Any, Callable, ClassVar, ContextManager, Literal, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import Field, StrictStr
 
 from hansa.core.files import file_signature, locked, write_bytes_atomic
 from hansa.core.errors import HansaError, InputError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.gateway.trust.documents import ACTIVE, REVOKED, Registry, Root, sha256_hex
+from hansa.core.model import FORBID, Wire
+from hansa.gateway.trust.documents import ACTIVE, REVOKED, Positive, Registry, Root, sha256_hex
 from hansa.gateway.trust.state import Publication, SiteRecord, TrustedState, envelope_of
 from hansa.sync.membership import validate_site_url
-from hansa.sync.wire import validate_site_id
+from hansa.sync.wire import SiteId
 
 __all__ = ["ACTIVE", "KEYS_DIRNAME", "REVOKED", "Clock", "SiteRecord", "SiteRegistry", "utc_now",
            "validate_site_url"]
@@ -62,6 +64,31 @@ Clock = Callable[[], datetime]
 def utc_now() -> datetime:
     """The real clock: a store's default."""
     return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Pin(Wire):
+    """Which version of a signed document is in force, and the sha256 of its history file's bytes."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "pin"
+
+    version: Positive
+    sha256: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+@dataclass(frozen=True)
+class StoredState(Wire):
+    """The state file, the store's commit point: the root and registry pinned, every floor.
+    Every key is written (a pin as null before the federation exists)."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "registry state"
+
+    format: Literal[2]  # FORMAT_VERSION
+    root: Pin | None
+    registry: Pin | None
+    publications: dict[SiteId, Publication]
 
 
 class SiteRegistry:
@@ -89,21 +116,24 @@ class SiteRegistry:
     def _token(self) -> tuple[int, ...] | None:
         return file_signature(self.state_path)
 
-    def _read_pinned(self, kind: str, pin: Any) -> Mapping[str, Any]:
-        where = f"{self.state_path}: {kind}"
-        if not isinstance(pin, Mapping) or set(pin) != {"version", "sha256"}:
-            raise InputError(f"{where} pin must be {{version, sha256}}")
-        path = self._history_file(kind, pin["version"])
+    def _read_pinned(self, kind: str, pin: Pin) -> Mapping[str, Any]:
+        path = self._history_file(kind, pin.version)
         try:
             data = path.read_bytes()
-        except (OSError, TypeError, ValueError) as exc:
-            raise VerificationError(f"{kind} version {pin['version']} in force is missing ({path}): {exc}") from exc
-        if sha256_hex(data) != pin["sha256"]:
+        except OSError as exc:
+            raise VerificationError(f"{kind} version {pin.version} in force is missing ({path}): {exc}") from exc
+        if sha256_hex(data) != pin.sha256:
             raise VerificationError(
-                f"{path} is not the {kind} version {pin['version']} this gateway accepted "
+                f"{path} is not the {kind} version {pin.version} this gateway accepted "
                 "(its bytes changed): restore it from a backup or have the admins sign a new version"
             )
         return envelope_of(data)
+
+    def _stored(self) -> StoredState:
+        obj = loads_strict(self.state_path.read_bytes())
+        if not isinstance(obj, Mapping) or obj.get("format") != FORMAT_VERSION:
+            raise InputError(f"{self.state_path}: not a hansa registry state (format {FORMAT_VERSION})")
+        return StoredState.from_json(obj, str(self.state_path))
 
     def _load(self) -> TrustedState:
         """Read and verify everything the state file pins (raises if any of it does not verify)."""
@@ -115,31 +145,23 @@ class SiteRegistry:
                     "init`) and admit each site again"
                 )
             return TrustedState()
-        obj = loads_strict(self.state_path.read_bytes())
-        if not isinstance(obj, Mapping) or obj.get("format") != FORMAT_VERSION or set(obj) != {
-            "format", "root", "registry", "publications"
-        }:
-            raise InputError(f"{self.state_path}: not a hansa registry state (format {FORMAT_VERSION})")
-        if obj["registry"] is not None and obj["root"] is None:
+        stored = self._stored()
+        if stored.registry is not None and stored.root is None:
             raise InputError(f"{self.state_path}: a registry without a root")
-        envelopes = {kind: self._read_pinned(kind, obj[kind]) if obj[kind] is not None else None
-                     for kind in ("root", "registry")}
+        pins = {"root": stored.root, "registry": stored.registry}
+        envelopes = {kind: self._read_pinned(kind, pin) if pin is not None else None for kind, pin in pins.items()}
         state = TrustedState.stored(envelopes["root"], envelopes["registry"])
         for kind, meta in (("root", state.root), ("registry", state.registry)):
-            if meta is not None and meta.version != obj[kind]["version"]:
-                raise VerificationError(f"{self.state_path}: the stored {kind} is not version {obj[kind]['version']}")
-        pubs = obj["publications"]
-        if not isinstance(pubs, Mapping):
-            raise InputError(f"{self.state_path}: publications must be an object")
-        publications = {
-            validate_site_id(sid): Publication.from_json(p, f"{self.state_path}: {sid}") for sid, p in pubs.items()
-        }
-        return replace(state, publications=publications)
+            pin = pins[kind]
+            if meta is not None and pin is not None and meta.version != pin.version:
+                raise VerificationError(f"{self.state_path}: the stored {kind} is not version {pin.version}")
+        return replace(state, publications=stored.publications)
 
     def _commit(self, current: TrustedState, new: TrustedState) -> None:
         """History files first, then the state file (the commit point), then the operator copy.
         A root or registry is written when its version changed; otherwise its pin stays."""
-        pins = {}
+        pins: dict[str, Pin | None] = {}
+        stored = self._stored() if current.root is not None else None
         for kind, env, meta, old in (
             ("root", new.root_envelope, new.root, current.root),
             ("registry", new.registry_envelope, new.registry, current.registry),
@@ -147,26 +169,18 @@ class SiteRegistry:
             if meta is not None and env is not None and (old is None or old.version != meta.version):
                 data = dumps(dict(env))
                 write_bytes_atomic(self._history_file(kind, meta.version), data)
-                pins[kind] = {"version": meta.version, "sha256": sha256_hex(data)}
-            elif old is not None:
-                pins[kind] = self._pin_of(kind)
+                pins[kind] = Pin(meta.version, sha256_hex(data))
+            elif old is not None and stored is not None:
+                pins[kind] = getattr(stored, kind)
             else:
                 pins[kind] = None
-        state = {
-            "format": FORMAT_VERSION,
-            "root": pins["root"],
-            "registry": pins["registry"],
-            "publications": {sid: p.to_json() for sid, p in sorted(new.publications.items())},
-        }
-        write_bytes_atomic(self.state_path, dumps(state))
+        state = StoredState(FORMAT_VERSION, pins["root"], pins["registry"], dict(sorted(new.publications.items())))
+        write_bytes_atomic(self.state_path, dumps(state.to_json()))
         if new.registry is not None and (current.registry is None or current.registry.version != new.registry.version):
             write_bytes_atomic(self.path, dumps(dict(new.registry_envelope or {})))
         for site_id in sorted(set(current.publications) - set(new.publications)):
             entry = new.registry.get(site_id) if new.registry else None
             log.info("registry.floor_reset", site_id=site_id, keys_version=entry.keys_version if entry else None)
-
-    def _pin_of(self, kind: str) -> Any:
-        return loads_strict(self.state_path.read_bytes())[kind]
 
     def _transition(self, step: Callable[[TrustedState], TrustedState]) -> tuple[TrustedState, TrustedState]:
         """Reload under the lock, take `step` from what is in force, and commit what it returns

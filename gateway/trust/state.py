@@ -14,17 +14,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import StrictStr
 
 from hansa.core.errors import ConflictError, InputError, NotFoundError, VerificationError
+from hansa.core.model import FORBID, Wire
 from hansa.gateway.trust.documents import (
     ACTIVE,
+    Count,
+    Keys,
+    Positive,
     Registry,
     Root,
     SiteEntry,
     SitePolicy,
+    Status,
     check_successor,
     expiry_error,
     keys_replaced,
@@ -33,7 +39,7 @@ from hansa.gateway.trust.documents import (
 )
 from hansa.sync.dsse import envelope_json
 from hansa.sync.keys import load_public_key
-from hansa.sync.wire import MAX_INT64, format_utc, parse_utc, validate_site_id
+from hansa.sync.wire import SiteId, UtcTimestamp, format_utc, parse_utc, validate_site_id
 
 NO_FEDERATION = "this gateway has no federation yet: run `hansa gateway federation init`"
 
@@ -47,51 +53,42 @@ def envelope_of(envelope: Any) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True)
-class Publication:
-    """The gateway's record of a site's current publication: the floor a new one must exceed."""
+class Publication(Wire):
+    """The gateway's record of a site's current publication: the floor a new one must exceed.
+    Kept in the store's state file, every key written (null where there is none yet)."""
 
-    last_sequence: int | None = None
-    expires: str | None = None
-    summary_count: int = 0
-    published_at: str | None = None
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "publication record"
+    JSON_REQUIRED: ClassVar[tuple[str, ...]] = ("last_sequence", "expires", "summary_count", "published_at")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"last_sequence": self.last_sequence, "expires": self.expires,
-                "summary_count": self.summary_count, "published_at": self.published_at}
-
-    @classmethod
-    def from_json(cls, obj: Any, where: str) -> "Publication":
-        if not isinstance(obj, Mapping) or set(obj) != {"last_sequence", "expires", "summary_count", "published_at"}:
-            raise InputError(f"{where}: not a publication record")
-        seq, count = obj["last_sequence"], obj["summary_count"]
-        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_INT64):
-            raise InputError(f"{where}: last_sequence must be a non-negative integer or null")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise InputError(f"{where}: summary_count must be a non-negative integer")
-        for key in ("expires", "published_at"):
-            if obj[key] is not None:
-                parse_utc(obj[key], f"{where}: {key}")
-        return cls(seq, obj["expires"], count, obj["published_at"])
+    last_sequence: Count | None = None
+    expires: UtcTimestamp | None = None
+    summary_count: Count = 0
+    published_at: UtcTimestamp | None = None
 
 
 @dataclass(frozen=True)
-class SiteRecord:
+class SiteRecord(Wire):
     """A site as the gateway sees it: its registry entry, its publication, and until when the
     federation vouches for it (`trusted_until`, the earlier of the registry's and root's expiry).
-    Whether it is expired or routable is asked at a given `now`: a record does not age by itself."""
+    Whether it is expired or routable is asked at a given `now`: a record does not age by itself.
+    Written for operators (`view`), never read back."""
 
-    site_id: str
-    url: str
-    public_keys: tuple[str, ...]
-    enrolled_at: str
-    status: str = ACTIVE
-    last_sequence: int | None = None
-    expires: str | None = None  # of the current publication
-    summary_count: int = 0
-    published_at: str | None = None
-    keys_version: int = 1
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "site record"
+
+    site_id: SiteId
+    url: StrictStr
+    public_keys: Keys
+    enrolled_at: UtcTimestamp
+    status: Status = ACTIVE
+    last_sequence: Count | None = None
+    expires: UtcTimestamp | None = None  # of the current publication
+    summary_count: Count = 0
+    published_at: UtcTimestamp | None = None
+    keys_version: Positive = 1
     policy: SitePolicy = field(default_factory=SitePolicy)
-    trusted_until: str | None = None
+    trusted_until: UtcTimestamp | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """No publication yet counts as expired: there is nothing current to route on."""
@@ -108,22 +105,6 @@ class SiteRecord:
     def is_routable(self, now: datetime) -> bool:
         vouched = self.trusted_until is None or parse_utc(self.trusted_until, "trusted_until") > now
         return self.status == ACTIVE and vouched and not self.is_expired(now) and not self.is_withdrawn
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "site_id": self.site_id,
-            "url": self.url,
-            "public_keys": list(self.public_keys),
-            "keys_version": self.keys_version,
-            "enrolled_at": self.enrolled_at,
-            "status": self.status,
-            "policy": self.policy.to_json(),
-            "trusted_until": self.trusted_until,
-            "last_sequence": self.last_sequence,
-            "expires": self.expires,
-            "summary_count": self.summary_count,
-            "published_at": self.published_at,
-        }
 
     def view(self, now: datetime) -> dict[str, Any]:
         """What operators see (API and CLI): the record plus its state at `now`."""

@@ -191,7 +191,7 @@ def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:
     assert Row.from_json(rows[0].to_json()) == rows[0]
     with pytest.raises(Exception, match="different readers"):
         fit_reader_floor([*rows, Row("reader", Example({"reader_best": 0.5}, True, "x"), site="b" * 64)], 0.9)
-    with pytest.raises(Exception, match="'reader' must be an object"):
+    with pytest.raises(Exception, match=r"'reader.floor': input should be less than or equal to 1"):
         Calibration.from_json({**cal.to_json(), "reader": {"floor": 2.0}})
 
 

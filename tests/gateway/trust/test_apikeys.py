@@ -82,7 +82,7 @@ def test_a_damaged_key_file_is_refused_not_trusted(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="operator") as refused:
         ApiKeyStore(path).authenticate(f"Bearer {key}")
     assert str(tmp_path) not in str(refused.value)  # clients learn nothing about the gateway's files
-    with pytest.raises(InputError, match="malformed"):
+    with pytest.raises(InputError, match=r"key #0: 'sha256': string should match pattern"):
         ApiKeyStore(path).list()
 
 
