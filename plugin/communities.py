@@ -276,8 +276,8 @@ def _summary_vectors(ctx: SiteContext, communities: list[Community],
     same dimension cannot leave old-space vectors behind."""
     out = np.zeros((len(communities), ctx.embedder.dim), dtype=np.float32)
     earlier = {(c.summary, tuple(c.chunk_ids)): c.id for c in previous}
-    source = {i: earlier[(c.summary, tuple(c.chunk_ids))] for i, c in enumerate(communities)
-              if (c.summary, tuple(c.chunk_ids)) in earlier}
+    keys = ((i, (c.summary, tuple(c.chunk_ids))) for i, c in enumerate(communities))
+    source = {i: earlier[key] for i, key in keys if key in earlier}
     stored = ctx.vectors.get(SUMMARIES, sorted(set(source.values()))) if source else {}
     reuse = [i for i in sorted(source) if source[i] in stored]
     if reuse:
@@ -393,16 +393,16 @@ def plan(ctx: SiteContext, incremental: bool) -> tuple[Detection, _Merge]:
     return detection, merge
 
 
-def _hierarchy(ctx: SiteContext, merge: _Merge) -> list[list[Parent]]:
+def _hierarchy(ctx: SiteContext, merge: _Merge, ids: dict[int, str]) -> list[list[Parent]]:
     """The coarser levels above the finest communities (`[site] community_levels`; 1: none), linked
-    by the relation weight the merge step already summed, read from the graph only if nothing merged."""
+    by the relation weight the merge step already summed, read from the graph only if nothing merged.
+    `ids`: each merged group's community id."""
     levels = check_levels(ctx.cfg.site.community_levels)
     if levels == 1 or len(merge.groups) <= 1:
         return []
     links = merge.links
     if links is None:
         links = _community_links(ctx, _labels(merge.groups))
-    ids = {k: community_id(members) for k, members in merge.groups.items()}
     named = {ids[a]: {ids[b]: w for b, w in row.items() if b in ids and w}
              for a, row in links.items() if a in ids}
     finest = {ids[k]: frozenset(members) for k, members in merge.groups.items()}
@@ -439,8 +439,9 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     detection, merge = plan(ctx, incremental)
     detected = detection.groups
 
-    finest = {community_id(m): frozenset(m) for m in merge.groups.values()}
-    parents = _hierarchy(ctx, merge)
+    ids = {k: community_id(members) for k, members in merge.groups.items()}
+    finest = {ids[k]: frozenset(members) for k, members in merge.groups.items()}
+    parents = _hierarchy(ctx, merge, ids)
     parent_of = {child: p.id for level in parents for p in level for child in p.children}
     memberships = [(cid, LEVEL, finest[cid]) for cid in sorted(finest)]
     memberships += [(p.id, p.level, p.members) for level in parents for p in level]
