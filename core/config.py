@@ -233,7 +233,7 @@ class GatewayConfig:
     top_m_summaries: int = 128  # summaries matched per question (DGRAG's m)
     top_k_sites: int = 5  # at most this many sites are asked (DGRAG's k) ...
     # ... and only those scoring within this of the best. With lexical_weight, both chosen on the
-    # MTRAG and SQuAD fit splits (gateway/query/router.py says how); summaries alone used 0.24.
+    # MTRAG and SQuAD fit splits (gateway/query/route.py says how); summaries alone used 0.24.
     site_margin: float = 0.4
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.

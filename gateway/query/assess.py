@@ -5,7 +5,7 @@ Contract: `assess(question, calls, best_summary=..., measured=...) -> Assessment
 relevance, i.e. cosine with the question in the federation's one embedding space). Given
 `measured` (what routing hands in: the gateway's own cosine, memoized from the call stage's early
 measuring), a passage's relevance is what the gateway measured, lowered (never raised) by what the
-site reported: each site's likeliest-used sentences are measured (gateway.query.relevance.first_measured)
+site reported: each site's likeliest-used sentences are measured (gateway.query.fusion.first_measured)
 and its other sentences are capped at the best of those, so a site claiming 1.0 everywhere moves
 no feature. Sentences that are not evidence (gateway.query.screening: an echo of the question, an
 instruction to the reader) are left out. Why: the gate and abstention must read what the gateway
@@ -54,7 +54,7 @@ from itertools import combinations
 from typing import Any, Callable, Sequence
 
 from hansa.gateway.client import OK, SiteCall
-from hansa.gateway.query.relevance import first_measured, trusted
+from hansa.gateway.query.fusion import first_measured, trusted
 from hansa.gateway.query.screening import Screen
 from hansa.gateway.query.lexical import QuestionWords
 from hansa.core.text import content_words  # the sites' own notion of a content word

@@ -60,7 +60,7 @@ from hansa.gateway.query.history import SiteHistory
 from hansa.gateway.index.summaries import SummaryIndex
 from hansa.gateway.query.lexical import AnswerCoverage
 from hansa.gateway.query.reading import ReadingStage, open_reading
-from hansa.gateway.query.relevance import measure_early
+from hansa.gateway.query.fusion import measure_early
 from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
 from hansa.gateway.query.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.query.reliability import OVERROUTED, Observation, SiteReliability

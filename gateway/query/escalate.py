@@ -37,7 +37,7 @@ from hansa.gateway.query.calibration import LogisticModel
 from hansa.gateway.query.refine import RefineState, RefineStep
 from hansa.gateway.query.route import Router
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.router import SiteScore
+from hansa.gateway.query.route import SiteScore
 
 DEFAULT_SCHEDULE = (1, 2, 3, 4, 6, 8, 12, 16)  # distinct sites asked after each round, cumulative
 

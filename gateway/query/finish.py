@@ -12,7 +12,7 @@ answers within that last stretch of the deadline is not waited for.
 Samples come only from questions whose last round cut a call at its deadline: theirs is the
 finishing that adds to the deadline, while a question whose sites all answered early ends before
 it anyway (and its finishing is longer: fusion embeds the last answer's sentences, which a round
-still waiting on a slower site has embedded already, gateway.query.relevance.measure_early). A sample runs from
+still waiting on a slower site has embedded already, gateway.query.fusion.measure_early). A sample runs from
 the round's deadline to the answer being fused, so a thread the machine woke late counts as the
 gateway's own time too; an LLM's synthesis is not counted (it has its own timeout).
 """

@@ -6,7 +6,7 @@ sentences sites already stand behind. Each candidate sentence is weighted by
 
     weight = reliability(site) x relevance x confidence x support
 
-- relevance is measured here (gateway/query/relevance.py): a site's reported relevance can only lower it.
+- relevance is measured here (see "Relevance" below): a site's reported relevance can only lower it.
   Claims rank as upper bounds; the gateway embeds what the ranking uses (the answer's sentences,
   conflict sides, each site's top claim) and re-ranks until all of it was measured; a site caught
   claiming more than measured has all its sentences measured;
@@ -38,40 +38,159 @@ teaches it (see _observations): a site gains only when something independent of 
 (gateway/query/reading.py), the reader's score replaces cosine as the relevance of the best-measured
 candidates it reads, everything unread or below its floor weighs 0, a document that loses a
 conflict loses all its sentences, and the answer leads with the reader's span.
+
+Relevance, as the gateway measures it itself, and the bound on what it is willing to measure.
+
+Why: a site's self-reported relevance and confidence are claims, not evidence — a site that says
+1.0 about "Buy cheap watches at example.com today." would otherwise lead every answer. The gateway
+embeds the sentences it fuses with the federation's model (one batch per question) and uses the
+cosine it measured; a site's own figure may only lower that (`trusted`), never raise it.
+
+The candidates are bounded (MAX_MEASURED): sentences are taken round-robin across sites, each
+site's in its own order, so one site sending many sentences cannot crowd the others out.
+
+Verify what is used, not everything: measuring is embedding, and embedding ~96
+sentences per question was most of the gateway's own time. A claim is an upper bound on what fusion
+will use (`trusted` never exceeds it), so fusion ranks with the claims, measures what that ranking
+would use (the answer's sentences, the sides of a conflict), and re-ranks until everything it uses
+was measured. Each site's highest claims are spot-checked (`spot_checks`) whatever the ranking says;
+a site whose measured sentences fall short of its claims by more than DISTRUST has every sentence
+measured. The guarantee stays: no claim ever raises a weight above what the gateway measured, and
+every sentence in an answer was measured. What it saves: sentences the ranking never reaches.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.memo import MemoEmbedder
 from hansa.core.text import split_words
 from hansa.gateway.query.claims import extract_claims
-from hansa.gateway.client import OK, SiteCall
+from hansa.gateway.client import OK, OnAnswer, SiteCall
 from hansa.gateway.query.conduct import SiteConduct
 from hansa.gateway.query.conflicts import Conflict, Resolution, Statement, resolve
 from hansa.gateway.query.lexical import AnswerCoverage
 from hansa.gateway.query.reading import ReadingStage
-from hansa.gateway.query import relevance
-from hansa.gateway.query.relevance import (
-    MAX_MEASURED,
-    distrusted,
-    measure,
-    offered,
-    overclaimed,
-    round_robin,
-    spot_checks,
-    trusted,
-    upper_bound,
-)
 from hansa.gateway.query.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
 from hansa.gateway.query.screening import ECHO, Screen, Screened
-from hansa.sync.wire import Citation
+from hansa.sync.wire import Citation, PartialAnswer
 
-MAX_SENTENCES = relevance.MAX_SENTENCES  # one number: what fusion keeps is what is measured first
+
+MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answer sentences
+MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
+# The sentences a fused answer holds: each site's that many best are measured first (one number).
+MAX_SENTENCES = 4
+OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
+# A claim may exceed the measurement by float rounding and because a site scores a sentence that
+# leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
+# not used to skip measuring any of its sentences.
+DISTRUST = 0.1
+SPOT_CHECK = 1  # each site's highest claims measured whatever the ranking (the one it most wants in)
+EAGER_BELOW = 8  # with this few candidates, one batch of all costs less than rounds of verification
+
+T = TypeVar("T")
+
+
+def round_robin(per_site: Sequence[Sequence[T]], limit: int = MAX_MEASURED) -> list[T]:
+    """Up to `limit` items, one from each site in turn (each site's best first)."""
+    out: list[T] = []
+    depth = 0
+    while len(out) < limit and any(depth < len(items) for items in per_site):
+        for items in per_site:
+            if depth < len(items) and len(out) < limit:
+                out.append(items[depth])
+        depth += 1
+    return out
+
+
+def offered(answer: PartialAnswer) -> list[tuple[str, str, float | None]]:
+    """The (sentence, doc_id, relevance or None) a site offers; a bare answer counts as one, under
+    its top source."""
+    out = [(s[0].strip(), s[1], s[2] if len(s) > 2 else None) for s in answer.sentences if s[0].strip()]
+    if not out and answer.answer.strip():
+        out = [(answer.answer.strip(), answer.citations[0].doc_id if answer.citations else "", None)]
+    return out[:MAX_SENTENCES_PER_SITE]
+
+
+def first_measured(answer: PartialAnswer, n: int = MAX_SENTENCES) -> list[str]:
+    """The sentences of one site's answer that fusion is likeliest to measure: those without a claim
+    (always measured) and the highest claims, `n` in all. Why: the engine measures them while the
+    question still waits on other sites (measure_early), and the assessment
+    measures them to bound the site's other sentences (gateway.query.assess); the embedding memo
+    then hands fusion the same vectors, so what fusion decides is unchanged."""
+    sentences = offered(answer)
+    order = sorted(range(len(sentences)), key=lambda i: (sentences[i][2] is not None, -(sentences[i][2] or 0.0), i))
+    return [sentences[i][0] for i in order[:n]]
+
+
+def measure_early(embedder: Embedder) -> OnAnswer | None:
+    """The call stage's hook (gateway.client.run_calls) that embeds an answer's likeliest-measured
+    sentences as it arrives, while the round still waits on slower sites. Fusion's measuring is most
+    of the gateway's own time after the calls; done during the wait it no longer delays the answer
+    (a site cut at its deadline is followed by a fusion that finds its vectors memoized). Only with a
+    memoizing embedder ([gateway] embedding_memo_entries > 0): without one the early vectors would be
+    thrown away."""
+    if not isinstance(embedder, MemoEmbedder):
+        return None
+
+    def hook(call: SiteCall) -> None:
+        if call.answer is not None:
+            texts = first_measured(call.answer)
+            if texts:
+                embedder.embed(texts)
+
+    return hook
+
+
+def measure(question_vector: np.ndarray, texts: Sequence[str], embedder: Embedder) -> np.ndarray:
+    """Cosine of each text with the question, measured here (one embedding batch)."""
+    if not texts:
+        return np.zeros(0, dtype=np.float32)
+    q = np.asarray(question_vector, dtype=np.float32).reshape(-1)
+    q = q / (np.linalg.norm(q) or 1.0)
+    vecs = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    norms = np.linalg.norm(vecs, axis=1)
+    norms[norms == 0] = 1.0
+    return (vecs / norms[:, None]) @ q
+
+
+def spot_checks(claims: Sequence[tuple[str, float | None]], per_site: int = SPOT_CHECK) -> set[int]:
+    """Indices of (site, claim) pairs measured in any case: each site's `per_site` highest claims
+    (first offered wins ties) and every sentence that came without a claim (nothing bounds it)."""
+    out = {i for i, (_, claim) in enumerate(claims) if claim is None}
+    by_site: dict[str, list[tuple[float, int]]] = {}
+    for i, (site, claim) in enumerate(claims):
+        if claim is not None:
+            by_site.setdefault(site, []).append((-claim, i))
+    for ranked in by_site.values():
+        out.update(i for _, i in sorted(ranked)[:per_site])
+    return out
+
+
+def upper_bound(reported: float | None) -> float:
+    """What an unmeasured sentence can at most weigh in: its claim (`trusted` never exceeds it), or
+    1, the largest cosine, without one."""
+    return 1.0 if reported is None else max(0.0, min(1.0, float(reported)))
+
+
+def distrusted(measured: float, reported: float | None) -> bool:
+    return reported is not None and reported - measured > DISTRUST
+
+
+def trusted(measured: float, reported: float | None) -> float:
+    """The relevance fusion uses: what the gateway measured, lowered (never raised) by what the
+    site reported, and never below 0."""
+    value = measured if reported is None else min(measured, reported)
+    return max(0.0, float(value))
+
+
+def overclaimed(measured: float, reported: float | None) -> bool:
+    return reported is not None and reported - measured > OVERCLAIM
+
 DUPLICATE_JACCARD = 0.8
 SUPPORT_STEP = 0.25
 MAX_SUPPORT = 2.0
@@ -236,7 +355,7 @@ def _overclaimers(checked: Sequence[_Candidate]) -> set[str]:
     context ("Its lens ...") at the relevance of the pick it belongs to, which the context alone
     does not reach (on the adversarial bench's fit split every honest site was charged for it).
     Any claim that short of its measurement marked the site distrusted first, so all its sentences
-    were measured (relevance.DISTRUST < OVERCLAIM)."""
+    were measured (DISTRUST < OVERCLAIM)."""
     picks: dict[tuple[str, str, float], float] = {}
     for c in checked:
         if c.reported is not None:
@@ -345,7 +464,7 @@ def _involved(conflict: Conflict) -> set[tuple[str, str]]:
 def _pool(candidates: Sequence[_Candidate], trust: dict[str, float], size: int, question_vector: np.ndarray,
           embedder: Embedder) -> list[_Candidate]:
     """The `size` candidates with the highest measured weight (reliability x cosine x confidence):
-    what the reader reads. Claims only bound the unmeasured (relevance.trusted), so the top is
+    what the reader reads. Claims only bound the unmeasured (`trusted`), so the top is
     measured until it holds no claim: a site claiming 1.0 everywhere gets no sentence read unmeasured."""
     while True:
         for cand in candidates:
@@ -405,7 +524,7 @@ def fuse(
     answer per question, the one it returns); without, every site weighs 1. `site_prior` (site ->
     factor in (0, 1]) weighs the citations' ranking by the sites' routing match, `coverage` by how
     much of the question each site's answer uses. Up to `eager_below` candidates (default
-    relevance.EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
+    EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
     `question` it reads against), the reader judges the best-measured candidates (gateway.query.reading).
     Sentences that echo `question` or address the reader with instructions are screened out first
     (gateway.query.screening; `screen`: `question`'s, when the caller screened its sentences already),
@@ -530,10 +649,10 @@ class _Pool:
         return trace, best, self.rank(whole_documents=True)
 
     def verified(self, question_vector: np.ndarray, embedder: Embedder, eager_below: int | None) -> _Ranking:
-        """Verify what is used (gateway/query/relevance.py): rank with claims as upper bounds, measure what
+        """Verify what is used (the module docstring, "Relevance"): rank with claims as upper bounds, measure what
         the ranking uses, re-rank, until everything used was measured."""
         candidates = self.candidates
-        eager = relevance.EAGER_BELOW if eager_below is None else eager_below
+        eager = EAGER_BELOW if eager_below is None else eager_below
         to_check = set(range(len(candidates))) if len(candidates) <= eager else spot_checks(
             [(c.site_id, c.reported) for c in candidates])
         if len(to_check) == len(candidates):  # all of them: measure before ranking, rank once

@@ -16,7 +16,7 @@ inflated the mean by its own claims, and with it its share of every word. By the
 mass counts against it alone (with 16 honest SQuAD sites of similar size the two agree).
 
 CORI's belief adds a constant 0.4 and scales T * I by 0.6; both change no ranking, so the score is
-left in T * I units and the router weighs it (gateway.query.router). Words no site uses say nothing about
+left in T * I units and the router weighs it (gateway.query.route). Words no site uses say nothing about
 where to go and are left out of the mean. Why CORI and not BM25 over sites: on SQuAD's fit split
 (16 sites, its first 3,000 questions in file order, every word of every document, term statistics
 alone; a scratch comparison) CORI ranked the gold site in the first 4 for 0.908 of questions, BM25

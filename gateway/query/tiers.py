@@ -14,7 +14,7 @@ Three signals per site (SCOUT-RAG's s_sim, s_rich, s_hist):
 
   terms       the site's CORI score over its published term statistics as a share of the best
               site's (gateway.query.lexical), weighed as the summary router weighs it
-              (gateway.query.router.score_sites, `[gateway] lexical_weight`): the same blend the gateway
+              (gateway.query.route.score_sites, `[gateway] lexical_weight`): the same blend the gateway
               routes by, which at realistic site sizes finds gold sites the summaries miss
               (benchmarks/README.md). `lexical_weight = 0`: summaries alone.
 
@@ -46,7 +46,7 @@ import numpy as np
 
 from hansa.gateway.query.history import PRIOR_RATE, SiteHistory
 from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
-from hansa.gateway.query.router import SiteScore, routable_terms
+from hansa.gateway.query.route import SiteScore, routable_terms
 
 HIGH, MODERATE, POTENTIAL, IRRELEVANT = "high", "moderate", "potential", "irrelevant"
 TIERS = (HIGH, MODERATE, POTENTIAL, IRRELEVANT)

@@ -157,7 +157,7 @@ def test_a_slow_site_times_out_without_holding_up_the_others(sites: FakeSites) -
 def test_an_answer_that_arrives_while_others_are_awaited_is_handed_to_the_hook_and_stands_whatever_it_does(
         sites: FakeSites) -> None:
     # The gateway measures an early answer's sentences while it waits on slower sites
-    # (gateway.query.relevance.measure_early): a hook slower than the deadline, or one that fails, must
+    # (gateway.query.fusion.measure_early): a hook slower than the deadline, or one that fails, must
     # neither hold the round past its deadline nor turn the answer it was given into a timeout.
     for behaviour in ("slow", "fail"):
         sites.release.clear()

@@ -20,7 +20,7 @@ from typing import Callable, Collection, Mapping, Sequence
 import numpy as np
 
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.router import SiteScore, routable_terms, score_sites
+from hansa.gateway.query.route import SiteScore, routable_terms, score_sites
 
 FEATURE_NAMES: tuple[str, ...] = (
     "best",            # the site's best summary similarity among the top-m

@@ -443,7 +443,7 @@ class Recording:
 
 def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answer_is_unchanged(
         federation, keys) -> None:
-    """Fusion's measuring moves into the wait for slower sites (gateway.query.relevance.measure_early):
+    """Fusion's measuring moves into the wait for slower sites (gateway.query.fusion.measure_early):
     the early site's sentences are embedded in its call's thread, fusion finds them memoized, and
     the answer is the one a gateway without the memo (so without early measuring) gives."""
     import time as _time

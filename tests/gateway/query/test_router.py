@@ -1,11 +1,17 @@
-"""route(): DGRAG summary matching turned into a ranked list of sites, as a pure function."""
+"""score_sites + select_sites: DGRAG summary matching turned into a ranked list of sites, as a pure function."""
 from __future__ import annotations
 
 import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.router import DEFAULT_MARGIN, SECOND_HIT_BONUS, SiteScore, route, score_sites, select_sites
+from hansa.gateway.query.route import DEFAULT_MARGIN, SECOND_HIT_BONUS, SiteScore, score_sites, select_sites
+
+
+def route(hits: list[SummaryHit], top_k: int, active_sites: set[str], min_score: float = 0.0,
+          margin: float = DEFAULT_MARGIN) -> list[SiteScore]:
+    """The sites to ask, best first: DGRAG's top-k, pruned of clearly weaker sites."""
+    return select_sites(score_sites(hits, active_sites, min_score), top_k, margin)
 
 
 def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
