@@ -38,15 +38,13 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError, VerificationError
-from hansa.core.jsonsafe import dumps
 from hansa.gateway.query.answers import readable_citations, site_summary
-from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, TIMEOUT, SiteCall
+from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.query.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.calibration import Calibration
-from hansa.gateway.query.conversation import standalone_question
-from hansa.gateway.query.call import Round, call_round
-from hansa.gateway.query.finish import FinishReserve
+from hansa.gateway.query.request import standalone_question
+from hansa.gateway.query.call import Calls, FinishReserve, Round
 from hansa.gateway.query.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.query.hops import bridge_entities
 from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
@@ -100,120 +98,6 @@ class QueryResult:
         if self.fused.short_answer and not self.abstained:
             out["short_answer"] = self.fused.short_answer  # the reader's span in the leading sentence
         return out
-
-
-class _Clock:
-    """Stage timings and the time spent waiting for sites."""
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.stages: dict[str, float] = {}
-        self.waiting_ms = 0.0
-
-    def add(self, stage: str, since: float) -> float:
-        now = time.perf_counter()
-        self.stages[stage] = self.stages.get(stage, 0.0) + (now - since) * 1000
-        return now
-
-    def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.t0) * 1000
-
-
-class _Calls:
-    """One query's calls across rounds, each round cut to what the budget has left."""
-
-    def __init__(self, engine: "QueryEngine", request: QueryRequest, retrieve: RetrieveRequest,
-                 records: Mapping[str, SiteRecord], clock: _Clock) -> None:
-        self.engine, self.budget, self.retrieve, self.records, self.clock = engine, request.budget, retrieve, records, clock
-        self.request_bytes = len(dumps(retrieve.to_json()))  # what each call sends (bytes_out)
-        self.rounds: list[Round] = []
-        self.calls: list[SiteCall] = []
-        self.out_of_budget = False
-        self.out_of_time = False
-        self._skipped: list[str] = []  # chosen, then not called (budget, gate); see `skipped`
-        # When the gateway began working toward the next round: the query's arrival, then the end of
-        # each round. A round's deadline counts from here, so routing, the gate's assessment and a
-        # refiner's choice come out of the sites' time instead of being added to the user's wait.
-        self._since_ms = 0.0
-        # What the last round kept back for the gateway's work after it (query.finish), and where
-        # that work began (the round's end, or its deadline when the round ended late).
-        self.reserve_ms = 0.0
-        self.finish_from_ms = 0.0
-
-    def skip(self, site_ids: Sequence[str]) -> None:
-        self._skipped.extend(site_ids)
-
-    @property
-    def skipped(self) -> list[str]:
-        called = set(self.called)
-        return [s for s in dict.fromkeys(self._skipped) if s not in called]
-
-    @property
-    def cut_at_deadline(self) -> bool:
-        """Whether the last round cut a call at its deadline (its finishing added to the deadline)."""
-        return bool(self.rounds) and any(c.status == TIMEOUT for c in self.rounds[-1].calls)
-
-    @property
-    def called(self) -> list[str]:
-        return [c.site_id for c in self.calls]
-
-    def sites_left(self) -> int | None:
-        """Distinct sites the budget still allows (a follow-up to a site already asked is free)."""
-        return None if self.budget.sites is None else self.budget.sites - len(set(self.called))
-
-    def time_left_ms(self) -> float | None:
-        return None if self.budget.time_ms is None else self.budget.time_ms - self.clock.elapsed_ms()
-
-    def _within_sites(self, site_ids: Sequence[str]) -> list[str]:
-        """`site_ids` cut to as many new sites as the budget has left (the rest are skipped)."""
-        left = self.sites_left()
-        if left is None:
-            return list(site_ids)
-        seen = set(self.called)
-        new = [s for s in site_ids if s not in seen][:max(left, 0)]
-        self.skip([s for s in site_ids if s not in seen and s not in new])
-        return [s for s in site_ids if s in seen or s in new]
-
-    def _byte_cap(self, site_ids: Sequence[str], wire: Sequence[RetrieveRequest], own_requests: bool) -> int:
-        """The most bytes each answer of the round may take: what the byte budget has left, shared."""
-        cap = MAX_RESPONSE_BYTES
-        if self.budget.bytes is not None and site_ids:
-            spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
-            sent = max(len(dumps(r.to_json())) for r in wire) if own_requests else self.request_bytes
-            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
-        return cap
-
-    def round(self, kind: str, site_ids: Sequence[str],
-              requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
-        """Call `site_ids` (at most as many new sites as the budget has left) with the time left of
-        the round's deadline and of the budget, and the bytes left, each with its own request from
-        `requests` (default: the query's); None when nothing is left to call them with (then
-        `out_of_budget`, or `out_of_time` when the deadline alone ran out) or nobody to call."""
-        wanted = bool(site_ids)
-        site_ids = self._within_sites(site_ids)
-        self.reserve_ms = self.engine.finish.reserve_ms()
-        started_ms = self.clock.elapsed_ms()
-        deadline_s = self.engine.cfg.site_timeout_s - (started_ms - self._since_ms + self.reserve_ms) / 1000
-        timeout_s = deadline_s
-        if self.budget.time_ms is not None:
-            timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
-        wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
-        cap = self._byte_cap(site_ids, wire, bool(requests))
-        if not site_ids or timeout_s <= 0 or cap <= 0:
-            if deadline_s <= 0 and site_ids and cap > 0 and timeout_s == deadline_s:
-                self.out_of_time = True  # the gateway's own work took the whole site_timeout_s
-            else:
-                self.out_of_budget = self.out_of_budget or wanted
-            self.skip(site_ids)
-            return None
-        rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
-                         timeout_s, cap, self.engine.early_measure)
-        self.clock.waiting_ms += rnd.wait_ms
-        self._since_ms = self.clock.elapsed_ms()
-        self.finish_from_ms = min(self._since_ms, started_ms + timeout_s * 1000)
-        self.rounds.append(rnd)
-        self.calls.extend(rnd.calls)
-        return rnd
 
 
 class QueryEngine:
@@ -310,7 +194,7 @@ class QueryEngine:
         if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
             request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
-        clock = _Clock()
+        started = time.perf_counter()  # the query's clock and budget start here
         records, routable, held = self._records()
         authorize_origin(request, records, allowed_origins)
         if request.sites is not None:
@@ -324,19 +208,20 @@ class QueryEngine:
                         routable=routable, top_m=self.cfg.top_m_summaries,
                         k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
                         discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels)
-        t = clock.add("route", t)
+        calls = Calls(request, request.retrieve_request(policy.mode), records, self.transport, self.cfg.site_timeout_s,
+                      self.finish, self.early_measure, started)
+        t = calls.add("route", t)
         prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
                            else min(max(policy.answer_coverage, 0.0), 1.0))
         prior = partial(routing.site_prior, weight=prior_weight)
         coverage = AnswerCoverage.weighing(routing.words, coverage_weight)
         screen = Screen(request.question)  # each sentence screened once: for every assessment and fusion
+        reading = self.reading_for(policy)  # at the floor of the question's kind (query.reading), for all its rounds
         return _Query(
             asked=asked, request=request, policy=policy, router=router, gate=gate, refiner=refiner,
-            abstainer=abstainer, reading=_at_kind(self.reading_for(policy), request.question), records=records,
-            routable=routable,
-            clock=clock, t=t, routing=routing, routing_ms=clock.elapsed_ms(),
-            calls=_Calls(self, request, request.retrieve_request(policy.mode), records, clock),
+            abstainer=abstainer, reading=reading.for_question(request.question) if reading is not None else None,
+            records=records, routable=routable, t=t, routing=routing, routing_ms=calls.elapsed_ms(), calls=calls,
             prior=prior, coverage=coverage, screen=screen,
             judged=_Judged(refiner.quality if isinstance(refiner, JudgingRefiner) else None, request.question,
                            routing.question_vector,
@@ -432,7 +317,7 @@ class QueryEngine:
                 self._fuse(q)
         q.stage("fuse")
         if calls.cut_at_deadline:  # what this question's finishing added to its deadline
-            self.finish.record(q.clock.elapsed_ms() - calls.finish_from_ms)
+            self.finish.record(calls.elapsed_ms() - calls.finish_from_ms)
         if self.llm is not None:
             q.synthesis = synthesize_answer(self.llm, q.asked, q.fused)  # the user's own words, not the routing text
             q.stage("synthesize")
@@ -475,7 +360,7 @@ class QueryEngine:
                            q.assessment, q.abstention, extractive_answer=fused.answer,
                            sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
 
-    def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: _Calls, records: Mapping[str, SiteRecord],
+    def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: Calls, records: Mapping[str, SiteRecord],
                      routable: set[str], router: Router, coverage: AnswerCoverage | None,
                      prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
         """query.hops: while the reader supports nothing, ask about what the best-read sentence names."""
@@ -535,11 +420,10 @@ class _Query:
     reading: ReadingStage | None
     records: dict[str, SiteRecord]
     routable: set[str]
-    clock: "_Clock"
     t: float  # where the stage now running began (stages_ms)
     routing: Routing
     routing_ms: float
-    calls: "_Calls"
+    calls: Calls  # the clock, the budget and every call so far
     prior: Callable[[Collection[str]], Mapping[str, float] | None]  # the routing match fusion weighs sites by
     coverage: AnswerCoverage | None  # ... and how much of the question each answer uses
     screen: Screen
@@ -557,7 +441,7 @@ class _Query:
 
     def stage(self, name: str) -> None:
         """The stage that ran since the last one ended is `name` (its time goes to stages_ms)."""
-        self.t = self.clock.add(name, self.t)
+        self.t = self.calls.add(name, self.t)
 
     def assessed(self) -> Assessment:
         return self.routing.assess(self.request.question, self.calls.calls, self.screen)
@@ -575,8 +459,8 @@ class _Query:
 
 def _trace(q: _Query) -> dict[str, Any]:
     """The trace beside the answer (the module docstring lists its fields)."""
-    request, calls, clock, fused = q.request, q.calls, q.clock, q.answer_fused
-    total_ms = clock.elapsed_ms()
+    request, calls, fused = q.request, q.calls, q.answer_fused
+    total_ms = calls.elapsed_ms()
     bytes_out = sum(c.bytes_out for c in calls.calls)
     bytes_in = sum(c.bytes_in for c in calls.calls)
     trace: dict[str, Any] = {
@@ -584,17 +468,17 @@ def _trace(q: _Query) -> dict[str, Any]:
         "sites_called": [c.site_id for c in calls.calls],
         "per_site": [c.trace_json() for c in calls.calls],
         "routing_ms": round(q.routing_ms, 1),  # includes embedding the question
-        "calls_ms": round(clock.waiting_ms, 1),
-        "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
+        "calls_ms": round(calls.waiting_ms, 1),
+        "fusion_ms": round(calls.stages.get("fuse", 0.0), 1),
         "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
         "total_ms": round(total_ms, 1),
         "bytes_out": bytes_out,
         "bytes_in": bytes_in,
         "embed_ms": round(q.routing.embed_ms, 1),
-        "stages_ms": {k: round(v, 1) for k, v in clock.stages.items()},
+        "stages_ms": {k: round(v, 1) for k, v in calls.stages.items()},
         "rounds": [r.trace_json(i) for i, r in enumerate(calls.rounds)],
-        "waiting_ms": round(clock.waiting_ms, 1),
-        "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
+        "waiting_ms": round(calls.waiting_ms, 1),
+        "gateway_overhead_ms": round(max(total_ms - calls.waiting_ms, 0.0), 1),
         "finish_reserve_ms": round(calls.reserve_ms, 1),
         "assessment": q.evidence.to_json(),
         "stop_reason": q.stop_reason,
@@ -665,7 +549,7 @@ class _Judged:
         self.best_round: int | None = None
         self._best_value = float("-inf")
 
-    def measure(self, calls: _Calls) -> None:
+    def measure(self, calls: Calls) -> None:
         if self.quality is None or not calls.rounds:
             return
         fused = fuse(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
@@ -676,11 +560,6 @@ class _Judged:
         self.measures[len(calls.rounds) - 1] = self.latest
         if value > self._best_value:  # ties keep the earlier, cheaper answer
             self._best_value, self.best, self.best_round = value, fused, len(calls.rounds) - 1
-
-
-def _at_kind(reading: ReadingStage | None, question: str) -> ReadingStage | None:
-    """The reading stage at the floor of the question's kind (query.reading), for all its rounds."""
-    return None if reading is None else reading.for_question(question)
 
 
 def _not_yet_asked(hop: Routing, called: set[str]) -> list[str]:
