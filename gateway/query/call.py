@@ -10,6 +10,12 @@ question waits anyway does not delay it, so it is not overhead). Site
 targets (URL, keys) come from the registry records only: no request can make the gateway call an
 address the registry does not hold.
 
+The per-site summary of a query's calls (`site_summary`), as Elasticsearch's cross-cluster search
+reports `_clusters`: total (called plus skipped), successful, skipped (chosen but not called:
+budget, gate), failed, timed_out, and `partial: true` when any called site failed. `all_failed` is
+what makes a query a 502. The engine builds it into its QueryResult; the HTTP adapters only
+serialize it.
+
 The time a round's deadline keeps back for the gateway's own work after it (`FinishReserve`).
 
 Why: `site_timeout_s` is the user's wait for a round, counted from when the gateway began working
@@ -37,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from hansa.core.jsonsafe import dumps
-from hansa.gateway.client import MAX_RESPONSE_BYTES, TIMEOUT, OnAnswer, SiteCall, SiteTarget
+from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, TIMEOUT, OnAnswer, SiteCall, SiteTarget
 from hansa.gateway.trust.registry import SiteRecord
 from hansa.gateway.transport import SiteTransport
 from hansa.gateway.query.request import Budget, QueryRequest
@@ -219,3 +225,25 @@ class Calls:
         self.rounds.append(rnd)
         self.calls.extend(rnd.calls)
         return rnd
+
+
+def site_summary(calls: Sequence[SiteCall], selected: Sequence[str] = ()) -> dict[str, Any]:
+    """The `_clusters`-like summary of one query's calls (`selected`: the sites the router or the
+    request chose; those not called count as skipped)."""
+    called = {c.site_id for c in calls}
+    ok = sum(1 for c in calls if c.status == OK)
+    timed_out = sum(1 for c in calls if c.status == TIMEOUT)
+    failed = len(calls) - ok - timed_out
+    skipped = len([s for s in dict.fromkeys(selected) if s not in called])
+    return {"total": len(calls) + skipped, "successful": ok, "skipped": skipped, "failed": failed,
+            "timed_out": timed_out, "partial": ok < len(calls),
+            "details": [c.trace_json() for c in calls]}
+
+
+def all_failed(summary: dict[str, Any], budget: Budget) -> bool:
+    """True when sites were called and none answered on their own account: the query is a 502, not
+    a 200 "No answer". A query whose own time or byte budget cut the calls short is not the sites'
+    failure (the client asked for it): that stays a 200 with `partial: true`."""
+    if budget.time_ms is not None or budget.bytes is not None:
+        return False
+    return summary["successful"] == 0 and summary["failed"] + summary["timed_out"] > 0

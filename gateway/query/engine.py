@@ -22,9 +22,10 @@ a round whose sites were asked differently carries `modes` {site: local|global} 
 {site: question}; with a refiner that judges answers each round carries the fused answer's
 `quality` and `best_round` says whose answer was returned.
 
-The result carries what a reader needs beside the answer (gateway.query.answers): readable citations
-(title, snippet, page, source, `n`, `used`) and the per-site summary `sites` {total, successful,
-skipped, failed, timed_out, partial}. `skipped` counts the sites the engine chose to ask (routed,
+The result carries what a reader needs beside the answer: readable citations
+(FusedAnswer.readable_citations: title, snippet, page, source, `n`, `used`) and the per-site
+summary (gateway.query.call.site_summary) `sites` {total, successful, skipped, failed, timed_out,
+partial}. `skipped` counts the sites the engine chose to ask (routed,
 named in `sites`, or picked by a refiner) and then did not call: the budget ran out before them, or
 the gate let the origin answer alone. Sites routing never selected are not skipped, only unasked.
 """
@@ -38,20 +39,19 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError, VerificationError
-from hansa.gateway.query.answers import readable_citations, site_summary
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.query.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.calibration import Calibration
 from hansa.gateway.query.request import standalone_question
-from hansa.gateway.query.call import Calls, FinishReserve, Round
+from hansa.gateway.query.call import Calls, FinishReserve, Round, site_summary
 from hansa.gateway.query.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.query.hops import bridge_entities
 from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
 from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
 from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
-from hansa.gateway.query.synthesize import synthesize_answer, tokens_spent
+from hansa.gateway.query.synthesize import synthesize, tokens_spent
 from hansa.gateway.query.tiers import tiers_of
 from hansa.gateway.query.fusion import FusedAnswer, fuse
 from hansa.gateway.query.history import SiteHistory
@@ -79,7 +79,7 @@ class QueryResult:
     assessment: Assessment | None = None
     abstention: AbstainDecision | None = None
     extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
-    sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.query.answers.site_summary)
+    sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.query.call.site_summary)
     routing: Routing | None = field(default=None, repr=False)  # how the sites were ranked (calibration reads it)
 
     @property
@@ -319,7 +319,8 @@ class QueryEngine:
         if calls.cut_at_deadline:  # what this question's finishing added to its deadline
             self.finish.record(calls.elapsed_ms() - calls.finish_from_ms)
         if self.llm is not None:
-            q.synthesis = synthesize_answer(self.llm, q.asked, q.fused)  # the user's own words, not the routing text
+            # the user's own words, not the routing text
+            q.synthesis = synthesize(self.llm, q.asked.question, q.answer_fused, token_budget=q.asked.budget.tokens)
             q.stage("synthesize")
 
     def _fuse(self, q: "_Query") -> None:
@@ -356,7 +357,7 @@ class QueryEngine:
     def _result(self, q: "_Query") -> QueryResult:
         fused, calls = q.answer_fused, q.calls
         answer = q.synthesis.answer if q.synthesis is not None else fused.answer
-        return QueryResult(answer, readable_citations(fused, answer), _trace(q), fused, tuple(calls.calls), q.decision,
+        return QueryResult(answer, fused.readable_citations(answer), _trace(q), fused, tuple(calls.calls), q.decision,
                            q.assessment, q.abstention, extractive_answer=fused.answer,
                            sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
 

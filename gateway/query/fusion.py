@@ -39,6 +39,11 @@ teaches it (see _observations): a site gains only when something independent of 
 candidates it reads, everything unread or below its floor weighs 0, a document that loses a
 conflict loses all its sentences, and the answer leads with the reader's span.
 
+Citations a reader can use (`FusedAnswer.readable_citations`): the citation list holds every
+document the answering sites cited; a reader needs the ones the answer uses, each with its title,
+the cited sentence (snippet), the page for PDFs and the document's source, never only an opaque
+id: `n` is the [n] marker, `used` says whether the answer (the synthesized one when given) carries it.
+
 Relevance, as the gateway measures it itself, and the bound on what it is willing to measure.
 
 Why: a site's self-reported relevance and confidence are claims, not evidence — a site that says
@@ -60,9 +65,10 @@ every sentence in an answer was measured. What it saves: sentences the ranking n
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Mapping, NamedTuple, Sequence, TypeVar
+from typing import Any, Mapping, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
@@ -80,6 +86,7 @@ from hansa.gateway.query.screening import ECHO, Screen, Screened
 from hansa.sync.wire import Citation, PartialAnswer
 
 
+MARKER = re.compile(r"\[(\d+)\]")  # an [n] citation marker in an answer
 MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answer sentences
 MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
 # The sentences a fused answer holds: each site's that many best are measured first (one number).
@@ -235,6 +242,24 @@ class FusedAnswer:
 
     def conflicts_json(self) -> list[dict[str, object]]:
         return [c.to_json() for c in self.conflicts]
+
+    def readable_citations(self, answer: str | None = None) -> list[dict[str, Any]]:
+        """Every citation as JSON plus `n`, `used` and, for the used ones, the first cited sentence as
+        `snippet` (the evidence sentence that carries its marker). `answer`: the answer as written
+        (synthesized); its [n] markers say which citations are used (default: the fused sentences')."""
+        snippets: dict[int, str] = {}
+        for s in self.sentences:
+            snippets.setdefault(s.citation, s.text)
+        used = set(snippets) if answer is None else {int(n) for n in MARKER.findall(answer)} & set(snippets)
+        out = []
+        for n, c in enumerate(self.citations, start=1):
+            item = {"n": n, **c.to_json(), "used": n in used}
+            if not item.get("title"):
+                item["title"] = c.doc_id  # a document the site did not title: its id is all there is
+            if n in used:
+                item["snippet"] = snippets[n]
+            out.append(item)
+        return out
 
 
 @dataclass

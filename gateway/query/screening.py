@@ -26,7 +26,7 @@ a system prompt). Patterns and not a model because the families are few and well
 (OWASP LLM01), a regex costs microseconds per sentence, and its false positives can be read and
 fixed (the same command: 0 of SQuAD's 101,821 sentences flagged; 0 of the 23,992 sentences of the
 MTRAG corpus as the evaluation loads it). What it misses is bounded by the second line of defence:
-evidence reaches an LLM only as quoted data (gateway.query.synthesis) and an extractive answer is only
+evidence reaches an LLM only as quoted data (gateway.query.synthesize) and an extractive answer is only
 ever sentences, never actions.
 """
 from __future__ import annotations
