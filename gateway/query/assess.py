@@ -57,7 +57,7 @@ from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.query.fusion import first_measured, trusted
 from hansa.gateway.query.screening import Screen
 from hansa.gateway.query.lexical import QuestionWords
-from hansa.core.text import content_words  # the sites' own notion of a content word
+from hansa.core.text import content_words, jaccard  # the sites' own notion of a content word
 
 TOP_PASSAGES = 5  # passages whose words count for coverage
 AGREEMENT_PASSAGES = 3
@@ -136,10 +136,6 @@ def _bounded(offered: Sequence[Passage], call: SiteCall, screen: Screen, measure
     return [Passage(p.site_id, p.doc_id, p.text, trusted(value.get(p.text, cap), p.relevance)) for p in offered]
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 0.0
-
-
 def _coverage(q_words: frozenset[str], found: Sequence[Passage]) -> float:
     covered = frozenset().union(*(content_words(p.text) for p in found[:TOP_PASSAGES]))
     return len(q_words & covered) / len(q_words) if q_words else 0.0
@@ -162,7 +158,7 @@ def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None 
     top_words = [content_words(p.text) for p in found[:TOP_PASSAGES]]
     coverage = _coverage(q_words, found)
     pairs = list(combinations(top_words[:AGREEMENT_PASSAGES], 2))
-    agreement = sum(_jaccard(a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
+    agreement = sum(jaccard(a, b, empty=0.0) for a, b in pairs) / len(pairs) if pairs else 0.0
     order = [c.site_id for c in calls]
     gain, coverage_gain = _newest_gain(found, order[-1], q_words, best, coverage)
     return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found), routing_gap,

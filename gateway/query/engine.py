@@ -50,7 +50,7 @@ from hansa.gateway.query.hops import bridge_entities
 from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
 from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
+from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json
 from hansa.gateway.query.synthesize import synthesize, tokens_spent
 from hansa.gateway.query.tiers import tiers_of
 from hansa.gateway.query.fusion import FusedAnswer, fuse
@@ -257,7 +257,7 @@ class QueryEngine:
                       {s: q.request.retrieve_request(tier_modes[s]) for s in q.to_call if s in tier_modes})
         q.stage("call")
         q.judged.measure(q.calls)
-        q.assessment = q.assessed()
+        q.assessment = q.routing.assess(q.request.question, q.calls.calls, q.screen)
         q.stage("assess")
 
     def _refine(self, q: "_Query") -> None:
@@ -290,7 +290,7 @@ class QueryEngine:
         if calls.round(step.kind, fresh, followups or None) is None:
             return "deadline" if calls.out_of_time else "budget"
         q.judged.measure(calls)
-        q.assessment = q.assessed()
+        q.assessment = q.routing.assess(q.request.question, q.calls.calls, q.screen)
         return None
 
     def _answer(self, q: "_Query") -> None:
@@ -444,9 +444,6 @@ class _Query:
         """The stage that ran since the last one ended is `name` (its time goes to stages_ms)."""
         self.t = self.calls.add(name, self.t)
 
-    def assessed(self) -> Assessment:
-        return self.routing.assess(self.request.question, self.calls.calls, self.screen)
-
     @property
     def evidence(self) -> Assessment:
         assert self.assessment is not None, "assessed once the routed round ran"
@@ -465,7 +462,9 @@ def _trace(q: _Query) -> dict[str, Any]:
     bytes_out = sum(c.bytes_out for c in calls.calls)
     bytes_in = sum(c.bytes_in for c in calls.calls)
     trace: dict[str, Any] = {
-        **trace_json(q.routing),
+        "sites_considered": [s.to_json() for s in q.routing.considered],
+        "sites_excluded": q.routing.excluded,
+        "selection": q.routing.selection,
         "sites_called": [c.site_id for c in calls.calls],
         "per_site": [c.trace_json() for c in calls.calls],
         "routing_ms": round(q.routing_ms, 1),  # includes embedding the question

@@ -63,9 +63,7 @@ class EscalationRouter:
 
     @property
     def reads_lexical(self) -> bool:
-        from hansa.gateway.query.route import reads_lexical
-
-        return reads_lexical(self.base)
+        return self.base.reads_lexical
 
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:

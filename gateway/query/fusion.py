@@ -74,7 +74,7 @@ import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.embedder.memo import MemoEmbedder
-from hansa.core.text import split_words
+from hansa.core.text import jaccard, split_words
 from hansa.gateway.query.claims import extract_claims
 from hansa.gateway.client import OK, OnAnswer, SiteCall
 from hansa.gateway.query.conduct import SiteConduct
@@ -290,10 +290,6 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w for w in split_words(text) if len(w) > 2)
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
-
-
 def _why_no_answer(calls: Sequence[SiteCall]) -> str:
     if not calls:
         return "no site was asked: no published summary matches the question"
@@ -467,7 +463,7 @@ def _distinct(candidates: Sequence[_Candidate], duplicate_jaccard: float) -> lis
     (_Candidate.attribution)."""
     kept: list[_Candidate] = []
     for cand in sorted(candidates, key=lambda c: (-c.weight, c.order)):
-        dup = next((j for j, k in enumerate(kept) if _jaccard(k.words, cand.words) > duplicate_jaccard), None)
+        dup = next((j for j, k in enumerate(kept) if jaccard(k.words, cand.words) > duplicate_jaccard), None)
         if dup is None:
             kept.append(cand)
         elif cand.attribution() > kept[dup].attribution():
@@ -655,7 +651,7 @@ class _Pool:
         self.duplicate_jaccard, self.max_sentences = duplicate_jaccard, max_sentences
         self.claims = [extract_claims(c.text) for c in candidates]
         self.copies = [{o.site_id for o in candidates
-                        if o.site_id != c.site_id and _jaccard(o.words, c.words) > duplicate_jaccard}
+                        if o.site_id != c.site_id and jaccard(o.words, c.words) > duplicate_jaccard}
                        for c in candidates]
 
     def rank(self, whole_documents: bool = False) -> _Ranking:

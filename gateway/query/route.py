@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -161,6 +161,9 @@ if TYPE_CHECKING:
 
 
 class Router(Protocol):
+    # whether it ranks with the sites' term scores: `route` computes them only for a router that does
+    reads_lexical: bool
+
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
         """Every routable site worth considering, best first; `lexical` is each site's CORI term
@@ -179,12 +182,6 @@ class LearningRouter(Router, Protocol):
 
     def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
                 calls: Sequence[SiteCall], fused: "FusedAnswer") -> None: ...
-
-
-def reads_lexical(router: Router) -> bool:
-    """Whether `router` ranks with the sites' term scores: a router says so with `reads_lexical`
-    (a property or attribute); one that does not say is given them."""
-    return bool(getattr(router, "reads_lexical", True))
 
 
 @dataclass(frozen=True)
@@ -241,24 +238,17 @@ class Routing:
             return None
         return {site: 1.0 - weight + weight * scores.get(site, 0.0) / best for site in called}
 
-    def trailing_gap(self, asked: Collection[str]) -> float:
-        """How far the best-ranked site outside `asked` trails the leader: 0 when one ties it, the
-        leader's whole score when every ranked site was asked (nothing ranked is left to find)."""
-        return self._behind_leader(lambda site: site not in asked)
-
-    def deficit(self, asked: Collection[str]) -> float:
-        """How far the best-ranked site in `asked` trails the leader: 0 when one of them leads, the
-        leader's whole score when routing ranked none of them. The other side of trailing_gap: an
-        origin that is not the leader has a gap of 0 whether it ranks a close second or last."""
-        return self._behind_leader(lambda site: site in asked)
-
-    def _behind_leader(self, counts: Callable[[str], bool]) -> float:
-        """The leader's score minus that of the best-ranked site `counts` accepts (the leader's
-        whole score when it accepts none; 0 when nothing was ranked)."""
+    def behind_leader(self, asked: Collection[str], *, among: bool) -> float:
+        """How far the best-ranked site in `asked` (`among`; else outside it) trails the leader: 0
+        when one ties it, the leader's whole score when routing ranked none such (0 when nothing
+        was ranked). Outside `asked` it is the trailing gap: the leader's whole score when every
+        ranked site was asked, nothing ranked is left to find. Among `asked` it is the routing
+        deficit: an origin that is not the leader has a trailing gap of 0 whether it ranks a close
+        second or last, a deficit that tells the two apart."""
         if not self.considered:
             return 0.0
         lead = self.considered[0].score
-        found = next((s.score for s in self.considered if counts(s.site_id)), None)
+        found = next((s.score for s in self.considered if (s.site_id in asked) == among), None)
         return lead - found if found is not None else lead
 
     def evidence(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> list[Passage]:
@@ -276,8 +266,8 @@ class Routing:
         # last is the newest site escalation asked
         rank = {s.site_id: i for i, s in enumerate(self.considered)}
         ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
-        return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
-                      routing_deficit=self.deficit(asked),
+        return assess(question, ordered, best, self.behind_leader(asked, among=False), words=self.words,
+                      routing_deficit=self.behind_leader(asked, among=True),
                       measured=self._measured if self.embedder is not None else None, screen=screen)
 
     def _measured(self, texts: Sequence[str]) -> Sequence[float]:
@@ -330,7 +320,7 @@ def route(
     sketches = index.term_sketches(routable)
     words = QuestionWords.of(question, sketches)  # the question's words, hashed once for both uses
     keys = words.keys if words is not None else np.zeros(0, dtype=np.uint32)
-    lexical = lexical_scores(keys, sketches) if reads_lexical(router) else None
+    lexical = lexical_scores(keys, sketches) if router.reads_lexical else None
     considered = discounted(router.rank(vector, hits, routable, lexical=lexical), discounts)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]
@@ -368,8 +358,3 @@ def router_json(router: Router) -> dict[str, Any]:
     if callable(describe):
         return describe()
     return {"name": getattr(router, "name", type(router).__name__), "model_version": None}
-
-
-def trace_json(routing: Routing) -> dict[str, Any]:
-    return {"sites_considered": [s.to_json() for s in routing.considered], "sites_excluded": routing.excluded,
-            "selection": routing.selection}
