@@ -249,7 +249,7 @@ class GatewayConfig:
     # (scripts/sweep_fusion.py, benchmarks/site_prior_fit.json; more weight lost recall).
     fusion_site_prior: float = 0.2
     # ... and by how much of the question (rare words weighing most) each site's answer sentences
-    # use (gateway/query/lexical.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed. 0.5
+    # use (gateway/query/route.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed. 0.5
     # was fit on SQuAD's fit split (scripts/sweep_fusion.py --param answer_coverage,
     # benchmarks/answer_coverage_fit.json); on the report split it ranks the gold document higher
     # (MRR +3 points) without raising evidence recall@10 (benchmarks/README.md).

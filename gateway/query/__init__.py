@@ -12,7 +12,7 @@ each site from its answers (reliability, conduct, history), and the fitting of t
 abstention through the engine (calibrate.py; the fitted models are calibration.py's).
 
 May import the routing index, the registry (trust.registry: who is enrolled and routable) and the
-site transport port (gateway.client, transport, query_id); never the HTTP surface, the composition
+site transport port (gateway.client, transport); never the HTTP surface, the composition
 root, or trust's key-holding and publication operations.
 
 The package re-exports nothing: a name is imported from the module that defines it, so loading one

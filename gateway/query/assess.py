@@ -31,7 +31,7 @@ once for every round's assessment and for fusion.
   coverage_gain   the same for coverage
   sites_since_best  sites asked after the one holding the best passage (0: the newest holds it)
   weighted_coverage  coverage with each question word weighed by its rarity in the federation
-                  (gateway.query.lexical.QuestionWords, from the routable sites' term statistics; every
+                  (gateway.query.route.QuestionWords, from the routable sites' term statistics; every
                   word the same without them; 0 when routing had no word to weigh): a question's
                   common words ("year", "first") turn up in any site's passages, its rare ones
                   only where it is answered
@@ -51,13 +51,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from itertools import combinations
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.query.fusion import first_measured, trusted
 from hansa.gateway.query.screening import Screen
-from hansa.gateway.query.lexical import QuestionWords
 from hansa.core.text import content_words, jaccard  # the sites' own notion of a content word
+
+if TYPE_CHECKING:  # route imports this module
+    from hansa.gateway.query.route import QuestionWords
 
 TOP_PASSAGES = 5  # passages whose words count for coverage
 AGREEMENT_PASSAGES = 3

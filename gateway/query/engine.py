@@ -52,11 +52,11 @@ from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, Ref
 from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
 from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json
 from hansa.gateway.query.synthesize import synthesize, tokens_spent
-from hansa.gateway.query.tiers import tiers_of
+from hansa.gateway.query.tiers import TieredScore
 from hansa.gateway.query.fusion import FusedAnswer, fuse
-from hansa.gateway.query.history import SiteHistory
+from hansa.gateway.query.reliability import SiteHistory
 from hansa.gateway.index.summaries import SummaryIndex
-from hansa.gateway.query.lexical import AnswerCoverage
+from hansa.gateway.query.route import AnswerCoverage
 from hansa.gateway.query.reading import ReadingStage, open_reading
 from hansa.gateway.query.fusion import measure_early
 from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
@@ -540,7 +540,7 @@ class _Judged:
                  coverage: AnswerCoverage | None = None, screen: Screen | None = None) -> None:
         self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
         self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
-        self.coverage = coverage  # ... and the answers' word coverage (gateway.query.lexical.AnswerCoverage)
+        self.coverage = coverage  # ... and the answers' word coverage (gateway.query.route.AnswerCoverage)
         self.screen = screen  # the question's screen, shared with the assessment (gateway.query.screening.Screen)
         self.values: list[float] = []
         self.measures: dict[int, Any] = {}  # round index -> quality measured after it
@@ -576,7 +576,7 @@ def _followup(request: QueryRequest, question: str) -> RetrieveRequest:
 def _trace_refinement(trace: dict[str, Any], question: str, routing: Routing, rounds: Sequence[Round],
                       judged: _Judged) -> None:
     """Tiers, each round's modes/follow-ups and quality, and which round's answer was returned."""
-    tiers = tiers_of(routing.considered)
+    tiers = {s.site_id: s.tier for s in routing.considered if isinstance(s, TieredScore)}  # a tiered router's
     if tiers:
         trace["tiers"] = tiers
     for i, (entry, rnd) in enumerate(zip(trace["rounds"], rounds)):

@@ -26,7 +26,7 @@ score is capped at the best relevance the gateway measured for that site, times 
 site's documents are also weighed by how well the site matched the question at routing — CORI's
 result merging (Callan, Lu & Croft 1995): a document's score times a factor from its collection's
 score, because a site's own scores are comparable only within that site; the engine computes the
-factors (gateway.query.route.Routing.site_prior). With a `coverage` (gateway.query.lexical.AnswerCoverage),
+factors (gateway.query.route.Routing.site_prior). With a `coverage` (gateway.query.route.AnswerCoverage),
 each site's documents are further weighed by how much of the question, rare words counting most,
 the sentences the site offered use: the only word-level evidence the gateway holds about every
 site alike.
@@ -68,7 +68,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, NamedTuple, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
@@ -79,11 +79,13 @@ from hansa.gateway.query.claims import extract_claims
 from hansa.gateway.client import OK, OnAnswer, SiteCall
 from hansa.gateway.query.conduct import SiteConduct
 from hansa.gateway.query.conflicts import Conflict, Resolution, Statement, resolve
-from hansa.gateway.query.lexical import AnswerCoverage
 from hansa.gateway.query.reading import ReadingStage
 from hansa.gateway.query.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
 from hansa.gateway.query.screening import ECHO, Screen, Screened
 from hansa.sync.wire import Citation, PartialAnswer
+
+if TYPE_CHECKING:  # route imports this module
+    from hansa.gateway.query.route import AnswerCoverage
 
 
 MARKER = re.compile(r"\[(\d+)\]")  # an [n] citation marker in an answer

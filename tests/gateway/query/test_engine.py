@@ -17,7 +17,7 @@ from hansa.core.errors import ConfigError, InputError, NotFoundError, Verificati
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.http.app import create_gateway_app
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
-from hansa.gateway.query.lexical import QuestionWords
+from hansa.gateway.query.route import QuestionWords
 from hansa.gateway.query.assess import Assessment, assess
 from hansa.gateway.query.request import Budget, QueryRequest
 from hansa.gateway.query.gate import GateDecision
@@ -365,7 +365,7 @@ def test_assess_says_what_the_newest_site_added() -> None:
 
 def test_weighted_coverage_counts_a_rare_question_word_more_than_a_common_one() -> None:
     """Two answers each hold one of the question's two words; the one holding the word fewer of the
-    federation's documents use covers more (gateway.query.lexical.QuestionWords). Without the weighed
+    federation's documents use covers more (gateway.query.route.QuestionWords). Without the weighed
     words (routing had no question word) the feature is 0."""
     docs = [("d0", "The Penobscot River flows south."), *[(f"d{i}", f"Every river floods, year {i}.") for i in range(1, 9)]]
     words = QuestionWords.of("Which river is the Penobscot?", {"s": TermSketch.from_documents(docs, 1)})

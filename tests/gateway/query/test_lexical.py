@@ -1,10 +1,10 @@
-"""CORI over published term statistics (gateway.query.lexical): which site a question's words point at."""
+"""CORI over published term statistics (gateway.query.route): which site a question's words point at."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hansa.gateway.query.lexical import AnswerCoverage, QuestionWords, lexical_scores
+from hansa.gateway.query.route import AnswerCoverage, QuestionWords, lexical_scores
 from hansa.sync.terms import TermSketch, term_keys
 
 

@@ -22,7 +22,7 @@ from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.quality import Quality, answer_quality, key_terms
 from hansa.gateway.query.tiers import HIGH, IRRELEVANT, MODERATE, POTENTIAL, TieredScore, fit_cutoffs
 from hansa.gateway.query.fusion import FusedAnswer, FusedSentence
-from hansa.gateway.query.history import PRIOR_RATE, SiteHistory
+from hansa.gateway.query.reliability import PRIOR_RATE, SiteHistory
 from hansa.gateway.service import Gateway
 from hansa.gateway.transport import InProcessSiteTransport
 from hansa.plugin.api import create_site_app
