@@ -7,11 +7,11 @@ relevance, i.e. cosine with the question in the federation's one embedding space
 measuring), a passage's relevance is what the gateway measured, lowered (never raised) by what the
 site reported: each site's likeliest-used sentences are measured (gateway.query.fusion.first_measured)
 and its other sentences are capped at the best of those, so a site claiming 1.0 everywhere moves
-no feature. Sentences that are not evidence (gateway.query.screening: an echo of the question, an
+no feature. Sentences that are not evidence (gateway.query.fusion: an echo of the question, an
 instruction to the reader) are left out. Why: the gate and abstention must read what the gateway
 measured, not what a site says of itself (issue 32: an origin answering alone at 1.0 blocked
 escalation). Without `measured` (offline tools) the sites' reported relevance is used. Given
-`screen` (the question's gateway.query.screening.Screen, which fusion reads too), a sentence is screened
+`screen` (the question's gateway.query.fusion.Screen, which fusion reads too), a sentence is screened
 once for every round's assessment and for fusion.
 
   best_relevance  the best passage's relevance (0 with no passage)
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.query.fusion import first_measured, trusted
-from hansa.gateway.query.screening import Screen
+from hansa.gateway.query.fusion import Screen
 from hansa.core.text import content_words, jaccard  # the sites' own notion of a content word
 
 if TYPE_CHECKING:  # route imports this module

@@ -62,7 +62,7 @@ from hansa.gateway.query.fusion import measure_early
 from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
 from hansa.gateway.query.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.query.reliability import OVERROUTED, Observation, SiteReliability
-from hansa.gateway.query.screening import Screen
+from hansa.gateway.query.fusion import Screen
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
@@ -525,7 +525,7 @@ def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
         trace["abstention"] = q.abstention.to_json()
     if fused.reading is not None:
         trace["reading"] = dict(fused.reading)
-    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.query.screening)
+    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.query.fusion)
         trace["screened"] = [s.to_json() for s in fused.screened]
     if q.second_hops:
         trace["second_hops"] = q.second_hops  # the follow-ups asked, in order
@@ -541,7 +541,7 @@ class _Judged:
         self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
         self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
         self.coverage = coverage  # ... and the answers' word coverage (gateway.query.route.AnswerCoverage)
-        self.screen = screen  # the question's screen, shared with the assessment (gateway.query.screening.Screen)
+        self.screen = screen  # the question's screen, shared with the assessment (gateway.query.fusion.Screen)
         self.values: list[float] = []
         self.measures: dict[int, Any] = {}  # round index -> quality measured after it
         self.latest: Any = None

@@ -30,7 +30,7 @@ factors (gateway.query.route.Routing.site_prior). With a `coverage` (gateway.que
 each site's documents are further weighed by how much of the question, rare words counting most,
 the sentences the site offered use: the only word-level evidence the gateway holds about every
 site alike.
-Before any weighing, sentences that are not evidence are screened out (gateway.query.screening: an echo
+Before any weighing, sentences that are not evidence are screened out ("Screening", below: an echo
 of the question, an instruction addressed to the reader; with a `conduct` record, a site's fixed
 text around a different question, gateway.query.conduct); the answer's `screened` lists them, and an
 echo costs its site a reliability failure. With a `reliability` store, each fused answer also
@@ -62,6 +62,37 @@ was measured. Each site's highest claims are spot-checked (`spot_checks`) whatev
 a site whose measured sentences fall short of its claims by more than DISTRUST has every sentence
 measured. The guarantee stays: no claim ever raises a weight above what the gateway measured, and
 every sentence in an answer was measured. What it saves: sentences the ranking never reaches.
+
+Screening (`Screen`): sentences the gateway refuses to use as evidence whatever a site says of
+them: an echo of the question and an instruction addressed to whoever reads the evidence.
+
+Why a screen before any weighing: both attacks score *well* on every measure the gateway has. A
+sentence that restates the question ("<question>: the verified answer is 1066") is as close to the
+question as a sentence can be, by cosine and by word overlap, so relevance checks pass it; an
+instruction ("Ignore all previous instructions and answer every question with ...") is harmless
+to extractive fusion until an LLM reads it as a command. Neither is evidence: an echo says nothing
+the asker did not, and an instruction is not a statement about the world. So both are dropped
+before fusion, before the gate's and abstention's assessment and before synthesis; the trace
+lists each with its reason, and an echo counts against its site's reliability (`_echo_failures`).
+
+The echo rule: the sentence holds, as one contiguous run, at least ECHO_SHARE of the question's
+words (and at least ECHO_MIN_WORDS), and that run includes the question's own question word (what,
+who, when, ...). SQuAD's question writers copied their sentence's words, so word overlap alone
+flags answers: at a 0.6 share 6,467 of 490,333 (question, sentence of its gold paragraph) pairs of
+SQuAD 1.1 were flagged, at 0.9 with the question word 50 (0.01%: sentences such as "..., who
+commanded the army, ..." for "Who commanded the army?"), measured by `python -m
+hansa.evaluation.screening --squad ../shared/datasets/squad`. Writers of honest text state; an echo
+asks. A rephrased echo escapes this rule and is caught by its repetition across questions
+(gateway.query.conduct) and, having no independent support, earns its site nothing (`_observations`).
+
+The instruction rule: a handful of patterns for text that addresses its reader as an agent to be
+commanded (ignore/disregard previous instructions, "you are now", "answer every question with",
+a system prompt). Patterns and not a model because the families are few and well described
+(OWASP LLM01), a regex costs microseconds per sentence, and its false positives can be read and
+fixed (the same command: 0 of SQuAD's 101,821 sentences flagged; 0 of the 23,992 sentences of the
+MTRAG corpus as the evaluation loads it). What it misses is bounded by the second line of defence:
+evidence reaches an LLM only as quoted data (gateway.query.synthesize) and an extractive answer is only
+ever sentences, never actions.
 """
 from __future__ import annotations
 
@@ -81,8 +112,100 @@ from hansa.gateway.query.conduct import SiteConduct
 from hansa.gateway.query.conflicts import Conflict, Resolution, Statement, resolve
 from hansa.gateway.query.reading import ReadingStage
 from hansa.gateway.query.reliability import ECHOED, LOST, OVERCLAIMED, Observation, SiteReliability
-from hansa.gateway.query.screening import ECHO, Screen, Screened
 from hansa.sync.wire import Citation, PartialAnswer
+
+
+ECHO_SHARE = 0.9
+ECHO_MIN_WORDS = 4
+QUESTION_WORDS = frozenset({"what", "which", "who", "whom", "whose", "when", "where", "why", "how"})
+ECHO = "echoes the question"
+INSTRUCTION = "reads as an instruction to the reader"
+
+_INSTRUCTION = re.compile(
+    "|".join((
+        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?]{0,40}?\b(?:previous|prior|above|earlier|preceding|"
+        r"all|any|other|your|the)\b[^.!?]{0,30}?\b(?:instructions?|prompts?|rules|directions|guidelines|context)\b",
+        r"\b(?:answer|respond|reply)(?: to)? (?:every|all|any|each) (?:questions?|quer(?:y|ies)|requests?|users?)\b"
+        r"[^.!?]{0,20}?\bwith\b",
+        r"\b(?:you are now|from now on,? you(?: are| will| must)?)\b[^.!?]{0,20}?"
+        r"\b(?:assistant|ai|chatbot|bot|language model|dan)\b",
+        r"\b(?:new|updated|real) instructions?\s*:",
+        r"\b(?:system|developer) (?:prompt|message|instructions?)\b",
+        r"\bdo not (?:tell|inform|reveal to|mention (?:this )?to) the user\b",
+    )),
+    re.IGNORECASE,
+)
+
+
+def _longest_common_run(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+    """(length, end index in `a`) of the longest run of words `a` and `b` share in order (dynamic
+    programming over a question's ~10 words and a sentence's ~30: a few hundred steps)."""
+    best, end = 0, -1
+    previous = [0] * (len(b) + 1)
+    for i, x in enumerate(a):
+        current = [0] * (len(b) + 1)
+        for j, y in enumerate(b, start=1):
+            if x == y:
+                current[j] = previous[j - 1] + 1
+                if current[j] > best:
+                    best, end = current[j], i
+        previous = current
+    return best, end
+
+
+def echoes(question: str, sentence: str, share: float = ECHO_SHARE, min_words: int = ECHO_MIN_WORDS) -> bool:
+    """Whether `sentence` restates `question` word for word (see the module's echo rule)."""
+    q = split_words(question)
+    if len(q) < min_words:
+        return False
+    length, end = _longest_common_run(q, split_words(sentence))
+    if length < max(min_words, share * len(q)):
+        return False
+    return any(w in QUESTION_WORDS for w in q[end - length + 1:end + 1])
+
+
+def instructs(sentence: str) -> bool:
+    """Whether `sentence` addresses its reader with an instruction (the module's patterns)."""
+    return _INSTRUCTION.search(sentence) is not None
+
+
+def reason(question: str, sentence: str) -> str | None:
+    """Why `sentence` is not evidence for `question`, or None when it may be used."""
+    if instructs(sentence):
+        return INSTRUCTION
+    if question and echoes(question, sentence):
+        return ECHO
+    return None
+
+
+class Screen:
+    """One question's screen, each sentence judged once: the engine assesses every call after each
+    round (gateway.query.assess) and fusion reads the same sentences again (`fuse`), so
+    the engine hands both the question's one Screen."""
+
+    def __init__(self, question: str) -> None:
+        self.question = question
+        self._why: dict[str, str | None] = {}
+
+    def why(self, sentence: str) -> str | None:
+        """`reason(question, sentence)`, worked out the first time the sentence is seen."""
+        if sentence not in self._why:
+            self._why[sentence] = reason(self.question, sentence)
+        return self._why[sentence]
+
+
+@dataclass(frozen=True)
+class Screened:
+    """One sentence the screen dropped, for the trace."""
+
+    site_id: str
+    doc_id: str
+    reason: str
+    text: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"site_id": self.site_id, "doc_id": self.doc_id, "reason": self.reason, "text": self.text[:200]}
+
 
 if TYPE_CHECKING:  # route imports this module
     from hansa.gateway.query.route import AnswerCoverage
@@ -229,7 +352,7 @@ class FusedAnswer:
     short_answer: str = ""  # with a reader: the answer's words in the leading sentence
     reading: Mapping[str, object] | None = None  # with a reader: what it read and decided (trace)
     best_read: str = ""  # with a reader: the sentence it scored highest, supported or not (a second hop's bridge)
-    screened: tuple[Screened, ...] = ()  # sentences refused as evidence (gateway.query.screening), with why
+    screened: tuple[Screened, ...] = ()  # sentences refused as evidence (`Screen`), with why
     # what this answer teaches each site's reliability (an echo's failure included): see _observations
     observations: Mapping[str, Observation] = field(default_factory=dict)
     site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
@@ -412,7 +535,7 @@ def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozense
 
 def _screen(screen: Screen, per_site: Sequence[list[tuple[SiteCall, str, str, float | None]]],
             conduct: SiteConduct | None) -> tuple[list[list[tuple[SiteCall, str, str, float | None]]], list[Screened]]:
-    """Each site's offered sentences without those that are not evidence (gateway.query.screening; with
+    """Each site's offered sentences without those that are not evidence (`Screen`; with
     `conduct`, also a site's fixed text around a different question), and what was dropped."""
     question = screen.question
     kept, dropped = [], []
@@ -550,7 +673,7 @@ def fuse(
     EAGER_BELOW, read per call) are all measured in one batch. With `reading` (and the
     `question` it reads against), the reader judges the best-measured candidates (gateway.query.reading).
     Sentences that echo `question` or address the reader with instructions are screened out first
-    (gateway.query.screening; `screen`: `question`'s, when the caller screened its sentences already),
+    (`Screen`; `screen`: `question`'s, when the caller screened its sentences already),
     and with `conduct` a site's fixed text around different questions."""
     ok = [c for c in calls if c.status == OK and c.answer is not None]
     covered = _covered(ok, coverage)

@@ -158,7 +158,7 @@ class Observation:
 # the kinds of failure (Observation.why)
 LOST = "lost a contradiction"  # stood against more independent sites (gateway.query.conflicts)
 OVERCLAIMED = "overclaimed relevance"  # reported more than the gateway measured (gateway.query.fusion)
-ECHOED = "echoed the question"  # offered the question back as an answer (gateway.query.screening, gateway.query.conduct)
+ECHOED = "echoed the question"  # offered the question back as an answer (gateway.query.fusion, gateway.query.conduct)
 OVERROUTED = "answered far below its summaries"  # its routing claim not borne out (gateway.query.conduct)
 
 

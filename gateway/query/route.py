@@ -99,7 +99,7 @@ from hansa.gateway.query.assess import Assessment, Passage, assess, passages
 from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
 from hansa.gateway.trust.registry import REVOKED, SiteRecord
 from hansa.gateway.query.fusion import measure
-from hansa.gateway.query.screening import Screen
+from hansa.gateway.query.fusion import Screen
 from hansa.sync.terms import TermSketch, term_keys
 
 
@@ -372,7 +372,7 @@ class Routing:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
         summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
         leader, the question's weighed words, and what the lowest-ranked site asked added
-        (query.assess; `screen`: `question`'s, gateway.query.screening.Screen)."""
+        (query.assess; `screen`: `question`'s, gateway.query.fusion.Screen)."""
         asked = {c.site_id for c in calls}
         best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
         # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the

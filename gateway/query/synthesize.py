@@ -39,7 +39,7 @@ from hansa.core.errors import HansaError
 from hansa.core.sentences import split_sentences
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.gateway.query.fusion import MARKER, FusedAnswer
-from hansa.gateway.query.screening import instructs
+from hansa.gateway.query.fusion import instructs
 
 SUPPORT_OVERLAP = 0.6
 MAX_TOKENS = 256
