@@ -297,9 +297,9 @@ def signed_headers(identity: SiteIdentity, site_id: str, target_uri: str, body: 
     return headers
 
 
-def _call_one(
-    target_site: SiteTarget, body: bytes, identity: SiteIdentity, deadline: float, allow_private: bool, cap: int
-) -> tuple[PartialAnswer, int]:
+def call_one(target_site: SiteTarget, body: bytes, deadline: float, cap: int, *, identity: SiteIdentity,
+             allow_private: bool) -> tuple[PartialAnswer, int]:
+    """One signed HTTP call of one site (a `OneCall` once `identity` and `allow_private` are bound)."""
     site_id = target_site.site_id
     keys = keyring(load_public_key(k) for k in target_site.public_keys)
     target = validate_site_url(target_site.url) + RETRIEVE_PATH
@@ -456,22 +456,3 @@ def run_calls(
         log.info("site.call", site_id=call.site_id, status=call.status, latency_ms=round(call.latency_ms, 1),
                  bytes_in=call.bytes_in, error=call.error)
     return calls
-
-
-def call_sites(
-    sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
-    request: RetrieveRequest | Sequence[RetrieveRequest],
-    timeout_s: float,
-    *,
-    identity: SiteIdentity,
-    allow_private_addresses: bool = False,
-    max_response_bytes: int = MAX_RESPONSE_BYTES,
-    on_answer: OnAnswer | None = None,
-) -> list[SiteCall]:
-    """POST `request`, signed by `identity` (the gateway), to every (site_id, base_url, keys) at
-    once over HTTP; one SiteCall per site, in input order, by `timeout_s` (see run_calls)."""
-
-    def one(target: SiteTarget, body: bytes, deadline: float, cap: int) -> tuple[PartialAnswer, int]:
-        return _call_one(target, body, identity, deadline, allow_private_addresses, cap)
-
-    return run_calls(sites, request, timeout_s, one, max_response_bytes, on_answer)

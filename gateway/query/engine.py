@@ -224,8 +224,7 @@ class QueryEngine:
             records=records, routable=routable, t=t, routing=routing, routing_ms=calls.elapsed_ms(), calls=calls,
             prior=prior, coverage=coverage, screen=screen,
             judged=_Judged(refiner.quality if isinstance(refiner, JudgingRefiner) else None, request.question,
-                           routing.question_vector,
-                           self.embedder, prior, coverage, screen),
+                           routing.question_vector, self.embedder, prior, coverage, screen),
             to_call=list(routing.selected))
 
     def _ask_origin(self, q: "_Query") -> None:
@@ -531,23 +530,24 @@ def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
         trace["second_hops"] = q.second_hops  # the follow-ups asked, in order
 
 
+@dataclass(eq=False)
 class _Judged:
     """Best-answer tracking for refiners that judge answers (a `quality(question, fused)` method):
     the answer fused after each round, its quality, and the best one seen."""
 
-    def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
-                 prior: Callable[[Collection[str]], Mapping[str, float] | None],
-                 coverage: AnswerCoverage | None = None, screen: Screen | None = None) -> None:
-        self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
-        self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
-        self.coverage = coverage  # ... and the answers' word coverage (gateway.query.route.AnswerCoverage)
-        self.screen = screen  # the question's screen, shared with the assessment (gateway.query.fusion.Screen)
-        self.values: list[float] = []
-        self.measures: dict[int, Any] = {}  # round index -> quality measured after it
-        self.latest: Any = None
-        self.best: FusedAnswer | None = None
-        self.best_round: int | None = None
-        self._best_value = float("-inf")
+    quality: Any  # the refiner's judge (None: the refiner judges nothing, and nothing is tracked)
+    question: str
+    vector: Any  # the question's
+    embedder: Embedder
+    prior: Callable[[Collection[str]], Mapping[str, float] | None]  # fusion's site prior (Routing.site_prior)
+    coverage: AnswerCoverage | None = None  # ... and the answers' word coverage (gateway.query.route.AnswerCoverage)
+    screen: Screen | None = None  # the question's screen, shared with the assessment (gateway.query.fusion.Screen)
+    values: list[float] = field(default_factory=list)
+    measures: dict[int, Any] = field(default_factory=dict)  # round index -> quality measured after it
+    latest: Any = None
+    best: FusedAnswer | None = None
+    best_round: int | None = None
+    _best_value: float = float("-inf")
 
     def measure(self, calls: Calls) -> None:
         if self.quality is None or not calls.rounds:
