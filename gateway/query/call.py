@@ -1,14 +1,14 @@
 """Stage: call — one round of calls to sites through the transport, measured.
 
-Contract: `call_round(transport, kind, site_ids, records, request, timeout_s, max_response_bytes,
-on_answer=None)` asks every named site at once (in the given order; `request` one for all, or one
-per site) and returns a `Round`: one SiteCall per site (see gateway.transport.SiteTransport: never
-raises for a site's failure) and the wall time spent waiting, which the trace subtracts from the
-total to report the gateway's own overhead. `on_answer` is the transport's hook for answers that
-arrive while others are awaited (the engine measures their sentences then: work done while the
-question waits anyway does not delay it, so it is not overhead). Site
-targets (URL, keys) come from the registry records only: no request can make the gateway call an
-address the registry does not hold.
+Contract: `Calls` is one query's clock and budget, handed to every stage. `Calls.round(kind,
+site_ids, requests=None)` asks every named site at once (in the given order; the query's request
+for all, or one per site from `requests`), cut to what the budget has left, and returns a `Round`:
+one SiteCall per site (see gateway.transport.SiteTransport: never raises for a site's failure) and
+the wall time spent waiting, which the trace subtracts from the total to report the gateway's own
+overhead. The transport's `on_answer` hook gets answers that arrive while others are awaited (the
+engine measures their sentences then: work done while the question waits anyway does not delay
+it, so it is not overhead). Site targets (URL, keys) come from the registry records only: no
+request can make the gateway call an address the registry does not hold.
 
 The per-site summary of a query's calls (`site_summary`), as Elasticsearch's cross-cluster search
 reports `_clusters`: total (called plus skipped), successful, skipped (chosen but not called:
@@ -92,24 +92,6 @@ class Round:
         return {"round": number, "kind": self.kind, "sites": [c.site_id for c in self.calls],
                 "ms": round(self.wait_ms, 1), "bytes_out": sum(c.bytes_out for c in self.calls),
                 "bytes_in": sum(c.bytes_in for c in self.calls)}
-
-
-def call_round(
-    transport: SiteTransport,
-    kind: str,
-    site_ids: Sequence[str],
-    records: Mapping[str, SiteRecord],
-    request: RetrieveRequest | Sequence[RetrieveRequest],
-    timeout_s: float,
-    max_response_bytes: int,
-    on_answer: OnAnswer | None = None,
-) -> Round:
-    targets = [SiteTarget(s, records[s].url, records[s].public_keys) for s in site_ids]
-    t0 = time.perf_counter()
-    calls = (transport.call(targets, request, timeout_s, max_response_bytes=max_response_bytes, on_answer=on_answer)
-             if targets else [])
-    per_site = () if isinstance(request, RetrieveRequest) else tuple(request)
-    return Round(kind, tuple(calls), (time.perf_counter() - t0) * 1000, per_site)
 
 
 class Calls:
@@ -217,8 +199,11 @@ class Calls:
                 self.out_of_budget = self.out_of_budget or wanted
             self.skip(site_ids)
             return None
-        rnd = call_round(self.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
-                         timeout_s, cap, self.on_answer)
+        targets = [SiteTarget(s, self.records[s].url, self.records[s].public_keys) for s in site_ids]
+        t0 = time.perf_counter()
+        calls = self.transport.call(targets, wire if requests else self.retrieve, timeout_s, max_response_bytes=cap,
+                                    on_answer=self.on_answer)
+        rnd = Round(kind, tuple(calls), (time.perf_counter() - t0) * 1000, tuple(wire) if requests else ())
         self.waiting_ms += rnd.wait_ms
         self._since_ms = self.elapsed_ms()
         self.finish_from_ms = min(self._since_ms, started_ms + timeout_s * 1000)
