@@ -50,7 +50,7 @@ from hansa.gateway.query.hops import bridge_entities
 from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
 from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json
+from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route
 from hansa.gateway.query.synthesize import synthesize, tokens_spent
 from hansa.gateway.query.tiers import TieredScore
 from hansa.gateway.query.fusion import FusedAnswer, fuse
@@ -505,7 +505,7 @@ def _trace_request(trace: dict[str, Any], q: _Query) -> None:
         trace["conversation_turns"] = len(request.conversation)
     if request.question != q.asked.question:
         trace["standalone_question"] = request.question
-    trace["router"] = router_json(q.router)
+    trace["router"] = q.router.describe()
 
 
 def _trace_answer(trace: dict[str, Any], q: _Query) -> None:

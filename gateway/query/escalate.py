@@ -28,7 +28,7 @@ among them"; the threshold and the schedule chosen by replaying the stopping rul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -71,6 +71,9 @@ class EscalationRouter:
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         return list(ranked[:max(1, min(self.first, k))])
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "model_version": None}
 
 
 @dataclass(frozen=True)

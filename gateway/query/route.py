@@ -287,6 +287,10 @@ class Router(Protocol):
         """Of `ranked`, the sites to call (at most k)."""
         ...
 
+    def describe(self) -> dict[str, Any]:
+        """What the trace records as `router`: its name and, for a learned router, its model version."""
+        ...
+
 
 @runtime_checkable
 class LearningRouter(Router, Protocol):
@@ -315,6 +319,9 @@ class SummaryRouter:
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         return select_sites(ranked, k, self.margin)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": type(self).__name__, "model_version": None}
 
 
 @dataclass(frozen=True)
@@ -463,11 +470,3 @@ def site_term_scores(question: str, index: SummaryIndex, routable: Collection[st
     """Each routable site's CORI score for the question's words (sites without term statistics
     are absent)."""
     return lexical_scores(term_keys(question), index.term_sketches(routable))
-
-
-def router_json(router: Router) -> dict[str, Any]:
-    """What the trace records as `router`: its name and, for a learned router, its model version."""
-    describe = getattr(router, "describe", None)
-    if callable(describe):
-        return describe()
-    return {"name": getattr(router, "name", type(router).__name__), "model_version": None}

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -175,6 +175,9 @@ class TieredRouter:
         first = [s for s in ranked if getattr(s, "tier", None) == HIGH]
         first += [s for s in ranked if getattr(s, "tier", None) == MODERATE]
         return first[:k]
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": type(self).__name__, "model_version": None}
 
 
 # The fit's default quantiles of the gold sites' gaps: half within HIGH; within MODERATE (asked in the
