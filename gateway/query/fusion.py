@@ -178,14 +178,14 @@ def reason(question: str, sentence: str) -> str | None:
     return None
 
 
+@dataclass(eq=False)
 class Screen:
     """One question's screen, each sentence judged once: the engine assesses every call after each
     round (gateway.query.assess) and fusion reads the same sentences again (`fuse`), so
     the engine hands both the question's one Screen."""
 
-    def __init__(self, question: str) -> None:
-        self.question = question
-        self._why: dict[str, str | None] = {}
+    question: str
+    _why: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
 
     def why(self, sentence: str) -> str | None:
         """`reason(question, sentence)`, worked out the first time the sentence is seen."""

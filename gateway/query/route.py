@@ -133,7 +133,7 @@ class QuestionWords:
     log(1 + D / (1 + df)) with D the documents counted; a word no site published (rare: used by one
     document) weighs most. Without term statistics every word weighs the same.
 
-    Built once per question by routing (query.route) from the sketches it ranks with, and read
+    Built once per question by routing (`route`) from the sketches it ranks with, and read
     twice: by the assessment's `weighted_coverage` (the gate's evidence) and by fusion's
     AnswerCoverage. Why rarity: a question's common words ("year", "first") are found in any
     site's answer; the rare ones ("Hastings") are what tells an answer about *this* question from
@@ -169,7 +169,7 @@ class QuestionWords:
 class AnswerCoverage:
     """Fusion's word-level check of a site's answer: how much of the question (QuestionWords) the
     sentences a site offers actually use; a site's citations are weighed by
-    1 - weight + weight x that share (gateway/query/fusion.py).
+    1 - weight + weight x that share (gateway.query.fusion).
 
     Why: a site's scores are cosines against its own chunks, and a question that names nothing
     outside its paragraph ("Who destroyed the Jesuit college?") is about equally close to passages
@@ -184,11 +184,8 @@ class AnswerCoverage:
         """None when `weight` is 0 or there are no words (nothing to weigh by)."""
         return cls(words, float(weight)) if words is not None and weight > 0 else None
 
-    def share(self, texts: Iterable[str]) -> float:
-        return self.words.share(texts)
-
     def factor(self, texts: Iterable[str]) -> float:
-        return 1.0 - self.weight + self.weight * self.share(texts)
+        return 1.0 - self.weight + self.weight * self.words.share(texts)
 
 
 SECOND_HIT_BONUS = 0.1
