@@ -184,7 +184,11 @@ class QueryEngine:
         self._refine(q)
         self._answer(q)
         self._learn(q)
-        return self._result(q)
+        fused, calls = q.answer_fused, q.calls
+        answer = q.synthesis.answer if q.synthesis is not None else fused.answer
+        return QueryResult(answer, fused.readable_citations(answer), _trace(q), fused, tuple(calls.calls), q.decision,
+                           q.assessment, q.abstention, extractive_answer=fused.answer,
+                           sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
 
     def _route(self, request: QueryRequest, policy: QueryPolicy, allowed_origins: Collection[str] | None) -> "_Query":
         """Who may be asked, and the routing: a follow-up turn is routed as a standalone question."""
@@ -345,20 +349,24 @@ class QueryEngine:
         q.fused = fused
 
     def _learn(self, q: "_Query") -> None:
-        """What this question teaches: the sites' conduct, a learning router, the citation history."""
-        calls, fused = q.calls, q.answer_fused
-        self._observe_conduct(q.routing, calls.calls, fused)
+        """What this question teaches: the sites' conduct (gateway.query.conduct: who was routed and,
+        when fusion measured the answers, each answering site's best summary similarity at routing
+        against the best relevance measured among its sentences), a learning router, the citation
+        history."""
+        calls, fused, routing = q.calls.calls, q.answer_fused, q.routing
+        claimed = {}
+        if fused.measured:  # else nothing was measured (abstained before fusion, or no sentence)
+            claimed = {c.site_id: best for c in calls
+                       if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
+        called = list(dict.fromkeys(q.calls.called))  # each site once, however many rounds asked it
+        excess = self.conduct.observe(called if routing.selection == "routed" else None, claimed, fused.site_best)
+        overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
+        if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
+            self.reliability.observe(overrouted)
         if isinstance(q.router, LearningRouter):  # it logs what contributed
-            q.router.observe(q.request.question, q.routing.considered, q.routing.selected, calls.calls, fused)
-        if self.history is not None and calls.calls:
-            self.history.record(calls.called, {s.site_id for s in fused.sentences})
-
-    def _result(self, q: "_Query") -> QueryResult:
-        fused, calls = q.answer_fused, q.calls
-        answer = q.synthesis.answer if q.synthesis is not None else fused.answer
-        return QueryResult(answer, fused.readable_citations(answer), _trace(q), fused, tuple(calls.calls), q.decision,
-                           q.assessment, q.abstention, extractive_answer=fused.answer,
-                           sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
+            q.router.observe(q.request.question, routing.considered, routing.selected, calls, fused)
+        if self.history is not None and calls:
+            self.history.record(q.calls.called, {s.site_id for s in fused.sentences})
 
     def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: Calls, records: Mapping[str, SiteRecord],
                      routable: set[str], router: Router, coverage: AnswerCoverage | None,
@@ -388,20 +396,6 @@ class QueryEngine:
                                 learn=False, site_prior=prior, coverage=coverage, reading=reading, question=follow,
                                 conduct=self.conduct)
         return fused, asked
-
-    def _observe_conduct(self, routing: Routing, calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
-        """Teach the sites' conduct (gateway.query.conduct) what this question showed: who was routed,
-        and, when fusion measured the answers, each answering site's best summary similarity at
-        routing against the best relevance measured among its sentences."""
-        called = list(dict.fromkeys(c.site_id for c in calls))
-        claimed = {}
-        if fused.measured:  # else nothing was measured (abstained before fusion, or no sentence)
-            claimed = {c.site_id: best for c in calls
-                       if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
-        excess = self.conduct.observe(called if routing.selection == "routed" else None, claimed, fused.site_best)
-        overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
-        if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
-            self.reliability.observe(overrouted)
 
 
 @dataclass(eq=False)
