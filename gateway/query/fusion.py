@@ -560,29 +560,6 @@ def _relevance(cand: _Candidate) -> float:
     return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
 
 
-def _rank(candidates: Sequence[_Candidate], claims: Sequence[tuple], trust: dict[str, float], copies: Sequence[set[str]],
-          duplicate_jaccard: float, max_sentences: int,
-          whole_documents: bool = False) -> tuple[Resolution, set[int], list[_Candidate]]:
-    """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance as
-    measured, or bounded by its claim while unmeasured (sets `base` and `weight`). `copies[i]`: the
-    other sites holding a near-verbatim copy of candidate i (support that does not depend on weights)."""
-    for cand in candidates:
-        cand.base = trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
-    statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, claims[i]) for i, c in enumerate(candidates) if c.base > 0]
-    resolution = resolve(statements)
-    rejected = set(resolution.rejected)
-    if whole_documents:  # a document that lost a conflict on this question loses all its sentences
-        lost = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
-        rejected |= {i for i, c in enumerate(candidates) if (c.site_id, c.doc_id) in lost}
-    for i, cand in enumerate(candidates):
-        others = set(resolution.agreeing_sites.get(i, set())) | copies[i]
-        cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
-
-    kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], duplicate_jaccard)
-    chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:max_sentences]
-    return resolution, rejected, chosen
-
-
 def _distinct(candidates: Sequence[_Candidate], duplicate_jaccard: float) -> list[_Candidate]:
     """One candidate per group of near-duplicates, heaviest first; of copies, the better attributed
     (_Candidate.attribution)."""
@@ -780,8 +757,25 @@ class _Pool:
                        for c in candidates]
 
     def rank(self, whole_documents: bool = False) -> _Ranking:
-        return _Ranking(*_rank(self.candidates, self.claims, self.trust, self.copies, self.duplicate_jaccard,
-                               self.max_sentences, whole_documents=whole_documents))
+        """Weigh, settle conflicts, drop near-duplicates and choose, with each candidate's relevance
+        as measured, or bounded by its claim while unmeasured (sets `base` and `weight`). A
+        candidate's near-verbatim copies at other sites (`copies`) support it whatever the weights."""
+        candidates = self.candidates
+        for cand in candidates:
+            cand.base = self.trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
+        statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, self.claims[i])
+                      for i, c in enumerate(candidates) if c.base > 0]
+        resolution = resolve(statements)
+        rejected = set(resolution.rejected)
+        if whole_documents:  # a document that lost a conflict on this question loses all its sentences
+            lost = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
+            rejected |= {i for i, c in enumerate(candidates) if (c.site_id, c.doc_id) in lost}
+        for i, cand in enumerate(candidates):
+            others = set(resolution.agreeing_sites.get(i, set())) | self.copies[i]
+            cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
+        kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], self.duplicate_jaccard)
+        chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:self.max_sentences]
+        return _Ranking(resolution, rejected, chosen)
 
     def read(self, reading: ReadingStage | None, question: str, question_vector: np.ndarray,
              embedder: Embedder, ranking: _Ranking) -> tuple[dict[str, object] | None, str, _Ranking]:
