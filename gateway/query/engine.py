@@ -13,8 +13,8 @@ run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
 `policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
-query.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an
-origin, `synthesis` with an LLM (query.synthesize: which answer was used, the tokens spent, also
+query.request.standalone_question: what was routed and retrieved), `origin_assessment` (the
+gate's input) with an origin, `synthesis` with an LLM (query.synthesize: which answer was used, the tokens spent, also
 counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold}
 (query.abstain), `router` {name, model_version, ...}.
 With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;

@@ -241,7 +241,7 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
     """A round gets `site_timeout_s` counted from when the gateway began working toward it (the
     query's arrival, then the previous round's end), so a slow route or refiner comes out of the
     sites' time; and, once questions were seen, less what the gateway's work after a round took
-    (query.finish), so a hung site costs the user the deadline, not more."""
+    (query.call.FinishReserve), so a hung site costs the user the deadline, not more."""
     import time as _time
 
     from hansa.gateway.query.route import SummaryRouter

@@ -1,4 +1,4 @@
-"""query.finish: what a round keeps back of its deadline for the gateway's work after it."""
+"""query.call.FinishReserve: what a round keeps back of its deadline for the gateway's work after it."""
 from __future__ import annotations
 
 import pytest
