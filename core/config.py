@@ -233,7 +233,7 @@ class GatewayConfig:
     top_m_summaries: int = 128  # summaries matched per question (DGRAG's m)
     top_k_sites: int = 5  # at most this many sites are asked (DGRAG's k) ...
     # ... and only those scoring within this of the best. With lexical_weight, both chosen on the
-    # MTRAG and SQuAD fit splits (gateway/query/router.py says how); summaries alone used 0.24.
+    # MTRAG and SQuAD fit splits (gateway/query/route.py says how); summaries alone used 0.24.
     site_margin: float = 0.4
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.
@@ -249,7 +249,7 @@ class GatewayConfig:
     # (scripts/sweep_fusion.py, benchmarks/site_prior_fit.json; more weight lost recall).
     fusion_site_prior: float = 0.2
     # ... and by how much of the question (rare words weighing most) each site's answer sentences
-    # use (gateway/query/lexical.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed. 0.5
+    # use (gateway/query/route.py AnswerCoverage): a factor 1 - w + w x that share. 0: not weighed. 0.5
     # was fit on SQuAD's fit split (scripts/sweep_fusion.py --param answer_coverage,
     # benchmarks/answer_coverage_fit.json); on the report split it ranks the gold document higher
     # (MRR +3 points) without raising evidence recall@10 (benchmarks/README.md).
@@ -258,7 +258,7 @@ class GatewayConfig:
     # the cross-encoder shipped in adapters/reader/model, its card beside it), "none", or a model
     # directory. Its score replaces cosine as an answer sentence's relevance; below `reader_floor`
     # (negative: the model's own fit-split calibration, a floor per kind of question,
-    # gateway/query/question_kind.py; 0..1: that one floor) a sentence supports nothing, and with
+    # gateway/query/reading.py; 0..1: that one floor) a sentence supports nothing, and with
     # none above it the gateway abstains. `reader_pool`: sentences read per question (the best by
     # cosine). Default since the per-kind floors: benchmarks/README.md "The reader".
     reader: str = "packaged"
@@ -274,7 +274,7 @@ class GatewayConfig:
     site_timeout_s: float = 10.0
     # ... and a round stops waiting up to this much earlier, keeping back what the gateway's work
     # after a round took for this process's recent questions cut at a deadline (their 95th
-    # percentile: gateway/query/finish.py), so a hung site costs the user the deadline, not the
+    # percentile: gateway/query/call.py), so a hung site costs the user the deadline, not the
     # deadline plus the final fusion. 0: off.
     finish_reserve_max_ms: float = 200.0
     # Which router answers HTTP queries: "summary" (DGRAG summary matching) or "learned" (RAGRoute's
@@ -341,7 +341,7 @@ class GatewayConfig:
     admin_key: str = ""
     # How many answered queries (with their traces) the admin page keeps, newest first; 0: none.
     recent_queries: int = 50
-    # Conversation-aware routing (gateway/query/conversation.py): a follow-up question is routed and
+    # Conversation-aware routing (gateway/query/request.py): a follow-up question is routed and
     # retrieved as itself plus this many salient content words of the user's earlier turns, a turn's
     # words weighted by conversation_decay per turn back (0 words: the last turn alone).
     conversation_carry_words: int = 16  # chosen on the fit split: benchmarks/conversation_routing.json

@@ -84,3 +84,8 @@ def content_words(text: str) -> frozenset[str]:
             word = word[:-1]
         words.add(word)
     return frozenset(words)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str], empty: float = 1.0) -> float:
+    """The share of words two texts have in common (`empty`: two texts without words)."""
+    return len(a & b) / len(a | b) if a | b else empty

@@ -5,7 +5,7 @@
 
 Why: one floor fit on SQuAD's factoid questions (evaluation/reader.py) refuses descriptive answers —
 the reader, trained on SQuAD, scores the sentences that say what an agency does or how to appeal low
-(gateway/query/question_kind.py). So each kind gets its own floor: for each corpus, the highest
+(gateway/query/reading.py). So each kind gets its own floor: for each corpus, the highest
 best-sentence score that still answers the kind's share (SHARES) of that corpus's answerable *fit*
 questions of the kind, each read against its gold text (as the single floor was); the kind's floor
 is the lowest of these, so that it answers its share in every corpus:
@@ -29,7 +29,7 @@ import numpy as np
 
 from hansa.evaluation.reader import FLOOR_ANSWERED, floor_for_answered
 from hansa.evaluation.split import split_of
-from hansa.gateway.query.question_kind import DESCRIPTIVE, FACTOID, KINDS, question_kind
+from hansa.gateway.query.reading import DESCRIPTIVE, FACTOID, KINDS, question_kind
 
 # The share of each kind's answerable fit questions its floor answers. Factoid: the single floor's
 # 0.92 (target: answer >= 0.90 while abstaining). Descriptive: 0.98, what a gateway without the
@@ -106,7 +106,7 @@ def answered_table(rows: Iterable[Mapping[str, Any]], floors: Mapping[str, float
 
 def card_section(floors: Mapping[str, float], single: float, table: Sequence[Mapping[str, Any]]) -> str:
     lines = [CARD_BEGIN, "## Floors per kind of question", "",
-             "The gateway's floor depends on what the question asks for (gateway/query/question_kind.py: a small "
+             "The gateway's floor depends on what the question asks for (gateway/query/reading.py: a small "
              "lexical rule; \"who/when/which/how many/what is the X of Y\" is factoid, \"what does X do/how/why/"
              "explain/tell me/can I ...\" and bare topics are descriptive). Each kind's floor is the lowest, over "
              "SQuAD 2.0 dev and MTRAG (answerable and partial questions), of the highest best-sentence score that "

@@ -4,7 +4,7 @@ full information: every chunk embedding of every site at the gateway, sites rank
 chunk. hansa may not ship it (it is exactly what must not leave a site); it is the bar summary-only
 routing is measured against. centroid: one mean chunk vector per site, the simplest summary.
 summaries: the gateway's own index and router over what sites publish: the signed community
-summaries and their term statistics (gateway.query.router, gateway.query.lexical), at the gateway's
+summaries and their term statistics (gateway.query.route, gateway.query.route), at the gateway's
 `lexical_weight`. summary_vectors and terms: each of the two alone, to show what each buys.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def summary_rankings(fed: Any, text: str, qvec: np.ndarray, top_m: int) -> dict[
     """Sites as the gateway's router ranks them from what sites publish (summaries), and from each
     of its two signals alone (summary_vectors, terms)."""
     from hansa.gateway.query.route import site_term_scores
-    from hansa.gateway.query.router import score_sites
+    from hansa.gateway.query.route import score_sites
 
     index = fed.gateway_service.index
     routable = set(fed.sites)

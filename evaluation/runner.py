@@ -35,7 +35,7 @@ computed without calling sites; the questions themselves are asked by a thread p
 since a question mostly waits on sites.
 
 `conversation`: MTRAG-UN questions are asked as their last turn with the earlier user turns as
-`QueryRequest.conversation` (the engine makes the turn standalone: gateway/query/conversation.py), and the
+`QueryRequest.conversation` (the engine makes the turn standalone: gateway/query/request.py), and the
 routing curves are also computed for a small grid of carried-word settings, the last turn alone
 and all turns joined (`conversation_routing`), so the setting can be chosen on the fit split.
 `llm`: the gateway synthesizes answers with the OpenAI-compatible endpoint; every outcome keeps
@@ -323,8 +323,8 @@ CONVERSATION_GRID = ((0, 0.5), (4, 0.5), (8, 0.5), (16, 0.5), (8, 1.0), (16, 1.0
 
 
 def routed_text(q: Question, carry_words: int, decay: float) -> str:
-    """The text the gateway routes for `q` under a carried-word setting (gateway/query/conversation.py)."""
-    from hansa.gateway.query.conversation import standalone_question
+    """The text the gateway routes for `q` under a carried-word setting (gateway/query/request.py)."""
+    from hansa.gateway.query.request import standalone_question
 
     body = asked_body(q, True)
     return standalone_question(q.text, body.get("conversation", ()), carry_words, decay)

@@ -1,4 +1,4 @@
-"""How often the gateway's screen (gateway.query.screening) flags honest text: each SQuAD question against
+"""How often the gateway's screen (gateway.query.fusion) flags honest text: each SQuAD question against
 every sentence of its gold paragraph (the text most like its question an honest site holds), and
 every corpus sentence for instructions.
 
@@ -12,7 +12,7 @@ from typing import Sequence
 
 from hansa.core.sentences import split_sentences
 from hansa.evaluation.squad import load_dataset
-from hansa.gateway.query.screening import echoes, instructs
+from hansa.gateway.query.fusion import echoes, instructs
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,8 @@ Left at this level, because no one room owns them:
   be imported from below by nothing and from above by all, which is what this level is.
 - metrics.py, recent_queries.py: what the service records of what it serves (written by
   `Gateway.query`/`publish`, shown by http/).
-- client.py, transport.py, query_id.py: the site transport port, how the gateway reaches sites. The
-  query pipeline calls through it, the composition root picks its implementation, and evaluation
-  and the in-process federation use it on their own; it imports no room.
+- client.py (with the query id every call carries), transport.py: the site transport port, how
+  the gateway reaches sites. The query pipeline calls through it, the composition root picks its
+  implementation, and evaluation and the in-process federation use it on their own; it imports
+  no room.
 """

@@ -16,10 +16,22 @@ endpoint the call is refused before any connection (private and loopback ranges 
 `allow_private_addresses`, for a test federation on loopback; link-local and metadata never). The
 connection then goes to exactly the checked address, while `Host` and TLS SNI/certificate checks
 use the name: there is no second resolution for a DNS-rebinding host to switch in between.
+
+The id of the question being answered (`query_scope`), for logs and for every site call it makes.
+
+Why a context variable: the id is made where a question enters (Gateway.query) and read where a
+site call is signed (`signed_headers`), several layers down the engine; passing it
+through every stage would touch each stage's contract for a field only logs and signatures need.
+Site calls run in a thread pool, so the caller copies its context into each call
+(`run_calls`). Sites log it on every event of the request (X-Hansa-Query-Id, covered by
+the request signature: hansa.sync.httpsig.RETRIEVE_TRACED_COMPONENTS).
 """
 from __future__ import annotations
 
 import contextvars
+import uuid
+from contextlib import contextmanager
+from contextvars import ContextVar
 import http.client
 import ipaddress
 import os
@@ -30,13 +42,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 from urllib.parse import urlsplit
 
 from hansa.core.errors import ConflictError, HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
-from hansa.core.logs import get_logger
-from hansa.gateway.query_id import current as current_query_id
+from hansa.core.logs import bound, get_logger
 from hansa.sync.membership import validate_site_url
 from hansa.sync.httpsig import (
     QUERY_ID_HEADER,
@@ -53,6 +64,24 @@ from hansa.sync.keys import PRIVATE_KEY_FILE, SiteIdentity, load_public_key
 from hansa.sync.wire import PartialAnswer, RetrieveRequest
 
 log = get_logger(__name__)
+
+_CURRENT: ContextVar[str | None] = ContextVar("hansa_query_id", default=None)
+
+
+def new_query_id() -> str:
+    """32 hex digits: unguessable and within the site's accepted alphabet ([A-Za-z0-9._:-]{1,128})."""
+    return uuid.uuid4().hex
+
+
+@contextmanager
+def query_scope(query_id: str) -> Iterator[str]:
+    """Make `query_id` current and bind it to every log event inside the block."""
+    token = _CURRENT.set(query_id)
+    try:
+        with bound(query_id=query_id):
+            yield query_id
+    finally:
+        _CURRENT.reset(token)
 
 RETRIEVE_PATH = "/v1/retrieve"
 MAX_RESPONSE_BYTES = 1024 * 1024
@@ -260,7 +289,7 @@ def signed_headers(identity: SiteIdentity, site_id: str, target_uri: str, body: 
     """The headers of a retrieve call to `site_id`, RFC 9421-signed by the gateway's `identity`."""
     headers = {"Content-Type": JSON_TYPE, "Accept": JSON_TYPE, SITE_HEADER: site_id}
     components = RETRIEVE_COMPONENTS
-    query_id = current_query_id()  # the question this call serves, signed so a site may log it
+    query_id = _CURRENT.get()  # the question this call serves, signed so a site may log it
     if query_id is not None:
         headers[QUERY_ID_HEADER] = query_id
         components = RETRIEVE_TRACED_COMPONENTS
@@ -268,9 +297,9 @@ def signed_headers(identity: SiteIdentity, site_id: str, target_uri: str, body: 
     return headers
 
 
-def _call_one(
-    target_site: SiteTarget, body: bytes, identity: SiteIdentity, deadline: float, allow_private: bool, cap: int
-) -> tuple[PartialAnswer, int]:
+def call_one(target_site: SiteTarget, body: bytes, deadline: float, cap: int, *, identity: SiteIdentity,
+             allow_private: bool) -> tuple[PartialAnswer, int]:
+    """One signed HTTP call of one site (a `OneCall` once `identity` and `allow_private` are bound)."""
     site_id = target_site.site_id
     keys = keyring(load_public_key(k) for k in target_site.public_keys)
     target = validate_site_url(target_site.url) + RETRIEVE_PATH
@@ -427,22 +456,3 @@ def run_calls(
         log.info("site.call", site_id=call.site_id, status=call.status, latency_ms=round(call.latency_ms, 1),
                  bytes_in=call.bytes_in, error=call.error)
     return calls
-
-
-def call_sites(
-    sites: Sequence[SiteTarget | tuple[str, str, Sequence[str]]],
-    request: RetrieveRequest | Sequence[RetrieveRequest],
-    timeout_s: float,
-    *,
-    identity: SiteIdentity,
-    allow_private_addresses: bool = False,
-    max_response_bytes: int = MAX_RESPONSE_BYTES,
-    on_answer: OnAnswer | None = None,
-) -> list[SiteCall]:
-    """POST `request`, signed by `identity` (the gateway), to every (site_id, base_url, keys) at
-    once over HTTP; one SiteCall per site, in input order, by `timeout_s` (see run_calls)."""
-
-    def one(target: SiteTarget, body: bytes, deadline: float, cap: int) -> tuple[PartialAnswer, int]:
-        return _call_one(target, body, identity, deadline, allow_private_addresses, cap)
-
-    return run_calls(sites, request, timeout_s, one, max_response_bytes, on_answer)

@@ -46,10 +46,10 @@ from hansa.gateway.query.engine import QueryEngine, QueryResult
 from hansa.gateway.query.policy import QueryPolicy
 from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.index.head_mirror import HeadMirror
-from hansa.gateway.query.history import HISTORY_FILE, SiteHistory
+from hansa.gateway.query.reliability import HISTORY_FILE, SiteHistory
 from hansa.gateway.index.summaries import SummaryIndex
 from hansa.gateway.trust.publishing import SitePublications
-from hansa.gateway.query_id import new_query_id, query_scope
+from hansa.gateway.client import new_query_id, query_scope
 from hansa.gateway.trust.ratelimit import RateLimited, TokenBucketLimiter
 from hansa.gateway.recent_queries import RecentQueries, query_record
 from hansa.gateway.trust.registry import REVOKED, SiteRegistry, utc_now

@@ -17,6 +17,7 @@ every trust check stays on the path:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from werkzeug.test import EnvironBuilder, run_wsgi_app
@@ -30,7 +31,7 @@ from hansa.gateway.client import (
     OnAnswer,
     SiteCall,
     SiteTarget,
-    call_sites,
+    call_one,
     check_answer,
     check_signed_response,
     run_calls,
@@ -70,7 +71,7 @@ class SiteTransport(Protocol):
 
 @dataclass(frozen=True)
 class HttpSiteTransport:
-    """Sites over signed HTTP (gateway.client.call_sites)."""
+    """Sites over signed HTTP (gateway.client.call_one, run in parallel by run_calls)."""
 
     identity: SiteIdentity  # the gateway's signing key
     allow_private_addresses: bool = False  # a test federation on loopback only
@@ -84,9 +85,8 @@ class HttpSiteTransport:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         on_answer: OnAnswer | None = None,
     ) -> list[SiteCall]:
-        return call_sites(targets, request, timeout_s, identity=self.identity,
-                          allow_private_addresses=self.allow_private_addresses, max_response_bytes=max_response_bytes,
-                          on_answer=on_answer)
+        one = partial(call_one, identity=self.identity, allow_private=self.allow_private_addresses)
+        return run_calls(targets, request, timeout_s, one, max_response_bytes, on_answer)
 
 
 class InProcessSiteTransport:

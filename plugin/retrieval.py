@@ -16,7 +16,7 @@ that talks about what was asked ("items") over one that merely shares its topic.
 computed at ingest (plugin.sentence_vectors): a request embeds only the question. With `[site]
 reader` (distributed reading), the reader re-ranks the READ_CANDIDATES best of them by whether they
 answer the question; the relevance the site reports stays the cosine (the gateway's measurement
-bounds it, gateway.query.relevance), so the reader changes only which sentences leave.
+bounds it, gateway.query.fusion), so the reader changes only which sentences leave.
 """
 from __future__ import annotations
 

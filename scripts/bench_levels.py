@@ -38,7 +38,7 @@ from hansa.evaluation.datasets import load_dataset  # noqa: E402
 from hansa.evaluation.runner import choose_questions, sample_documents  # noqa: E402
 from hansa.federation.local import role_config  # noqa: E402
 from hansa.gateway.index.summaries import SummaryHit  # noqa: E402
-from hansa.gateway.query.router import score_sites  # noqa: E402
+from hansa.gateway.query.route import score_sites  # noqa: E402
 from hansa.plugin.communities import build_communities  # noqa: E402
 from hansa.plugin.ingest import ingest_paths  # noqa: E402
 from hansa.plugin.install import install_site  # noqa: E402

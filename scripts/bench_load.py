@@ -315,7 +315,7 @@ def run_load(url: str, api_key: str, questions: Sequence[str], count: int, concu
                     stages.setdefault(stage, []).append(ms / 1000)
                 if "trace" in body:
                     stages.setdefault("gateway_total", []).append(body["trace"]["total_ms"] / 1000)
-                    # what the question's last round kept back of the deadline (gateway/query/finish.py)
+                    # what the question's last round kept back of the deadline (gateway/query/call.py)
                     stages.setdefault("finish_reserve", []).append(body["trace"].get("finish_reserve_ms", 0.0) / 1000)
                 statuses[str(status)] = statuses.get(str(status), 0) + 1
                 if why is not None:

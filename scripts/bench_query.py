@@ -5,11 +5,11 @@ everything but waiting for sites; target p50 <= 5 ms on this machine) and a site
 per call. Three arms, their order rotated question by question so all see the same load:
 - `before`: sites embed their ~40 candidate sentences per request (their stored sentence vectors
   hidden, as on a site ingested before plugin/sentence_vectors.py), and fusion measures every
-  fused sentence (relevance.EAGER_BELOW raised above any candidate count), after the calls;
+  fused sentence (fusion.EAGER_BELOW raised above any candidate count), after the calls;
 - `after_late`: stored sentence vectors, and fusion verifying only what it uses
-  (gateway/query/relevance.py), still measured after the calls;
+  (gateway/query/fusion.py), still measured after the calls;
 - `after`: the gateway as it ships: as `after_late`, and an answer that arrives while slower sites
-  are awaited has its sentences measured then (gateway.query.relevance.measure_early).
+  are awaited has its sentences measured then (gateway.query.fusion.measure_early).
 The gateway's LRU (gateway.embedding_memo_entries) is cleared before every question of either arm, so
 each question is asked cold; `after_repeat` asks the same question again (an LRU hit).
 
@@ -71,10 +71,10 @@ class Arms:
     """Switches the whole federation between the arms."""
 
     def __init__(self, fed: Any) -> None:
-        from hansa.gateway.query import relevance
+        from hansa.gateway.query import fusion
 
-        self.relevance = relevance
-        self.eager_below = relevance.EAGER_BELOW
+        self.fusion = fusion
+        self.eager_below = fusion.EAGER_BELOW
         self.engine = fed.gateway_service.engine
         self.early = self.engine.early_measure
         self.sites = {s: h.ctx for s, h in fed.sites.items()}
@@ -83,7 +83,7 @@ class Arms:
 
     def use(self, arm: str) -> None:
         before = arm == "before"
-        self.relevance.EAGER_BELOW = sys.maxsize if before else self.eager_below
+        self.fusion.EAGER_BELOW = sys.maxsize if before else self.eager_below
         self.engine.early_measure = self.early if arm == "after" else None
         for site_id, ctx in self.sites.items():
             ctx.vectors = self.hidden[site_id] if before else self.stores[site_id]

@@ -92,7 +92,7 @@ def check_codes(fed: Any, meta: list[tuple[str, str, int]], vectors: np.ndarray)
 
 
 def rankings(fed: Any, text: str, hits: Sequence[Any], lexical: dict[str, float]) -> dict[str, list[str]]:
-    from hansa.gateway.query.router import score_sites
+    from hansa.gateway.query.route import score_sites
 
     routable = set(fed.sites)
     weight = fed.gateway_config.gateway.lexical_weight

@@ -4,7 +4,7 @@
 Fusion ranks citations across sites by the sites' own scores, which compare poorly across sites;
 `--param site_prior` (`[gateway] fusion_site_prior`) weighs each site's documents by its routing
 match (CORI's result merging), `--param answer_coverage` (`[gateway] fusion_answer_coverage`) by how
-much of the question its answer sentences use (gateway/query/lexical.py AnswerCoverage); the other keeps
+much of the question its answer sentences use (gateway/query/route.py AnswerCoverage); the other keeps
 the gateway's default. This asks the split's answerable questions once per weight, in one federation (the cached
 sites `hansa eval` builds, `--dataset squad` or `mtrag`), as `exhaustive` (every site) and `hansa` (the gateway's own routing and
 escalation), and as `oracle` (the gold sites alone: the reference issue 9 measures against), with the sites' answers replayed after the first ask (evaluation.shared_calls), so the

@@ -13,7 +13,7 @@ by nothing that serves requests: only the command line and the in-process federa
 The gateway's own rooms are layered, each importing only those below it (GATEWAY_ALLOWED): the
 routing index (gateway/index) at the bottom; trust (gateway/trust) over it; the query pipeline
 (gateway/query) over both, reaching trust only through the registry and sites only through the
-transport port (gateway/client.py, transport.py, query_id.py, which import no room); the composition
+transport port (gateway/client.py, transport.py, which import no room); the composition
 root (gateway/service.py) over all of those; the HTTP surface (gateway/http) on top. So no cycle runs
 between rooms, and the test that says so reads the same imports.
 """
@@ -71,7 +71,7 @@ GATEWAY = REPO / "gateway"
 # A gateway room is a sub-package of gateway/ or a module at its top level; what each may import of
 # the others (its own modules always). Rooms not named here (service, metrics, recent_queries:
 # the composition root and what it records) may import any room but the HTTP surface.
-PORT = {"client", "transport", "query_id"}
+PORT = {"client", "transport"}
 GATEWAY_ALLOWED: dict[str, set[str]] = {
     "index": set(),
     "trust": {"index"},

@@ -12,7 +12,7 @@ Cost of a hit and the hit rate's effect are measured in scripts/bench_embed.py.
 
 One flight per text: a text another thread is embedding right now is waited for, not embedded a
 second time. The gateway embeds an answer's sentences while it waits on slower sites
-(gateway.query.relevance.measure_early) and fusion may ask for the same sentences before that batch
+(gateway.query.fusion.measure_early) and fusion may ask for the same sentences before that batch
 is done; on two cores a duplicate batch is exactly the delay the early work was meant to remove.
 If the other thread's batch fails, the waiter embeds the text itself.
 """

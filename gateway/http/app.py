@@ -34,7 +34,7 @@ from hansa.core.logs import get_logger
 from hansa.gateway.http.admin_auth import LOGIN_BURST, LOGIN_REFILL_PER_S
 from hansa.gateway.http.admin_page import create_admin_blueprint
 from hansa.gateway.http.admin_state import admin_state
-from hansa.gateway.query.answers import all_failed
+from hansa.gateway.query.call import all_failed
 from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.http.openai_api import create_openai_blueprint
 from hansa.gateway.trust.publishing import PublicationConflict

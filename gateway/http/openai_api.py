@@ -37,7 +37,7 @@ from werkzeug.exceptions import HTTPException
 from hansa.core.errors import HansaError, InputError
 from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
-from hansa.gateway.query.answers import all_failed
+from hansa.gateway.query.call import all_failed
 from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.query.request import MAX_CONVERSATION_TURNS
 from hansa.gateway.service import Gateway

@@ -5,13 +5,13 @@ Contract: `assess(question, calls, best_summary=..., measured=...) -> Assessment
 relevance, i.e. cosine with the question in the federation's one embedding space). Given
 `measured` (what routing hands in: the gateway's own cosine, memoized from the call stage's early
 measuring), a passage's relevance is what the gateway measured, lowered (never raised) by what the
-site reported: each site's likeliest-used sentences are measured (gateway.query.relevance.first_measured)
+site reported: each site's likeliest-used sentences are measured (gateway.query.fusion.first_measured)
 and its other sentences are capped at the best of those, so a site claiming 1.0 everywhere moves
-no feature. Sentences that are not evidence (gateway.query.screening: an echo of the question, an
+no feature. Sentences that are not evidence (gateway.query.fusion: an echo of the question, an
 instruction to the reader) are left out. Why: the gate and abstention must read what the gateway
 measured, not what a site says of itself (issue 32: an origin answering alone at 1.0 blocked
 escalation). Without `measured` (offline tools) the sites' reported relevance is used. Given
-`screen` (the question's gateway.query.screening.Screen, which fusion reads too), a sentence is screened
+`screen` (the question's gateway.query.fusion.Screen, which fusion reads too), a sentence is screened
 once for every round's assessment and for fusion.
 
   best_relevance  the best passage's relevance (0 with no passage)
@@ -31,7 +31,7 @@ once for every round's assessment and for fusion.
   coverage_gain   the same for coverage
   sites_since_best  sites asked after the one holding the best passage (0: the newest holds it)
   weighted_coverage  coverage with each question word weighed by its rarity in the federation
-                  (gateway.query.lexical.QuestionWords, from the routable sites' term statistics; every
+                  (gateway.query.route.QuestionWords, from the routable sites' term statistics; every
                   word the same without them; 0 when routing had no word to weigh): a question's
                   common words ("year", "first") turn up in any site's passages, its rare ones
                   only where it is answered
@@ -51,13 +51,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from itertools import combinations
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from hansa.gateway.client import OK, SiteCall
-from hansa.gateway.query.relevance import first_measured, trusted
-from hansa.gateway.query.screening import Screen
-from hansa.gateway.query.lexical import QuestionWords
-from hansa.core.text import content_words  # the sites' own notion of a content word
+from hansa.gateway.query.fusion import first_measured, trusted
+from hansa.gateway.query.fusion import Screen
+from hansa.core.text import content_words, jaccard  # the sites' own notion of a content word
+
+if TYPE_CHECKING:  # route imports this module
+    from hansa.gateway.query.route import QuestionWords
 
 TOP_PASSAGES = 5  # passages whose words count for coverage
 AGREEMENT_PASSAGES = 3
@@ -136,10 +138,6 @@ def _bounded(offered: Sequence[Passage], call: SiteCall, screen: Screen, measure
     return [Passage(p.site_id, p.doc_id, p.text, trusted(value.get(p.text, cap), p.relevance)) for p in offered]
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 0.0
-
-
 def _coverage(q_words: frozenset[str], found: Sequence[Passage]) -> float:
     covered = frozenset().union(*(content_words(p.text) for p in found[:TOP_PASSAGES]))
     return len(q_words & covered) / len(q_words) if q_words else 0.0
@@ -162,7 +160,7 @@ def assess(question: str, calls: Sequence[SiteCall], best_summary: float | None 
     top_words = [content_words(p.text) for p in found[:TOP_PASSAGES]]
     coverage = _coverage(q_words, found)
     pairs = list(combinations(top_words[:AGREEMENT_PASSAGES], 2))
-    agreement = sum(_jaccard(a, b) for a, b in pairs) / len(pairs) if pairs else 0.0
+    agreement = sum(jaccard(a, b, empty=0.0) for a, b in pairs) / len(pairs) if pairs else 0.0
     order = [c.site_id for c in calls]
     gain, coverage_gain = _newest_gain(found, order[-1], q_words, best, coverage)
     return Assessment(best, margin, coverage, agreement, best_summary or 0.0, answered, len(found), routing_gap,

@@ -5,7 +5,7 @@ question; and which sites an operator quarantined.
 Why the gateway keeps this at all: routing believes what a site publishes about itself (summary
 vectors, term statistics), and a validly enrolled member can publish anything. What it cannot fake
 is what it answers: the gateway measures every sentence it uses against the question itself
-(gateway.query.relevance). So every call is a check of the site's claim: routing matched the question
+(gateway.query.fusion). So every call is a check of the site's claim: routing matched the question
 to the site's best summary at similarity s, and the site's best answer sentence measured m. For an
 honest site the two move together (its summaries describe its documents); a site that publishes
 generic or stolen summaries to be asked everywhere answers far below what its summaries promised.

@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 
 import igraph
 
+from hansa.core.text import jaccard
 from hansa.gateway.query.claims import POLARITY, Claim, agree, comparable
 
 FRAME_MIN = 0.5
@@ -106,18 +107,14 @@ class Resolution:
     lost: dict[str, int] = field(default_factory=dict)  # site -> times it stood against a majority
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
-
-
 def _same_slot(a: Claim, b: Claim) -> bool:
     if not comparable(a, b):
         return False
     if a.kind == POLARITY:
-        return min(len(a.frame), len(b.frame)) >= MIN_POLARITY_WORDS and _jaccard(a.frame, b.frame) >= POLARITY_FRAME
-    if _jaccard(a.frame, b.frame) < FRAME_MIN:
+        return min(len(a.frame), len(b.frame)) >= MIN_POLARITY_WORDS and jaccard(a.frame, b.frame) >= POLARITY_FRAME
+    if jaccard(a.frame, b.frame) < FRAME_MIN:
         return False
-    return (not a.context and not b.context) or _jaccard(a.context, b.context) >= CONTEXT_MIN
+    return (not a.context and not b.context) or jaccard(a.context, b.context) >= CONTEXT_MIN
 
 
 def _states(statement: Statement, claim: Claim) -> bool:
@@ -224,7 +221,7 @@ def _compared(statements: Sequence[Statement], words: Sequence[frozenset[str]]) 
     for si, a in enumerate(statements):
         for sj in range(si + 1, len(statements)):
             b = statements[sj]
-            if (a.site_id, a.doc_id) != (b.site_id, b.doc_id) and _jaccard(words[si], words[sj]) >= STATEMENT_MIN:
+            if (a.site_id, a.doc_id) != (b.site_id, b.doc_id) and jaccard(words[si], words[sj]) >= STATEMENT_MIN:
                 yield si, sj
 
 

@@ -13,8 +13,8 @@ run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_
 `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
 `origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
 `policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
-query.conversation: what was routed and retrieved), `origin_assessment` (the gate's input) with an
-origin, `synthesis` with an LLM (query.synthesize: which answer was used, the tokens spent, also
+query.request.standalone_question: what was routed and retrieved), `origin_assessment` (the
+gate's input) with an origin, `synthesis` with an LLM (query.synthesize: which answer was used, the tokens spent, also
 counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold}
 (query.abstain), `router` {name, model_version, ...}.
 With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
@@ -22,9 +22,10 @@ a round whose sites were asked differently carries `modes` {site: local|global} 
 {site: question}; with a refiner that judges answers each round carries the fused answer's
 `quality` and `best_round` says whose answer was returned.
 
-The result carries what a reader needs beside the answer (gateway.query.answers): readable citations
-(title, snippet, page, source, `n`, `used`) and the per-site summary `sites` {total, successful,
-skipped, failed, timed_out, partial}. `skipped` counts the sites the engine chose to ask (routed,
+The result carries what a reader needs beside the answer: readable citations
+(FusedAnswer.readable_citations: title, snippet, page, source, `n`, `used`) and the per-site
+summary (gateway.query.call.site_summary) `sites` {total, successful, skipped, failed, timed_out,
+partial}. `skipped` counts the sites the engine chose to ask (routed,
 named in `sites`, or picked by a refiner) and then did not call: the budget ran out before them, or
 the gate let the origin answer alone. Sites routing never selected are not skipped, only unasked.
 """
@@ -38,33 +39,30 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError, VerificationError
-from hansa.core.jsonsafe import dumps
-from hansa.gateway.query.answers import readable_citations, site_summary
-from hansa.gateway.client import MAX_RESPONSE_BYTES, OK, TIMEOUT, SiteCall
+from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.query.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.calibration import Calibration
-from hansa.gateway.query.conversation import standalone_question
-from hansa.gateway.query.call import Round, call_round
-from hansa.gateway.query.finish import FinishReserve
+from hansa.gateway.query.request import standalone_question
+from hansa.gateway.query.call import Calls, FinishReserve, Round, site_summary
 from hansa.gateway.query.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.query.hops import bridge_entities
 from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
 from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route, router_json, trace_json
-from hansa.gateway.query.synthesize import synthesize_answer, tokens_spent
-from hansa.gateway.query.tiers import tiers_of
+from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route
+from hansa.gateway.query.synthesize import synthesize, tokens_spent
+from hansa.gateway.query.tiers import TieredScore
 from hansa.gateway.query.fusion import FusedAnswer, fuse
-from hansa.gateway.query.history import SiteHistory
+from hansa.gateway.query.reliability import SiteHistory
 from hansa.gateway.index.summaries import SummaryIndex
-from hansa.gateway.query.lexical import AnswerCoverage
+from hansa.gateway.query.route import AnswerCoverage
 from hansa.gateway.query.reading import ReadingStage, open_reading
-from hansa.gateway.query.relevance import measure_early
+from hansa.gateway.query.fusion import measure_early
 from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
 from hansa.gateway.query.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.query.reliability import OVERROUTED, Observation, SiteReliability
-from hansa.gateway.query.screening import Screen
+from hansa.gateway.query.fusion import Screen
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
@@ -81,7 +79,7 @@ class QueryResult:
     assessment: Assessment | None = None
     abstention: AbstainDecision | None = None
     extractive_answer: str = ""  # the fused answer before synthesis (== answer without an LLM)
-    sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.query.answers.site_summary)
+    sites: dict[str, Any] = field(default_factory=dict)  # the per-site summary (gateway.query.call.site_summary)
     routing: Routing | None = field(default=None, repr=False)  # how the sites were ranked (calibration reads it)
 
     @property
@@ -100,120 +98,6 @@ class QueryResult:
         if self.fused.short_answer and not self.abstained:
             out["short_answer"] = self.fused.short_answer  # the reader's span in the leading sentence
         return out
-
-
-class _Clock:
-    """Stage timings and the time spent waiting for sites."""
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.stages: dict[str, float] = {}
-        self.waiting_ms = 0.0
-
-    def add(self, stage: str, since: float) -> float:
-        now = time.perf_counter()
-        self.stages[stage] = self.stages.get(stage, 0.0) + (now - since) * 1000
-        return now
-
-    def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self.t0) * 1000
-
-
-class _Calls:
-    """One query's calls across rounds, each round cut to what the budget has left."""
-
-    def __init__(self, engine: "QueryEngine", request: QueryRequest, retrieve: RetrieveRequest,
-                 records: Mapping[str, SiteRecord], clock: _Clock) -> None:
-        self.engine, self.budget, self.retrieve, self.records, self.clock = engine, request.budget, retrieve, records, clock
-        self.request_bytes = len(dumps(retrieve.to_json()))  # what each call sends (bytes_out)
-        self.rounds: list[Round] = []
-        self.calls: list[SiteCall] = []
-        self.out_of_budget = False
-        self.out_of_time = False
-        self._skipped: list[str] = []  # chosen, then not called (budget, gate); see `skipped`
-        # When the gateway began working toward the next round: the query's arrival, then the end of
-        # each round. A round's deadline counts from here, so routing, the gate's assessment and a
-        # refiner's choice come out of the sites' time instead of being added to the user's wait.
-        self._since_ms = 0.0
-        # What the last round kept back for the gateway's work after it (query.finish), and where
-        # that work began (the round's end, or its deadline when the round ended late).
-        self.reserve_ms = 0.0
-        self.finish_from_ms = 0.0
-
-    def skip(self, site_ids: Sequence[str]) -> None:
-        self._skipped.extend(site_ids)
-
-    @property
-    def skipped(self) -> list[str]:
-        called = set(self.called)
-        return [s for s in dict.fromkeys(self._skipped) if s not in called]
-
-    @property
-    def cut_at_deadline(self) -> bool:
-        """Whether the last round cut a call at its deadline (its finishing added to the deadline)."""
-        return bool(self.rounds) and any(c.status == TIMEOUT for c in self.rounds[-1].calls)
-
-    @property
-    def called(self) -> list[str]:
-        return [c.site_id for c in self.calls]
-
-    def sites_left(self) -> int | None:
-        """Distinct sites the budget still allows (a follow-up to a site already asked is free)."""
-        return None if self.budget.sites is None else self.budget.sites - len(set(self.called))
-
-    def time_left_ms(self) -> float | None:
-        return None if self.budget.time_ms is None else self.budget.time_ms - self.clock.elapsed_ms()
-
-    def _within_sites(self, site_ids: Sequence[str]) -> list[str]:
-        """`site_ids` cut to as many new sites as the budget has left (the rest are skipped)."""
-        left = self.sites_left()
-        if left is None:
-            return list(site_ids)
-        seen = set(self.called)
-        new = [s for s in site_ids if s not in seen][:max(left, 0)]
-        self.skip([s for s in site_ids if s not in seen and s not in new])
-        return [s for s in site_ids if s in seen or s in new]
-
-    def _byte_cap(self, site_ids: Sequence[str], wire: Sequence[RetrieveRequest], own_requests: bool) -> int:
-        """The most bytes each answer of the round may take: what the byte budget has left, shared."""
-        cap = MAX_RESPONSE_BYTES
-        if self.budget.bytes is not None and site_ids:
-            spent = sum(c.bytes_out + c.bytes_in for c in self.calls)
-            sent = max(len(dumps(r.to_json())) for r in wire) if own_requests else self.request_bytes
-            cap = min(cap, (self.budget.bytes - spent) // len(site_ids) - sent)
-        return cap
-
-    def round(self, kind: str, site_ids: Sequence[str],
-              requests: Mapping[str, RetrieveRequest] | None = None) -> Round | None:
-        """Call `site_ids` (at most as many new sites as the budget has left) with the time left of
-        the round's deadline and of the budget, and the bytes left, each with its own request from
-        `requests` (default: the query's); None when nothing is left to call them with (then
-        `out_of_budget`, or `out_of_time` when the deadline alone ran out) or nobody to call."""
-        wanted = bool(site_ids)
-        site_ids = self._within_sites(site_ids)
-        self.reserve_ms = self.engine.finish.reserve_ms()
-        started_ms = self.clock.elapsed_ms()
-        deadline_s = self.engine.cfg.site_timeout_s - (started_ms - self._since_ms + self.reserve_ms) / 1000
-        timeout_s = deadline_s
-        if self.budget.time_ms is not None:
-            timeout_s = min(timeout_s, (self.budget.time_ms - self.clock.elapsed_ms()) / 1000)
-        wire = [(requests or {}).get(s, self.retrieve) for s in site_ids]
-        cap = self._byte_cap(site_ids, wire, bool(requests))
-        if not site_ids or timeout_s <= 0 or cap <= 0:
-            if deadline_s <= 0 and site_ids and cap > 0 and timeout_s == deadline_s:
-                self.out_of_time = True  # the gateway's own work took the whole site_timeout_s
-            else:
-                self.out_of_budget = self.out_of_budget or wanted
-            self.skip(site_ids)
-            return None
-        rnd = call_round(self.engine.transport, kind, site_ids, self.records, wire if requests else self.retrieve,
-                         timeout_s, cap, self.engine.early_measure)
-        self.clock.waiting_ms += rnd.wait_ms
-        self._since_ms = self.clock.elapsed_ms()
-        self.finish_from_ms = min(self._since_ms, started_ms + timeout_s * 1000)
-        self.rounds.append(rnd)
-        self.calls.extend(rnd.calls)
-        return rnd
 
 
 class QueryEngine:
@@ -300,7 +184,11 @@ class QueryEngine:
         self._refine(q)
         self._answer(q)
         self._learn(q)
-        return self._result(q)
+        fused, calls = q.answer_fused, q.calls
+        answer = q.synthesis.answer if q.synthesis is not None else fused.answer
+        return QueryResult(answer, fused.readable_citations(answer), _trace(q), fused, tuple(calls.calls), q.decision,
+                           q.assessment, q.abstention, extractive_answer=fused.answer,
+                           sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
 
     def _route(self, request: QueryRequest, policy: QueryPolicy, allowed_origins: Collection[str] | None) -> "_Query":
         """Who may be asked, and the routing: a follow-up turn is routed as a standalone question."""
@@ -310,7 +198,7 @@ class QueryEngine:
         if standalone != request.question:  # a follow-up: routed, retrieved and assessed as a standalone question
             request = replace(request, question=standalone)
         router, gate, refiner, abstainer = self.defaults(policy)
-        clock = _Clock()
+        started = time.perf_counter()  # the query's clock and budget start here
         records, routable, held = self._records()
         authorize_origin(request, records, allowed_origins)
         if request.sites is not None:
@@ -324,23 +212,23 @@ class QueryEngine:
                         routable=routable, top_m=self.cfg.top_m_summaries,
                         k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
                         discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels)
-        t = clock.add("route", t)
+        calls = Calls(request, request.retrieve_request(policy.mode), records, self.transport, self.cfg.site_timeout_s,
+                      self.finish, self.early_measure, started)
+        t = calls.add("route", t)
         prior_weight = self.cfg.fusion_site_prior if policy.site_prior is None else min(max(policy.site_prior, 0.0), 1.0)
         coverage_weight = (self.cfg.fusion_answer_coverage if policy.answer_coverage is None
                            else min(max(policy.answer_coverage, 0.0), 1.0))
         prior = partial(routing.site_prior, weight=prior_weight)
         coverage = AnswerCoverage.weighing(routing.words, coverage_weight)
         screen = Screen(request.question)  # each sentence screened once: for every assessment and fusion
+        reading = self.reading_for(policy)  # at the floor of the question's kind (query.reading), for all its rounds
         return _Query(
             asked=asked, request=request, policy=policy, router=router, gate=gate, refiner=refiner,
-            abstainer=abstainer, reading=_at_kind(self.reading_for(policy), request.question), records=records,
-            routable=routable,
-            clock=clock, t=t, routing=routing, routing_ms=clock.elapsed_ms(),
-            calls=_Calls(self, request, request.retrieve_request(policy.mode), records, clock),
+            abstainer=abstainer, reading=reading.for_question(request.question) if reading is not None else None,
+            records=records, routable=routable, t=t, routing=routing, routing_ms=calls.elapsed_ms(), calls=calls,
             prior=prior, coverage=coverage, screen=screen,
             judged=_Judged(refiner.quality if isinstance(refiner, JudgingRefiner) else None, request.question,
-                           routing.question_vector,
-                           self.embedder, prior, coverage, screen),
+                           routing.question_vector, self.embedder, prior, coverage, screen),
             to_call=list(routing.selected))
 
     def _ask_origin(self, q: "_Query") -> None:
@@ -372,7 +260,7 @@ class QueryEngine:
                       {s: q.request.retrieve_request(tier_modes[s]) for s in q.to_call if s in tier_modes})
         q.stage("call")
         q.judged.measure(q.calls)
-        q.assessment = q.assessed()
+        q.assessment = q.routing.assess(q.request.question, q.calls.calls, q.screen)
         q.stage("assess")
 
     def _refine(self, q: "_Query") -> None:
@@ -405,7 +293,7 @@ class QueryEngine:
         if calls.round(step.kind, fresh, followups or None) is None:
             return "deadline" if calls.out_of_time else "budget"
         q.judged.measure(calls)
-        q.assessment = q.assessed()
+        q.assessment = q.routing.assess(q.request.question, q.calls.calls, q.screen)
         return None
 
     def _answer(self, q: "_Query") -> None:
@@ -432,9 +320,10 @@ class QueryEngine:
                 self._fuse(q)
         q.stage("fuse")
         if calls.cut_at_deadline:  # what this question's finishing added to its deadline
-            self.finish.record(q.clock.elapsed_ms() - calls.finish_from_ms)
+            self.finish.record(calls.elapsed_ms() - calls.finish_from_ms)
         if self.llm is not None:
-            q.synthesis = synthesize_answer(self.llm, q.asked, q.fused)  # the user's own words, not the routing text
+            # the user's own words, not the routing text
+            q.synthesis = synthesize(self.llm, q.asked.question, q.answer_fused, token_budget=q.asked.budget.tokens)
             q.stage("synthesize")
 
     def _fuse(self, q: "_Query") -> None:
@@ -460,22 +349,26 @@ class QueryEngine:
         q.fused = fused
 
     def _learn(self, q: "_Query") -> None:
-        """What this question teaches: the sites' conduct, a learning router, the citation history."""
-        calls, fused = q.calls, q.answer_fused
-        self._observe_conduct(q.routing, calls.calls, fused)
+        """What this question teaches: the sites' conduct (gateway.query.conduct: who was routed and,
+        when fusion measured the answers, each answering site's best summary similarity at routing
+        against the best relevance measured among its sentences), a learning router, the citation
+        history."""
+        calls, fused, routing = q.calls.calls, q.answer_fused, q.routing
+        claimed = {}
+        if fused.measured:  # else nothing was measured (abstained before fusion, or no sentence)
+            claimed = {c.site_id: best for c in calls
+                       if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
+        called = list(dict.fromkeys(q.calls.called))  # each site once, however many rounds asked it
+        excess = self.conduct.observe(called if routing.selection == "routed" else None, claimed, fused.site_best)
+        overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
+        if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
+            self.reliability.observe(overrouted)
         if isinstance(q.router, LearningRouter):  # it logs what contributed
-            q.router.observe(q.request.question, q.routing.considered, q.routing.selected, calls.calls, fused)
-        if self.history is not None and calls.calls:
-            self.history.record(calls.called, {s.site_id for s in fused.sentences})
+            q.router.observe(q.request.question, routing.considered, routing.selected, calls, fused)
+        if self.history is not None and calls:
+            self.history.record(q.calls.called, {s.site_id for s in fused.sentences})
 
-    def _result(self, q: "_Query") -> QueryResult:
-        fused, calls = q.answer_fused, q.calls
-        answer = q.synthesis.answer if q.synthesis is not None else fused.answer
-        return QueryResult(answer, readable_citations(fused, answer), _trace(q), fused, tuple(calls.calls), q.decision,
-                           q.assessment, q.abstention, extractive_answer=fused.answer,
-                           sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
-
-    def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: _Calls, records: Mapping[str, SiteRecord],
+    def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: Calls, records: Mapping[str, SiteRecord],
                      routable: set[str], router: Router, coverage: AnswerCoverage | None,
                      prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
         """query.hops: while the reader supports nothing, ask about what the best-read sentence names."""
@@ -504,20 +397,6 @@ class QueryEngine:
                                 conduct=self.conduct)
         return fused, asked
 
-    def _observe_conduct(self, routing: Routing, calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
-        """Teach the sites' conduct (gateway.query.conduct) what this question showed: who was routed,
-        and, when fusion measured the answers, each answering site's best summary similarity at
-        routing against the best relevance measured among its sentences."""
-        called = list(dict.fromkeys(c.site_id for c in calls))
-        claimed = {}
-        if fused.measured:  # else nothing was measured (abstained before fusion, or no sentence)
-            claimed = {c.site_id: best for c in calls
-                       if c.status == OK and (best := routing.best_summary(c.site_id)) is not None}
-        excess = self.conduct.observe(called if routing.selection == "routed" else None, claimed, fused.site_best)
-        overrouted = {s: Observation.failed(OVERROUTED) for s, e in excess.items() if e > OVERROUTED_EXCESS}
-        if overrouted and self.reliability is not None:  # its summaries promised what its answer did not hold
-            self.reliability.observe(overrouted)
-
 
 @dataclass(eq=False)
 class _Query:
@@ -535,11 +414,10 @@ class _Query:
     reading: ReadingStage | None
     records: dict[str, SiteRecord]
     routable: set[str]
-    clock: "_Clock"
     t: float  # where the stage now running began (stages_ms)
     routing: Routing
     routing_ms: float
-    calls: "_Calls"
+    calls: Calls  # the clock, the budget and every call so far
     prior: Callable[[Collection[str]], Mapping[str, float] | None]  # the routing match fusion weighs sites by
     coverage: AnswerCoverage | None  # ... and how much of the question each answer uses
     screen: Screen
@@ -557,10 +435,7 @@ class _Query:
 
     def stage(self, name: str) -> None:
         """The stage that ran since the last one ended is `name` (its time goes to stages_ms)."""
-        self.t = self.clock.add(name, self.t)
-
-    def assessed(self) -> Assessment:
-        return self.routing.assess(self.request.question, self.calls.calls, self.screen)
+        self.t = self.calls.add(name, self.t)
 
     @property
     def evidence(self) -> Assessment:
@@ -575,26 +450,28 @@ class _Query:
 
 def _trace(q: _Query) -> dict[str, Any]:
     """The trace beside the answer (the module docstring lists its fields)."""
-    request, calls, clock, fused = q.request, q.calls, q.clock, q.answer_fused
-    total_ms = clock.elapsed_ms()
+    request, calls, fused = q.request, q.calls, q.answer_fused
+    total_ms = calls.elapsed_ms()
     bytes_out = sum(c.bytes_out for c in calls.calls)
     bytes_in = sum(c.bytes_in for c in calls.calls)
     trace: dict[str, Any] = {
-        **trace_json(q.routing),
+        "sites_considered": [s.to_json() for s in q.routing.considered],
+        "sites_excluded": q.routing.excluded,
+        "selection": q.routing.selection,
         "sites_called": [c.site_id for c in calls.calls],
         "per_site": [c.trace_json() for c in calls.calls],
         "routing_ms": round(q.routing_ms, 1),  # includes embedding the question
-        "calls_ms": round(clock.waiting_ms, 1),
-        "fusion_ms": round(clock.stages.get("fuse", 0.0), 1),
+        "calls_ms": round(calls.waiting_ms, 1),
+        "fusion_ms": round(calls.stages.get("fuse", 0.0), 1),
         "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
         "total_ms": round(total_ms, 1),
         "bytes_out": bytes_out,
         "bytes_in": bytes_in,
         "embed_ms": round(q.routing.embed_ms, 1),
-        "stages_ms": {k: round(v, 1) for k, v in clock.stages.items()},
+        "stages_ms": {k: round(v, 1) for k, v in calls.stages.items()},
         "rounds": [r.trace_json(i) for i, r in enumerate(calls.rounds)],
-        "waiting_ms": round(clock.waiting_ms, 1),
-        "gateway_overhead_ms": round(max(total_ms - clock.waiting_ms, 0.0), 1),
+        "waiting_ms": round(calls.waiting_ms, 1),
+        "gateway_overhead_ms": round(max(total_ms - calls.waiting_ms, 0.0), 1),
         "finish_reserve_ms": round(calls.reserve_ms, 1),
         "assessment": q.evidence.to_json(),
         "stop_reason": q.stop_reason,
@@ -622,7 +499,7 @@ def _trace_request(trace: dict[str, Any], q: _Query) -> None:
         trace["conversation_turns"] = len(request.conversation)
     if request.question != q.asked.question:
         trace["standalone_question"] = request.question
-    trace["router"] = router_json(q.router)
+    trace["router"] = q.router.describe()
 
 
 def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
@@ -641,31 +518,32 @@ def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
         trace["abstention"] = q.abstention.to_json()
     if fused.reading is not None:
         trace["reading"] = dict(fused.reading)
-    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.query.screening)
+    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.query.fusion)
         trace["screened"] = [s.to_json() for s in fused.screened]
     if q.second_hops:
         trace["second_hops"] = q.second_hops  # the follow-ups asked, in order
 
 
+@dataclass(eq=False)
 class _Judged:
     """Best-answer tracking for refiners that judge answers (a `quality(question, fused)` method):
     the answer fused after each round, its quality, and the best one seen."""
 
-    def __init__(self, quality: Any, question: str, question_vector: Any, embedder: Embedder,
-                 prior: Callable[[Collection[str]], Mapping[str, float] | None],
-                 coverage: AnswerCoverage | None = None, screen: Screen | None = None) -> None:
-        self.quality, self.question, self.vector, self.embedder = quality, question, question_vector, embedder
-        self.prior = prior  # the site prior fusion weighs citations by (Routing.site_prior)
-        self.coverage = coverage  # ... and the answers' word coverage (gateway.query.lexical.AnswerCoverage)
-        self.screen = screen  # the question's screen, shared with the assessment (gateway.query.screening.Screen)
-        self.values: list[float] = []
-        self.measures: dict[int, Any] = {}  # round index -> quality measured after it
-        self.latest: Any = None
-        self.best: FusedAnswer | None = None
-        self.best_round: int | None = None
-        self._best_value = float("-inf")
+    quality: Any  # the refiner's judge (None: the refiner judges nothing, and nothing is tracked)
+    question: str
+    vector: Any  # the question's
+    embedder: Embedder
+    prior: Callable[[Collection[str]], Mapping[str, float] | None]  # fusion's site prior (Routing.site_prior)
+    coverage: AnswerCoverage | None = None  # ... and the answers' word coverage (gateway.query.route.AnswerCoverage)
+    screen: Screen | None = None  # the question's screen, shared with the assessment (gateway.query.fusion.Screen)
+    values: list[float] = field(default_factory=list)
+    measures: dict[int, Any] = field(default_factory=dict)  # round index -> quality measured after it
+    latest: Any = None
+    best: FusedAnswer | None = None
+    best_round: int | None = None
+    _best_value: float = float("-inf")
 
-    def measure(self, calls: _Calls) -> None:
+    def measure(self, calls: Calls) -> None:
         if self.quality is None or not calls.rounds:
             return
         fused = fuse(self.vector, calls.calls, self.embedder, site_prior=self.prior(calls.called),
@@ -676,11 +554,6 @@ class _Judged:
         self.measures[len(calls.rounds) - 1] = self.latest
         if value > self._best_value:  # ties keep the earlier, cheaper answer
             self._best_value, self.best, self.best_round = value, fused, len(calls.rounds) - 1
-
-
-def _at_kind(reading: ReadingStage | None, question: str) -> ReadingStage | None:
-    """The reading stage at the floor of the question's kind (query.reading), for all its rounds."""
-    return None if reading is None else reading.for_question(question)
 
 
 def _not_yet_asked(hop: Routing, called: set[str]) -> list[str]:
@@ -697,7 +570,7 @@ def _followup(request: QueryRequest, question: str) -> RetrieveRequest:
 def _trace_refinement(trace: dict[str, Any], question: str, routing: Routing, rounds: Sequence[Round],
                       judged: _Judged) -> None:
     """Tiers, each round's modes/follow-ups and quality, and which round's answer was returned."""
-    tiers = tiers_of(routing.considered)
+    tiers = {s.site_id: s.tier for s in routing.considered if isinstance(s, TieredScore)}  # a tiered router's
     if tiers:
         trace["tiers"] = tiers
     for i, (entry, rnd) in enumerate(zip(trace["rounds"], rounds)):

@@ -28,7 +28,7 @@ among them"; the threshold and the schedule chosen by replaying the stopping rul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from hansa.gateway.query.calibration import LogisticModel
 from hansa.gateway.query.refine import RefineState, RefineStep
 from hansa.gateway.query.route import Router
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.router import SiteScore
+from hansa.gateway.query.route import SiteScore
 
 DEFAULT_SCHEDULE = (1, 2, 3, 4, 6, 8, 12, 16)  # distinct sites asked after each round, cumulative
 
@@ -63,9 +63,7 @@ class EscalationRouter:
 
     @property
     def reads_lexical(self) -> bool:
-        from hansa.gateway.query.route import reads_lexical
-
-        return reads_lexical(self.base)
+        return self.base.reads_lexical
 
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
@@ -73,6 +71,9 @@ class EscalationRouter:
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         return list(ranked[:max(1, min(self.first, k))])
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "model_version": None}
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,10 @@ class QueryPolicy:
     reading: bool | None = None  # False: no reader for this query (None: the gateway's [gateway] reader)
 
     def to_json(self, router: Router, gate: Gate, refiner: Refiner, abstainer: Abstainer | None = None) -> dict[str, Any]:
-        out = {"name": self.name, "router": type(router).__name__, "gate": getattr(gate, "name", type(gate).__name__),
-               "refiner": getattr(refiner, "name", type(refiner).__name__), "mode": self.mode}
+        out = {"name": self.name, "router": type(router).__name__, "gate": gate.name, "refiner": refiner.name,
+               "mode": self.mode}
         if abstainer is not None:
-            out["abstainer"] = getattr(abstainer, "name", type(abstainer).__name__)
+            out["abstainer"] = abstainer.name
         if self.reading is False:
             out["reading"] = "off"
         return out

@@ -12,7 +12,7 @@ nothing: it fills no slot, takes no side in a conflict, and when no sentence rea
 gateway abstains (engine). A site's own score
 is never used to raise anything.
 
-The floor depends on the kind of question (gateway/query/question_kind.py): the reader, trained on
+The floor depends on the kind of question (`question_kind`, below): the reader, trained on
 SQuAD's factoid questions, scores the sentences that answer "what does X do?" or "how do I ...?" far
 lower than a sentence holding a name or a date, so the model's calibration holds a floor per kind
 (`floors`, fit on the fit split by evaluation/reader_kinds.py) and each query reads at its kind's.
@@ -20,15 +20,105 @@ lower than a sentence holding a name or a date, so the model's calibration holds
 Configured by `[gateway] reader` ("packaged": the shipped model; "none": no reader; or a model
 directory) and `[gateway] reader_floor` (negative: the model's own fit-split calibration, per kind;
 a value in 0..1: that one floor for every question).
+
+Which kind of answer a question asks for (`question_kind`): a fact (a name, a date, a number) or a description.
+
+Why: the reader was trained on SQuAD, whose questions ask for a short
+fact written in one sentence; it scores such a sentence high. A question that asks what something
+does, how to do something or why ("What does FEMA do?", "How do I appeal?") is answered by
+sentences that describe, and the reader scores even the right ones low (MTRAG's best gold sentence
+often sits under 0.2). One floor fit on factoid questions refuses descriptive answers, so the
+reader's calibration holds a floor per kind, each fit on questions of its kind (evaluation/
+reader_kinds.py), and this rule decides which floor a question gets.
+
+The rule is deliberately small, lexical and deterministic (no model: it must cost nothing and give
+the fit and the gateway the same answer), read on the lower-cased words of the question's last
+sentence that asks something, from its first question word ("got it. how much ...", "Sole
+proprietorship or S-Corp, what should I do?"):
+- descriptive: it starts with "why", "tell", another imperative verb (IMPERATIVES: "explain",
+  "describe", ...), a yes/no auxiliary ("can", "is", "should", ...), or "how" not followed by a
+  quantity word ("how many/much/long/old/..." stay factoid); or it asks "what does/should ... do",
+  "what happens", "what (is|are) the difference/benefit/purpose/..." (DESCRIBED) or for a
+  definition ("what is an identifier?": at most DEFINITION_WORDS words, no relation such as "of");
+  or it has no question word at all (a topic typed as a query: "capital gains tax on stocks");
+- factoid: everything else ("who", "when", "where", "which", "what year", "how many", "what is the
+  capital of ...").
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from hansa.adapters.reader.base import Reader, Reading
 from hansa.core.errors import ConfigError
-from hansa.gateway.query.question_kind import question_kind
+
+
+FACTOID = "factoid"
+DESCRIPTIVE = "descriptive"
+KINDS = (FACTOID, DESCRIPTIVE)
+
+_WORD = re.compile(r"[a-z0-9]+")  # "what's" -> "what", "s"
+_SENTENCE = re.compile(r"[.!?]+")
+# "how" + one of these asks for an amount or a degree: a fact
+QUANTITY = frozenset("many much long old far big large small tall often few high deep wide fast early late soon "
+                     "heavy hot cold".split())
+AUXILIARIES = frozenset("can could should would will shall may might must is are was were do does did has have "
+                        "had am isn aren don doesn".split())
+# openers that ask for a description: "why" and imperative verbs
+IMPERATIVES = frozenset("why explain describe tell list give show compare summarize summarise define help outline "
+                        "walk discuss elaborate clarify".split())
+QUESTION_WORDS = frozenset("who whom whose when where which what why how".split())
+# what + is/are + (the|a) + one of these asks for a description
+DESCRIBED = frozenset("difference differences benefit benefits advantage advantages disadvantage disadvantages "
+                      "purpose purposes role roles function reason reasons way ways process steps step procedure "
+                      "requirements rules impact effect effects point meaning".split())
+# a definition ("what is an identifier?") names no relation; "what is the capital of France?" does
+RELATIONS = frozenset("of for in on at by from to with as".split())
+DEFINITION_WORDS = 4
+
+
+def question_kind(question: str) -> str:
+    """FACTOID or DESCRIPTIVE for a question (the rule in the module docstring)."""
+    words = _asked(question)
+    if not words:
+        return FACTOID
+    first, rest = words[0], words[1:]
+    if first in IMPERATIVES or first in AUXILIARIES:
+        return DESCRIPTIVE
+    if first == "how":
+        return FACTOID if rest and rest[0] in QUANTITY else DESCRIPTIVE
+    if first == "what" and _what_describes(rest):
+        return DESCRIPTIVE
+    return FACTOID if first in QUESTION_WORDS else DESCRIPTIVE
+
+
+def _asked(question: str) -> list[str]:
+    """The words of the question's last sentence, from its first question word when it opens with
+    something else ("got it. how much ...", "Sole proprietorship or S-Corp, what should I do?")."""
+    sentences = [w for w in (_WORD.findall(s) for s in _SENTENCE.split(question.lower())) if w]
+    asking = [w for w in sentences if w[0] in AUXILIARIES | IMPERATIVES or QUESTION_WORDS.intersection(w)]
+    words = (asking or sentences or [[]])[-1]  # "St. Elizabeth" splits a sentence: the asking part counts
+    if words and words[0] not in QUESTION_WORDS | AUXILIARIES | IMPERATIVES:
+        at = next((i for i, w in enumerate(words) if w in QUESTION_WORDS), None)
+        return words[at:] if at is not None else words
+    return words
+
+
+def _what_describes(rest: list[str]) -> bool:
+    """After "what": "does X do", "should I do", "happens", "is the
+    difference/purpose/...", or a definition ("what is an identifier")."""
+    if not rest:
+        return False
+    if rest[0] in ("happens", "happened") or (rest[0] in AUXILIARIES and "do" in rest[1:]):
+        return True
+    if rest[0] not in ("is", "are", "was", "were", "s"):
+        return False
+    body = [w for w in rest[1:] if w not in ("the", "a", "an", "some", "main", "key")]
+    if body and body[0] in DESCRIBED:
+        return True
+    return 0 < len(body) <= DEFINITION_WORDS and not RELATIONS.intersection(body)
+
 
 POOL = 12  # sentences read per question: 4 answer slots and their competitors (cost: reading_ms)
 # A sentence beside the best one must score at least this share of the best one's score: the floor

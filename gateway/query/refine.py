@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_chec
 from hansa.gateway.client import SiteCall
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.request import QueryRequest
-from hansa.gateway.query.router import SiteScore
+from hansa.gateway.query.route import SiteScore
 
 if TYPE_CHECKING:
     from hansa.gateway.query.quality import Quality

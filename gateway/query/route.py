@@ -6,42 +6,286 @@ scored site best first (`considered`), the ones to call (`selected`: the router'
 k, or exactly the sites the request named), and the sites whose summaries matched but may not be
 routed to (`excluded`, with the reason). It calls no site.
 
-The default `SummaryRouter` is DGRAG summary matching with the margin rule of gateway.query.router,
-plus the sites' published term statistics (CORI, gateway.query.lexical); a learned router replaces it by
+The default `SummaryRouter` is DGRAG summary matching with the margin rule below, plus the
+sites' published term statistics (CORI, gateway.query.route); a learned router replaces it by
 implementing the same two methods.
+
+DGRAG summary matching (`score_sites`, `select_sites`): the top-m summaries nearest a question vote
+for the sites that own them.
+
+Per-site score, from that site's hits among the top-m (similarities s1 >= s2 >= ...):
+
+    score = s1 + SECOND_HIT_BONUS * max(s2, 0)        (s2 = 0 when the site has one hit)
+
+Why: the best-matching community is the strongest evidence that a site can answer (DGRAG routes on
+it alone). A second matching community means the site covers the topic from more than one angle,
+so it earns a small bonus — at most SECOND_HIT_BONUS * s2, so it breaks near-ties but can never
+outrank a site whose best summary is clearly closer. Further hits add nothing: a site with many
+small communities must not win on volume. Ties break on total richness, then site id, so routing
+is deterministic.
+
+Term statistics (sync.terms, scored by gateway.query.route's CORI) add
+
+    lexical_weight * lexical(s) / max over sites of lexical
+
+to a site's score, and can bring in a site none of whose summaries made the top-m: at realistic
+site sizes the rare words of a factoid question say more about where it lives than a community's
+vector. Why relative to the best site: CORI scores shrink with question length and federation
+size, while a share of the leader's stays in the units of the summary score and the margin, so one
+weight and one margin serve MTRAG's small sites and SQuAD's large ones. Chosen on both fit splits
+(16 sites, routing only; benchmarks/README.md, "Term statistics"): weight 0.3 with margin 0.4
+(top 5) asked 3.8 sites on SQuAD at gold-site recall 0.858 (summaries alone, margin 0.24: 0.748
+at 4.3) and 3.9 on MTRAG at 0.943 (alone: 0.941 at 3.8). A site that publishes no term statistics
+is scored by its summaries alone.
+
+What a site publishes about itself is checked against what it answers: the engine subtracts each
+site's routing discount (gateway.query.conduct: how far its summaries' promise exceeds its measured
+answers, beyond the federation's median) from its score before selection (`discounted`),
+and CORI normalises sizes by the median site (gateway.query.route), so a member claiming every word
+or publishing generic summaries cannot keep every question to itself (issue 32).
+
+Sites not in `active_sites` (revoked, expired, unknown) are ignored, as are sites whose best
+similarity is not above `min_score` (orthogonal or opposed to the question) and that no question
+word points at.
+
+Which sites are called: at most `top_k`, and only those scoring within `margin` of the leader
+(score >= best - margin). Every call costs latency and bytes, and RAGRoute found most source
+queries unnecessary; a site whose best summary is far less similar than the leader's rarely holds
+the answer, while sites close to the leader are all kept, so a question that spans sites still
+reaches each of them. The number of sites asked therefore adapts to how clear the routing is.
+Scored by summaries alone (MTRAG, 16 random shards, 511 questions, routing only), margin 0.24
+(SUMMARY_MARGIN) with at most 5 sites reached gold-site recall 0.947 at 3.98 sites, and the same
+rule on a router that sees every chunk 0.953 at 3.96 (benchmarks/README.md); with term statistics
+the margin is [gateway] site_margin (above).
+
+Term statistics: what the sites' published term statistics (sync.terms) tell the gateway: CORI
+resource selection (`lexical_scores`: which sites to ask), `QuestionWords` (how rare each of the
+question's words is) and `AnswerCoverage` (how much of the question a site's answer uses).
+
+CORI: for each question word w and site s, with df the number of s's documents using w, cw the site's
+summed document counts, sf the number of sites using w and N the sites compared (Callan, Lu & Croft,
+"Searching distributed collections with inference networks", SIGIR 1995):
+
+    T = df / (df + 50 + 150 * cw / median cw)      how much of s is about w
+    I = log((N + 0.5) / sf) / log(N + 1)           how rare w is among sites
+    lexical(s) = mean over the question's words that some site uses of T * I
+
+CORI normalises a site's size by the mean; here by the median, so that no one site can move the
+yardstick: a member claiming every word at a high document frequency (a "routing hog", issue 32)
+inflated the mean by its own claims, and with it its share of every word. By the median its claimed
+mass counts against it alone (with 16 honest SQuAD sites of similar size the two agree).
+
+CORI's belief adds a constant 0.4 and scales T * I by 0.6; both change no ranking, so the score is
+left in T * I units and the router weighs it (`score_sites`). Words no site uses say nothing about
+where to go and are left out of the mean. Why CORI and not BM25 over sites: on SQuAD's fit split
+(16 sites, its first 3,000 questions in file order, every word of every document, term statistics
+alone; a scratch comparison) CORI ranked the gold site in the first 4 for 0.908 of questions, BM25
+with each site as one document for 0.873, and CORI's constants (50, 150) beat smaller ones. The
+shipped blend is measured in benchmarks/README.md.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.core.config import GatewayConfig
+from hansa.core.errors import InputError
 from hansa.gateway.client import SiteCall
 from hansa.gateway.query.assess import Assessment, Passage, assess, passages
 from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
 from hansa.gateway.trust.registry import REVOKED, SiteRecord
-from hansa.gateway.query.lexical import QuestionWords, lexical_scores
-from hansa.gateway.query.relevance import measure
-from hansa.gateway.query.router import DEFAULT_LEXICAL_WEIGHT, DEFAULT_MARGIN, SiteScore, score_sites, select_sites
-from hansa.gateway.query.screening import Screen
-from hansa.sync.terms import term_keys
+from hansa.gateway.query.fusion import measure
+from hansa.gateway.query.fusion import Screen
+from hansa.sync.terms import TermSketch, term_keys
+
+
+DF_BASE = 50.0
+DF_SCALE = 150.0
+
+
+def lexical_scores(question_keys: np.ndarray, sketches: Mapping[str, TermSketch]) -> dict[str, float]:
+    """CORI score per site in `sketches` (0.0 where it uses none of the question's words)."""
+    names = [s for s, sketch in sketches.items() if len(sketch)]
+    if not names or not len(question_keys):
+        return {}
+    df = np.vstack([sketches[s].lookup(question_keys) for s in names]).astype(np.float64)
+    sf = (df > 0).sum(axis=0)
+    known = sf > 0
+    if not known.any():
+        return {s: 0.0 for s in names}
+    df, sf = df[:, known], sf[known]
+    n = len(names)
+    cw = np.array([max(sketches[s].total, 1) for s in names], dtype=np.float64)
+    t = df / (df + DF_BASE + DF_SCALE * (cw / np.median(cw))[:, None])
+    i = np.log((n + 0.5) / sf) / np.log(n + 1.0)
+    scores = (t * i).mean(axis=1)
+    return {s: float(v) for s, v in zip(names, scores)}
+
+
+@dataclass(frozen=True)
+class QuestionWords:
+    """The question's words, each weighed by how rare it is in the federation: its inverse document
+    frequency over every routable site's published term statistics (sync.terms),
+    log(1 + D / (1 + df)) with D the documents counted; a word no site published (rare: used by one
+    document) weighs most. Without term statistics every word weighs the same.
+
+    Built once per question by routing (`route`) from the sketches it ranks with, and read
+    twice: by the assessment's `weighted_coverage` (the gate's evidence) and by fusion's
+    AnswerCoverage. Why rarity: a question's common words ("year", "first") are found in any
+    site's answer; the rare ones ("Hastings") are what tells an answer about *this* question from
+    one about its neighbour."""
+
+    keys: np.ndarray  # the question's word keys (sync.terms), sorted
+    idf: np.ndarray  # each key's weight
+
+    @classmethod
+    def of(cls, question: str, sketches: Mapping[str, TermSketch]) -> "QuestionWords | None":
+        """None when the question has no word to look for."""
+        keys = term_keys(question)
+        if not len(keys):
+            return None
+        documents = sum(s.documents for s in sketches.values())
+        if documents:
+            df = np.sum([s.lookup(keys) for s in sketches.values()], axis=0, dtype=np.float64)
+            idf = np.log1p(documents / (1.0 + df))
+        else:
+            idf = np.ones(len(keys))
+        return cls(keys, idf)
+
+    def share(self, texts: Iterable[str]) -> float:
+        """The weighted share of the question's words found in `texts`. A set lookup per question
+        word: fusion asks this once per answering site, and np.isin on a handful of keys costs
+        ~2.5x more (~60 against ~25 us a site)."""
+        found = set(term_keys(" ".join(texts)).tolist())
+        hit = sum(w for k, w in zip(self.keys.tolist(), self.idf.tolist()) if k in found)
+        return float(hit / self.idf.sum())
+
+
+@dataclass(frozen=True)
+class AnswerCoverage:
+    """Fusion's word-level check of a site's answer: how much of the question (QuestionWords) the
+    sentences a site offers actually use; a site's citations are weighed by
+    1 - weight + weight x that share (gateway.query.fusion).
+
+    Why: a site's scores are cosines against its own chunks, and a question that names nothing
+    outside its paragraph ("Who destroyed the Jesuit college?") is about equally close to passages
+    at several sites; the words it shares with each site's answer are the gateway's own,
+    comparable evidence."""
+
+    words: QuestionWords
+    weight: float
+
+    @classmethod
+    def weighing(cls, words: QuestionWords | None, weight: float) -> "AnswerCoverage | None":
+        """None when `weight` is 0 or there are no words (nothing to weigh by)."""
+        return cls(words, float(weight)) if words is not None and weight > 0 else None
+
+    def factor(self, texts: Iterable[str]) -> float:
+        return 1.0 - self.weight + self.weight * self.words.share(texts)
+
+
+SECOND_HIT_BONUS = 0.1
+DEFAULT_MARGIN = GatewayConfig.site_margin  # [gateway] site_margin: summaries and term statistics
+# The margin for scores from summaries alone: the learned router's cold start (its features are the
+# summaries') and the tiers' moderate gap (query.tiers).
+SUMMARY_MARGIN = 0.24
+DEFAULT_LEXICAL_WEIGHT = GatewayConfig.lexical_weight  # [gateway] lexical_weight
+
+
+@dataclass(frozen=True)
+class SiteScore:
+    site_id: str
+    score: float
+    summaries: tuple[str, ...]  # evidence: the site's matching summary ids, best first
+    richness: int  # summed over the matching summaries
+    lexical: float | None = None  # the site's CORI term score (None: no term statistics used)
+
+    @property
+    def mode(self) -> str | None:
+        """The retrieval mode to ask the site in (a tiered router's, query.tiers); None: the query's."""
+        return None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"site_id": self.site_id, "score": round(self.score, 6),
+                                  "summaries": list(self.summaries)}
+        if self.lexical is not None:
+            out["lexical"] = round(self.lexical, 6)
+        return out
+
+
+def routable_terms(lexical: Mapping[str, float] | None, active_sites: Collection[str],
+                   lexical_weight: float) -> tuple[dict[str, float], float]:
+    """The routable sites' CORI term scores (gateway.query.route) and the best of them, what a router
+    blends in as `lexical_weight x score / best`; empty when the blend is off."""
+    terms = {s: v for s, v in (lexical or {}).items() if s in active_sites} if lexical_weight else {}
+    return terms, max(terms.values(), default=0.0)
+
+
+def score_sites(hits: Sequence[SummaryHit], active_sites: Collection[str], min_score: float = 0.0,
+                lexical: Mapping[str, float] | None = None,
+                lexical_weight: float = DEFAULT_LEXICAL_WEIGHT) -> list[SiteScore]:
+    """Every routable site with hits (or, given `lexical`, a term score above 0), ranked best first
+    (what a trace shows as considered)."""
+    per_site: dict[str, list[SummaryHit]] = {}
+    for hit in hits:
+        if hit.site_id in active_sites:
+            per_site.setdefault(hit.site_id, []).append(hit)
+    terms, leader = routable_terms(lexical, active_sites, lexical_weight)
+    ranked: list[SiteScore] = []
+    for site_id in per_site.keys() | {s for s, v in terms.items() if v > 0}:
+        site_hits = sorted(per_site.get(site_id, ()), key=lambda h: (-h.score, h.summary_id))
+        best = site_hits[0].score if site_hits else 0.0
+        word = terms.get(site_id)
+        if best <= min_score and not word:
+            continue
+        second = site_hits[1].score if len(site_hits) > 1 else 0.0
+        vector = best + SECOND_HIT_BONUS * max(second, 0.0) if best > min_score else 0.0
+        ranked.append(
+            SiteScore(
+                site_id=site_id,
+                score=vector + (lexical_weight * word / leader if word else 0.0),
+                summaries=tuple(h.summary_id for h in site_hits),
+                richness=sum(h.richness for h in site_hits),
+                lexical=word,
+            )
+        )
+    ranked.sort(key=lambda s: (-s.score, -s.richness, s.site_id))
+    return ranked
+
+
+def select_sites(ranked: Sequence[SiteScore], top_k: int, margin: float = DEFAULT_MARGIN) -> list[SiteScore]:
+    """From ranked sites, the ones to call: the first `top_k` within `margin` of the leader."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise InputError(f"top_k sites must be a positive integer, got {top_k!r}")
+    if not ranked:
+        return []
+    floor = ranked[0].score - margin
+    return [s for s in ranked[:top_k] if s.score >= floor]
 
 if TYPE_CHECKING:
     from hansa.gateway.query.fusion import FusedAnswer
 
 
 class Router(Protocol):
+    # whether it ranks with the sites' term scores: `route` computes them only for a router that does
+    reads_lexical: bool
+
     def rank(self, question_vector: np.ndarray, hits: Sequence[SummaryHit], routable: Collection[str],
              lexical: Mapping[str, float] | None = None) -> list[SiteScore]:
         """Every routable site worth considering, best first; `lexical` is each site's CORI term
-        score (gateway.query.lexical) for routers that use it."""
+        score (gateway.query.route) for routers that use it."""
         ...
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         """Of `ranked`, the sites to call (at most k)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What the trace records as `router`: its name and, for a learned router, its model version."""
         ...
 
 
@@ -54,15 +298,9 @@ class LearningRouter(Router, Protocol):
                 calls: Sequence[SiteCall], fused: "FusedAnswer") -> None: ...
 
 
-def reads_lexical(router: Router) -> bool:
-    """Whether `router` ranks with the sites' term scores: a router says so with `reads_lexical`
-    (a property or attribute); one that does not say is given them."""
-    return bool(getattr(router, "reads_lexical", True))
-
-
 @dataclass(frozen=True)
 class SummaryRouter:
-    """DGRAG's summary matching (gateway.query.router): best summary plus a small second-hit bonus,
+    """DGRAG's summary matching (gateway.query.route): best summary plus a small second-hit bonus,
     called within `margin` of the leader."""
 
     margin: float = DEFAULT_MARGIN
@@ -78,6 +316,9 @@ class SummaryRouter:
 
     def select(self, ranked: Sequence[SiteScore], k: int) -> list[SiteScore]:
         return select_sites(ranked, k, self.margin)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": type(self).__name__, "model_version": None}
 
 
 @dataclass(frozen=True)
@@ -114,24 +355,17 @@ class Routing:
             return None
         return {site: 1.0 - weight + weight * scores.get(site, 0.0) / best for site in called}
 
-    def trailing_gap(self, asked: Collection[str]) -> float:
-        """How far the best-ranked site outside `asked` trails the leader: 0 when one ties it, the
-        leader's whole score when every ranked site was asked (nothing ranked is left to find)."""
-        return self._behind_leader(lambda site: site not in asked)
-
-    def deficit(self, asked: Collection[str]) -> float:
-        """How far the best-ranked site in `asked` trails the leader: 0 when one of them leads, the
-        leader's whole score when routing ranked none of them. The other side of trailing_gap: an
-        origin that is not the leader has a gap of 0 whether it ranks a close second or last."""
-        return self._behind_leader(lambda site: site in asked)
-
-    def _behind_leader(self, counts: Callable[[str], bool]) -> float:
-        """The leader's score minus that of the best-ranked site `counts` accepts (the leader's
-        whole score when it accepts none; 0 when nothing was ranked)."""
+    def behind_leader(self, asked: Collection[str], *, among: bool) -> float:
+        """How far the best-ranked site in `asked` (`among`; else outside it) trails the leader: 0
+        when one ties it, the leader's whole score when routing ranked none such (0 when nothing
+        was ranked). Outside `asked` it is the trailing gap: the leader's whole score when every
+        ranked site was asked, nothing ranked is left to find. Among `asked` it is the routing
+        deficit: an origin that is not the leader has a trailing gap of 0 whether it ranks a close
+        second or last, a deficit that tells the two apart."""
         if not self.considered:
             return 0.0
         lead = self.considered[0].score
-        found = next((s.score for s in self.considered if counts(s.site_id)), None)
+        found = next((s.score for s in self.considered if (s.site_id in asked) == among), None)
         return lead - found if found is not None else lead
 
     def evidence(self, question: str, calls: Sequence[SiteCall], screen: Screen | None = None) -> list[Passage]:
@@ -142,19 +376,19 @@ class Routing:
         """The evidence of `calls` with what routing knew of their sites: the assessed sites' best
         summary similarity, the trailing gap of the sites left unasked, how far the asked trail the
         leader, the question's weighed words, and what the lowest-ranked site asked added
-        (query.assess; `screen`: `question`'s, gateway.query.screening.Screen)."""
+        (query.assess; `screen`: `question`'s, gateway.query.fusion.Screen)."""
         asked = {c.site_id for c in calls}
         best = max((self.best_summary(s) or 0.0 for s in asked), default=0.0)
         # in the order of the ranking (sites it does not rank, e.g. a named origin, first): the
         # last is the newest site escalation asked
         rank = {s.site_id: i for i, s in enumerate(self.considered)}
         ordered = sorted(calls, key=lambda c: rank.get(c.site_id, -1))
-        return assess(question, ordered, best, self.trailing_gap(asked), words=self.words,
-                      routing_deficit=self.deficit(asked),
+        return assess(question, ordered, best, self.behind_leader(asked, among=False), words=self.words,
+                      routing_deficit=self.behind_leader(asked, among=True),
                       measured=self._measured if self.embedder is not None else None, screen=screen)
 
     def _measured(self, texts: Sequence[str]) -> Sequence[float]:
-        """The gateway's cosine of `texts` with the question (gateway.query.relevance.measure)."""
+        """The gateway's cosine of `texts` with the question (gateway.query.fusion.measure)."""
         assert self.embedder is not None
         return measure(self.question_vector, texts, self.embedder).tolist()
 
@@ -203,7 +437,7 @@ def route(
     sketches = index.term_sketches(routable)
     words = QuestionWords.of(question, sketches)  # the question's words, hashed once for both uses
     keys = words.keys if words is not None else np.zeros(0, dtype=np.uint32)
-    lexical = lexical_scores(keys, sketches) if reads_lexical(router) else None
+    lexical = lexical_scores(keys, sketches) if router.reads_lexical else None
     considered = discounted(router.rank(vector, hits, routable, lexical=lexical), discounts)
     if explicit is None:
         selected = [s.site_id for s in router.select(considered, k)]
@@ -233,16 +467,3 @@ def site_term_scores(question: str, index: SummaryIndex, routable: Collection[st
     """Each routable site's CORI score for the question's words (sites without term statistics
     are absent)."""
     return lexical_scores(term_keys(question), index.term_sketches(routable))
-
-
-def router_json(router: Router) -> dict[str, Any]:
-    """What the trace records as `router`: its name and, for a learned router, its model version."""
-    describe = getattr(router, "describe", None)
-    if callable(describe):
-        return describe()
-    return {"name": getattr(router, "name", type(router).__name__), "model_version": None}
-
-
-def trace_json(routing: Routing) -> dict[str, Any]:
-    return {"sites_considered": [s.to_json() for s in routing.considered], "sites_excluded": routing.excluded,
-            "selection": routing.selection}

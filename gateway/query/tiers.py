@@ -8,13 +8,13 @@ Three signals per site (SCOUT-RAG's s_sim, s_rich, s_hist):
   richness    log(1 + entities its published communities cover) / the same for the richest
               candidate (SCOUT-RAG's |R_i| / max_j |R_j|, log-scaled so a huge site does not
               swamp similarity); the index keeps communities and entities per summary.
-  history     the site's smoothed citation rate (gateway.query.history), centred on a new site's prior.
+  history     the site's smoothed citation rate (gateway.query.reliability), centred on a new site's prior.
 
     score = similarity + lexical_weight * terms + w_richness * richness + w_history * (history - PRIOR_RATE)
 
   terms       the site's CORI score over its published term statistics as a share of the best
-              site's (gateway.query.lexical), weighed as the summary router weighs it
-              (gateway.query.router.score_sites, `[gateway] lexical_weight`): the same blend the gateway
+              site's (gateway.query.route), weighed as the summary router weighs it
+              (gateway.query.route.score_sites, `[gateway] lexical_weight`): the same blend the gateway
               routes by, which at realistic site sizes finds gold sites the summaries miss
               (benchmarks/README.md). `lexical_weight = 0`: summaries alone.
 
@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from hansa.gateway.query.history import PRIOR_RATE, SiteHistory
+from hansa.gateway.query.reliability import PRIOR_RATE, SiteHistory
 from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
-from hansa.gateway.query.router import SiteScore, routable_terms
+from hansa.gateway.query.route import SiteScore, routable_terms
 
 HIGH, MODERATE, POTENTIAL, IRRELEVANT = "high", "moderate", "potential", "irrelevant"
 TIERS = (HIGH, MODERATE, POTENTIAL, IRRELEVANT)
@@ -176,10 +176,8 @@ class TieredRouter:
         first += [s for s in ranked if getattr(s, "tier", None) == MODERATE]
         return first[:k]
 
-
-def tiers_of(considered: Iterable[SiteScore]) -> dict[str, str]:
-    """site -> tier, for the sites a tiered router ranked (empty for other routers)."""
-    return {s.site_id: s.tier for s in considered if isinstance(s, TieredScore)}
+    def describe(self) -> dict[str, Any]:
+        return {"name": type(self).__name__, "model_version": None}
 
 
 # The fit's default quantiles of the gold sites' gaps: half within HIGH; within MODERATE (asked in the

@@ -1,4 +1,5 @@
-"""call_sites() against real HTTP servers on loopback that misbehave in every way a site can.
+"""The signed HTTP transport (run_calls over call_one) against real HTTP servers on loopback that
+misbehave in every way a site can.
 
 The fake sites sign their answers (bound to the gateway's request) like real ones, so what each
 test breaks is the one thing it names; signature refusals have their own tests (test_signed_calls).
@@ -8,13 +9,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from flask import Flask, Response, redirect, request
 from werkzeug.serving import make_server
 
-from hansa.gateway.client import ERROR, INVALID, OK, TIMEOUT, call_sites
+from hansa.gateway.client import ERROR, INVALID, OK, TIMEOUT, SiteCall
+from hansa.gateway.transport import HttpSiteTransport
 from hansa.core.jsonsafe import dumps
 from hansa.sync.httpsig import HttpMessage, sign_response
 from hansa.sync.keys import SiteIdentity
@@ -23,6 +25,12 @@ from hansa.sync.wire import PartialAnswer, RetrieveRequest
 REQUEST = RetrieveRequest(question="Which river flows through Lyon?", top_k=5)
 GATEWAY = SiteIdentity.generate()
 SITE = SiteIdentity.generate()  # every fake site answers with this key
+
+
+def call_sites(sites: Any, request: Any, timeout_s: float, *, identity: SiteIdentity,
+               allow_private_addresses: bool = False, **kw: Any) -> list[SiteCall]:
+    """The gateway's signed HTTP transport, called as the engine calls it."""
+    return HttpSiteTransport(identity, allow_private_addresses).call(sites, request, timeout_s, **kw)
 
 
 def answer_json(site_id: str, cite_site: str | None = None) -> dict:
@@ -157,7 +165,7 @@ def test_a_slow_site_times_out_without_holding_up_the_others(sites: FakeSites) -
 def test_an_answer_that_arrives_while_others_are_awaited_is_handed_to_the_hook_and_stands_whatever_it_does(
         sites: FakeSites) -> None:
     # The gateway measures an early answer's sentences while it waits on slower sites
-    # (gateway.query.relevance.measure_early): a hook slower than the deadline, or one that fails, must
+    # (gateway.query.fusion.measure_early): a hook slower than the deadline, or one that fails, must
     # neither hold the round past its deadline nor turn the answer it was given into a timeout.
     for behaviour in ("slow", "fail"):
         sites.release.clear()

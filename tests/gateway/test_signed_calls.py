@@ -2,8 +2,8 @@
 
 Site side: the real site API of the session's LocalFederation refuses every request that is not
 signed by the federation gateway, fresh, unseen, addressed to it and carrying the body it was
-signed over. Gateway side: call_sites marks a site "invalid" when its answer is unsigned, signed
-by a key the registry does not hold for it, bound to another request or altered after signing.
+signed over. Gateway side: the HTTP transport marks a site "invalid" when its answer is unsigned,
+signed by a key the registry does not hold for it, bound to another request or altered after signing.
 SSRF: registry URLs that resolve to private, loopback or metadata addresses are refused before
 any connection is attempted, and the connection goes to the address that was checked.
 """
@@ -24,7 +24,8 @@ from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
 from hansa.federation.local import LocalFederation
-from hansa.gateway.client import ERROR, INVALID, OK, call_sites, gateway_identity
+from hansa.gateway.client import ERROR, INVALID, OK, SiteCall, gateway_identity
+from hansa.gateway.transport import HttpSiteTransport
 from hansa.sync.httpsig import (
     RETRIEVE_COMPONENTS,
     SITE_HEADER,
@@ -44,6 +45,12 @@ STRANGER = SiteIdentity.generate()
 
 
 # --- the real site refuses what the gateway did not sign ---------------------------------------------
+def call_sites(sites: Any, request: Any, timeout_s: float, *, identity: SiteIdentity,
+               allow_private_addresses: bool = False, **kw: Any) -> list[SiteCall]:
+    """The gateway's signed HTTP transport, called as the engine calls it."""
+    return HttpSiteTransport(identity, allow_private_addresses).call(sites, request, timeout_s, **kw)
+
+
 @pytest.fixture(scope="module")
 def site(federation: LocalFederation) -> dict[str, Any]:
     handle = federation.sites["govt"]

@@ -5,7 +5,7 @@ so one model serves every source; here that means a site that joins the federati
 scored by the model trained today, with no retraining. Each feature is a number the gateway
 already holds for *any* site: how the site's published summaries match the question among the
 top-m, where that puts it against the other sites, how much the site published, and how its
-published term statistics match the question's words (gateway.query.lexical: at realistic site sizes
+published term statistics match the question's words (gateway.query.route: at realistic site sizes
 the words find gold sites the summaries miss).
 
 FEATURE_NAMES is the model's input contract: a model trained on other names is refused at load
@@ -20,7 +20,7 @@ from typing import Callable, Collection, Mapping, Sequence
 import numpy as np
 
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.router import SiteScore, routable_terms, score_sites
+from hansa.gateway.query.route import SiteScore, routable_terms, score_sites
 
 FEATURE_NAMES: tuple[str, ...] = (
     "best",            # the site's best summary similarity among the top-m

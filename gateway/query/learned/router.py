@@ -32,7 +32,7 @@ from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
 from hansa.gateway.query.learned.features import Published, site_features
 from hansa.gateway.query.learned.model import RouterModel, load_model
 from hansa.gateway.query.learned.outcomes import OutcomeLog
-from hansa.gateway.query.router import SUMMARY_MARGIN, SiteScore, select_sites
+from hansa.gateway.query.route import SUMMARY_MARGIN, SiteScore, select_sites
 
 log = get_logger(__name__)
 

@@ -6,7 +6,7 @@ import pytest
 
 from hansa.gateway.query.conduct import SiteConduct
 from hansa.gateway.query.route import discounted
-from hansa.gateway.query.router import SiteScore
+from hansa.gateway.query.route import SiteScore
 
 
 def test_a_site_whose_answers_fall_far_below_its_summaries_is_discounted_by_the_excess() -> None:

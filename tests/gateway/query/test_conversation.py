@@ -1,7 +1,7 @@
 """Conversation-aware routing: a follow-up turn gains its conversation's salient words (fast tier)."""
 from __future__ import annotations
 
-from hansa.gateway.query.conversation import carried_words, standalone_question
+from hansa.gateway.query.request import carried_words, standalone_question
 from hansa.sync.wire import MAX_QUESTION_CHARS
 
 TURNS = ("Tell me about FEMA disaster grants for homeowners.", "Which grants cover flood damage?")

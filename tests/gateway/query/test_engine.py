@@ -17,7 +17,7 @@ from hansa.core.errors import ConfigError, InputError, NotFoundError, Verificati
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.http.app import create_gateway_app
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
-from hansa.gateway.query.lexical import QuestionWords
+from hansa.gateway.query.route import QuestionWords
 from hansa.gateway.query.assess import Assessment, assess
 from hansa.gateway.query.request import Budget, QueryRequest
 from hansa.gateway.query.gate import GateDecision
@@ -241,7 +241,7 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
     """A round gets `site_timeout_s` counted from when the gateway began working toward it (the
     query's arrival, then the previous round's end), so a slow route or refiner comes out of the
     sites' time; and, once questions were seen, less what the gateway's work after a round took
-    (query.finish), so a hung site costs the user the deadline, not more."""
+    (query.call.FinishReserve), so a hung site costs the user the deadline, not more."""
     import time as _time
 
     from hansa.gateway.query.route import SummaryRouter
@@ -365,7 +365,7 @@ def test_assess_says_what_the_newest_site_added() -> None:
 
 def test_weighted_coverage_counts_a_rare_question_word_more_than_a_common_one() -> None:
     """Two answers each hold one of the question's two words; the one holding the word fewer of the
-    federation's documents use covers more (gateway.query.lexical.QuestionWords). Without the weighed
+    federation's documents use covers more (gateway.query.route.QuestionWords). Without the weighed
     words (routing had no question word) the feature is 0."""
     docs = [("d0", "The Penobscot River flows south."), *[(f"d{i}", f"Every river floods, year {i}.") for i in range(1, 9)]]
     words = QuestionWords.of("Which river is the Penobscot?", {"s": TermSketch.from_documents(docs, 1)})
@@ -443,7 +443,7 @@ class Recording:
 
 def test_an_early_answer_is_measured_while_a_slower_site_is_awaited_and_the_answer_is_unchanged(
         federation, keys) -> None:
-    """Fusion's measuring moves into the wait for slower sites (gateway.query.relevance.measure_early):
+    """Fusion's measuring moves into the wait for slower sites (gateway.query.fusion.measure_early):
     the early site's sentences are embedded in its call's thread, fusion finds them memoized, and
     the answer is the one a gateway without the memo (so without early measuring) gives."""
     import time as _time

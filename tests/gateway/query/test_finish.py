@@ -1,11 +1,11 @@
-"""query.finish: what a round keeps back of its deadline for the gateway's work after it."""
+"""query.call.FinishReserve: what a round keeps back of its deadline for the gateway's work after it."""
 from __future__ import annotations
 
 import pytest
 
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError
-from hansa.gateway.query.finish import FinishReserve
+from hansa.gateway.query.call import FinishReserve
 
 
 def test_nothing_is_kept_back_until_a_few_questions_were_seen() -> None:

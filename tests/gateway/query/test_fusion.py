@@ -9,7 +9,7 @@ import pytest
 
 from hansa.gateway.client import ERROR, OK, TIMEOUT, SiteCall
 from hansa.gateway.query.fusion import SUPPORT_STEP, fuse
-from hansa.gateway.query.lexical import AnswerCoverage, QuestionWords
+from hansa.gateway.query.route import AnswerCoverage, QuestionWords
 from hansa.sync.terms import TermSketch
 from hansa.sync.wire import Citation, PartialAnswer
 

@@ -1,10 +1,10 @@
-"""CORI over published term statistics (gateway.query.lexical): which site a question's words point at."""
+"""CORI over published term statistics (gateway.query.route): which site a question's words point at."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hansa.gateway.query.lexical import AnswerCoverage, QuestionWords, lexical_scores
+from hansa.gateway.query.route import AnswerCoverage, QuestionWords, lexical_scores
 from hansa.sync.terms import TermSketch, term_keys
 
 
@@ -51,15 +51,15 @@ def test_a_bigger_site_needs_more_documents_to_score_the_same() -> None:
 def test_an_answer_using_the_rare_words_covers_more_than_one_using_the_common_ones() -> None:
     cover = AnswerCoverage.weighing(QuestionWords.of("Was Hastings in England?", SITES), 0.5)
     assert cover is not None
-    rare = cover.share(["The battle of Hastings."])  # one document of the federation uses "hastings"
-    common = cover.share(["England tour dates."])  # two use "england"
+    rare = cover.words.share(["The battle of Hastings."])  # one document of the federation uses "hastings"
+    common = cover.words.share(["England tour dates."])  # two use "england"
     assert 0.0 < common < rare < 1.0 and rare + common == pytest.approx(1.0)
-    assert cover.share(["Hastings, England."]) == 1.0 and cover.share(["Nothing relevant here."]) == 0.0
+    assert cover.words.share(["Hastings, England."]) == 1.0 and cover.words.share(["Nothing relevant here."]) == 0.0
     assert cover.factor(["Nothing relevant here."]) == 0.5 and cover.factor(["Hastings, England."]) == 1.0
 
 
 def test_without_term_statistics_every_word_weighs_the_same_and_weight_0_is_no_coverage() -> None:
     cover = AnswerCoverage.weighing(QuestionWords.of("normans hastings", {}), 1.0)
-    assert cover is not None and cover.share(["The Normans."]) == 0.5
+    assert cover is not None and cover.words.share(["The Normans."]) == 0.5
     assert AnswerCoverage.weighing(QuestionWords.of("normans", SITES), 0.0) is None
     assert AnswerCoverage.weighing(QuestionWords.of("what is it?", SITES), 0.5) is None  # no word worth looking for

@@ -10,7 +10,7 @@ import pytest
 
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.query.assess import passages
-from hansa.gateway.query.screening import ECHO, INSTRUCTION
+from hansa.gateway.query.fusion import ECHO, INSTRUCTION
 from hansa.sync.wire import Citation, PartialAnswer
 from hansa.adapters.llm.base import LLM
 from tests.fakes import Reply

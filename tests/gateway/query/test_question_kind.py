@@ -1,10 +1,10 @@
-"""The rule that picks a question's reader floor (gateway.query.question_kind): real questions from
+"""The rule that picks a question's reader floor (gateway.query.reading): real questions from
 SQuAD and MTRAG, each side of every clause of the rule."""
 from __future__ import annotations
 
 import pytest
 
-from hansa.gateway.query.question_kind import DESCRIPTIVE, FACTOID, question_kind
+from hansa.gateway.query.reading import DESCRIPTIVE, FACTOID, question_kind
 
 FACTOIDS = [
     "Who was Hubble?",

@@ -22,7 +22,7 @@ from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.quality import Quality, answer_quality, key_terms
 from hansa.gateway.query.tiers import HIGH, IRRELEVANT, MODERATE, POTENTIAL, TieredScore, fit_cutoffs
 from hansa.gateway.query.fusion import FusedAnswer, FusedSentence
-from hansa.gateway.query.history import PRIOR_RATE, SiteHistory
+from hansa.gateway.query.reliability import PRIOR_RATE, SiteHistory
 from hansa.gateway.service import Gateway
 from hansa.gateway.transport import InProcessSiteTransport
 from hansa.plugin.api import create_site_app
@@ -223,10 +223,10 @@ def test_fit_cutoffs_takes_quantiles_of_the_gold_sites_gaps() -> None:
 
 def test_tiers_blend_the_sites_term_scores_as_the_summary_router_does() -> None:
     """A site whose summaries trail but whose published terms match the question best moves up by
-    lexical_weight, exactly as gateway.query.router.score_sites ranks it, and a site known only by its
+    lexical_weight, exactly as gateway.query.route.score_sites ranks it, and a site known only by its
     terms is tiered too; without a weight the terms are ignored (SCOUT-RAG's summaries alone)."""
     from hansa.gateway.index.summaries import SummaryHit
-    from hansa.gateway.query.router import score_sites
+    from hansa.gateway.query.route import score_sites
 
     hits = [SummaryHit("a", "a1", 0.60, 5), SummaryHit("b", "b1", 0.50, 5), SummaryHit("a", "a2", 0.40, 5)]
     lexical = {"a": 0.2, "b": 1.0, "c": 0.5}

@@ -1,11 +1,17 @@
-"""route(): DGRAG summary matching turned into a ranked list of sites, as a pure function."""
+"""score_sites + select_sites: DGRAG summary matching turned into a ranked list of sites, as a pure function."""
 from __future__ import annotations
 
 import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.router import DEFAULT_MARGIN, SECOND_HIT_BONUS, SiteScore, route, score_sites, select_sites
+from hansa.gateway.query.route import DEFAULT_MARGIN, SECOND_HIT_BONUS, SiteScore, score_sites, select_sites
+
+
+def route(hits: list[SummaryHit], top_k: int, active_sites: set[str], min_score: float = 0.0,
+          margin: float = DEFAULT_MARGIN) -> list[SiteScore]:
+    """The sites to ask, best first: DGRAG's top-k, pruned of clearly weaker sites."""
+    return select_sites(score_sites(hits, active_sites, min_score), top_k, margin)
 
 
 def hit(site: str, summary: str, score: float, richness: int = 1) -> SummaryHit:
@@ -105,17 +111,20 @@ def test_the_site_prior_is_each_called_sites_routing_share() -> None:
 
 
 def test_the_deficit_says_how_far_the_asked_trail_the_leader_where_the_gap_cannot() -> None:
-    """Routing.deficit and trailing_gap for an origin asked alone: a close second and a distant
-    last both leave the leader unasked (gap 0); only the deficit tells them apart."""
+    """Routing.behind_leader among the asked (the deficit) and outside them (the trailing gap), for
+    an origin asked alone: a close second and a distant last both leave the leader unasked (gap 0);
+    only the deficit tells them apart."""
     import numpy as np
 
     from hansa.gateway.query.route import Routing
 
     considered = [SiteScore("a", 0.8, ("s1",), 1), SiteScore("b", 0.75, ("s2",), 1), SiteScore("c", 0.2, (), 0)]
     routing = Routing(np.zeros(4, np.float32), [], considered, ["b"], [], "explicit", 0.0, 0.0)
-    assert routing.trailing_gap({"b"}) == routing.trailing_gap({"c"}) == 0.0
-    assert routing.deficit({"b"}) == pytest.approx(0.05) and routing.deficit({"c"}) == pytest.approx(0.6)
-    assert routing.deficit({"a"}) == 0.0 and routing.deficit({"b", "a"}) == 0.0  # the leader asked
-    assert routing.deficit({"unranked"}) == 0.8  # routing ranked none of the asked: the leader's whole score
+    assert routing.behind_leader({"b"}, among=False) == routing.behind_leader({"c"}, among=False) == 0.0
+    assert routing.behind_leader({"b"}, among=True) == pytest.approx(0.05)
+    assert routing.behind_leader({"c"}, among=True) == pytest.approx(0.6)
+    # the leader asked
+    assert routing.behind_leader({"a"}, among=True) == 0.0 and routing.behind_leader({"b", "a"}, among=True) == 0.0
+    assert routing.behind_leader({"unranked"}, among=True) == 0.8  # routing ranked none asked: the leader's whole score
     empty = Routing(np.zeros(4, np.float32), [], [], [], [], "routed", 0.0, 0.0)
-    assert empty.deficit({"a"}) == 0.0
+    assert empty.behind_leader({"a"}, among=True) == 0.0

@@ -1,8 +1,8 @@
 """The screen that keeps echoes of the question and instructions to the reader out of evidence
-(gateway.query.screening): fast tier, no model."""
+(gateway.query.fusion): fast tier, no model."""
 from __future__ import annotations
 
-from hansa.gateway.query.screening import ECHO, INSTRUCTION, echoes, instructs, reason
+from hansa.gateway.query.fusion import ECHO, INSTRUCTION, echoes, instructs, reason
 
 QUESTION = "What is most of Warsaw's modern growth based on?"
 
@@ -39,7 +39,7 @@ def test_a_query_screens_each_sentence_once(tmp_path, monkeypatch) -> None:
     judges each of them once."""
     from collections import Counter
 
-    from hansa.gateway.query import screening
+    from hansa.gateway.query import fusion as screening
     from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, RIVER_SENTENCE, open_gateway
 
     seen: Counter[str] = Counter()

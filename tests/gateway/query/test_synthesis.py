@@ -11,7 +11,7 @@ import pytest
 from hansa.adapters.llm.base import LLM
 from hansa.core.errors import BackendError
 from hansa.gateway.query.fusion import FusedAnswer, FusedSentence
-from hansa.gateway.query.synthesis import check, evidence, synthesize
+from hansa.gateway.query.synthesize import check, evidence, synthesize
 from hansa.sync.wire import Citation
 
 RHONE = "The Rhone flows through Lyon, where the Saone joins it."
