@@ -6,7 +6,7 @@ Why: at realistic site sizes the summary vectors alone route poorly. On SQuAD sp
 even for a router holding every chunk vector — dense vectors miss the rare words (names, titles,
 terms of art) that decide which site holds a factoid. Federated search has ranked collections by
 their term statistics since CORI (Callan, Lu & Croft, SIGIR 1995); the gateway does the same
-(gateway.query.lexical) and blends it with the summary match. Measured in benchmarks/README.md.
+(the lexical part of gateway.query.route) and blends it with the summary match. Measured in benchmarks/README.md.
 
 What it reveals, and what it does not: a 24-bit hash of each word (3+ characters, not a stopword,
 folded as core.text folds) that at least `min_documents` of the site's documents use, with the

@@ -4,7 +4,7 @@ Each record: a digest of the question, the model version that routed it, and for
 router considered its features (FEATURE_NAMES order), whether it was called and answered (a
 failed call carries no label), whether it was called only to explore, and whether it contributed
 (at least one of its sentences survived fusion into the final answer). Only answering sites carry
-a label; exploration (see router.py) makes sure some
+a label; exploration (see learned/router.py) makes sure some
 sites the router would not have asked are called too.
 
 Why a digest and not the question: questions are user data (a patient's symptom, an employee's
