@@ -83,12 +83,16 @@ def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
     from hansa.plugin.vocabulary import build_terms
 
     kept = ctx.graph.communities()
+    record = ctx.cfg.home / community_state.FILENAME  # what vouches for the kept set, put back with it
+    vouched = record.read_bytes() if record.exists() else None
     vectors = ctx.vectors.get(SUMMARIES, [c.id for c in kept]) if kept else {}
     with Stopwatch() as sw:
         build_communities(ctx, incremental=False)
     full = figures(ctx)
     ctx.graph.replace_communities(kept)
-    community_state.forget(ctx)  # the record vouches for the full build's set, not the one put back
+    community_state.forget(ctx)
+    if vouched is not None:
+        record.write_bytes(vouched)
     ctx.vectors.drop(SUMMARIES)
     ctx.vectors.ensure_collection(summary_collection(ctx.embedder.dim))
     if kept:

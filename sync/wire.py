@@ -17,7 +17,6 @@ from pydantic import AfterValidator, Field, StrictFloat, StrictStr
 
 from hansa.core.errors import InputError
 from hansa.core.model import FORBID, Wire, int_in, omitted_when_none
-from hansa.core.model import json_int  # noqa: F401  (gateway.query.request reads it from here)
 
 SITE_ID_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 SUMMARY_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")

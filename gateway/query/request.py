@@ -47,10 +47,11 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, Sequence
 
 from hansa.core.errors import InputError, NotFoundError, VerificationError
+from hansa.core.model import json_int
 from hansa.core.text import fold
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.gateway.trust.registry import REVOKED, SiteRecord
-from hansa.sync.wire import MAX_QUESTION_CHARS, NOT_BLANK_RE, RetrieveRequest, json_int, validate_site_id
+from hansa.sync.wire import MAX_QUESTION_CHARS, NOT_BLANK_RE, RetrieveRequest, validate_site_id
 
 
 def carried_words(question: str, conversation: Sequence[str], carry_words: int, decay: float) -> list[str]:
