@@ -13,7 +13,7 @@ summaries' part of routing) under each way of using the levels:
   federation are kept and only their children (level 0) are matched;
 - `fine_plus_coarse`: a site's level-0 score plus `--coarse-weight` x its best level-1 similarity.
 
-Sites are scored by the gateway's DGRAG rule (gateway.router.score_sites over the top-m hits) and
+Sites are scored by the gateway's DGRAG rule (gateway.query.route.score_sites over the top-m hits) and
 gold-site recall is read at k = 1..8 sites asked (the same number of sites for every variant).
 Storage per level: summaries and bytes of float32 vectors the gateway holds, and their share of the
 raw corpus text.

@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                              curves[f"{r}_float32"][k])
     report.note("float32 bytes are what the gateway held before int8 codes (4 bytes a dimension); terms and "
                 "head are held alike both ways. The int8 routing is the gateway's own index; float32 is an "
-                "exact scan of the published vectors through the same site scoring (gateway.router.score_sites).")
+                "exact scan of the published vectors through the same site scoring (gateway.query.route.score_sites).")
     report.emit(args.out)
     return 0
 
