@@ -48,6 +48,7 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.scale import scale_of
 from hansa.core.text import split_words
 from hansa.gateway.query.claims import extract_claims
 from hansa.gateway.client import OK, SiteCall
@@ -208,7 +209,7 @@ def _combined(prior: Mapping[str, float] | None, covered: Mapping[str, float]) -
 
 def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
                   rejected: set[int], candidates: Sequence[_Candidate], copies: Sequence[set[str]],
-                  echoed: Mapping[str, Observation]) -> dict[str, Observation]:
+                  echoed: Mapping[str, Observation], overclaim: float) -> dict[str, Observation]:
     """What this answer says about each site that offered sentences. A success only when something
     independent of the site confirms it: another site states the same claim in its own words (a
     near-verbatim copy confirms nothing: anyone can copy public text), or the gateway's reader
@@ -219,7 +220,7 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     gateway did not measure; and the `echoed` failures of sentences screened as echoes."""
     sites = {c.site_id for c in candidates}
     confirmed = _confirmed(chosen, resolution, rejected, candidates, copies)
-    over = _overclaimers(checked)
+    over = _overclaimers(checked, overclaim)
     out = {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
                           failures=(s in over) + resolution.lost.get(s, 0),
                           why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
@@ -229,20 +230,20 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     return out
 
 
-def _overclaimers(checked: Sequence[_Candidate]) -> set[str]:
+def _overclaimers(checked: Sequence[_Candidate], overclaim: float) -> set[str]:
     """Sites that claimed a relevance the gateway did not measure: a claim exceeding by more than
-    OVERCLAIM the best measured relevance of the sentences it was claimed for. Sentences of one
+    `overclaim` (the embedder's, adapters/embedder/scales.toml) the best measured relevance of the sentences it was claimed for. Sentences of one
     document sharing one claim are one claim: an honest site reports a sentence it brings along as
     context ("Its lens ...") at the relevance of the pick it belongs to, which the context alone
     does not reach (on the adversarial bench's fit split every honest site was charged for it).
     Any claim that short of its measurement marked the site distrusted first, so all its sentences
-    were measured (relevance.DISTRUST < OVERCLAIM)."""
+    were measured (relevance.DISTRUST < overclaim)."""
     picks: dict[tuple[str, str, float], float] = {}
     for c in checked:
         if c.reported is not None:
             key = (c.site_id, c.doc_id, float(c.reported))
             picks[key] = max(picks.get(key, 0.0), c.measured)
-    return {site for (site, _, claim), measured in picks.items() if overclaimed(measured, claim)}
+    return {site for (site, _, claim), measured in picks.items() if overclaimed(measured, claim, overclaim)}
 
 
 def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: set[int],
@@ -431,7 +432,8 @@ def fuse(
     resolution, rejected, chosen = ranking
     candidates, copies = pool.candidates, pool.copies
     checked = [c for c in candidates if c.checked]
-    observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed)
+    observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed,
+                                 scale_of(embedder).overclaim)
     if learner is not None:
         learner.observe(observations)
     citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},

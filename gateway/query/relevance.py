@@ -32,7 +32,6 @@ MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answ
 MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
 # The sentences a fused answer holds (gateway.query.fusion): each site's that many best are measured first.
 MAX_SENTENCES = 4
-OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
 # A claim may exceed the measurement by float rounding and because a site scores a sentence that
 # leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
 # not used to skip measuring any of its sentences.
@@ -136,5 +135,7 @@ def trusted(measured: float, reported: float | None) -> float:
     return max(0.0, float(value))
 
 
-def overclaimed(measured: float, reported: float | None) -> bool:
-    return reported is not None and reported - measured > OVERCLAIM
+def overclaimed(measured: float, reported: float | None, bound: float) -> bool:
+    """A site reporting more than `bound` (the embedder's `overclaim`, adapters/embedder/scales.toml)
+    above what the gateway measured is overclaiming."""
+    return reported is not None and reported - measured > bound
