@@ -405,7 +405,7 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
 
 def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequence[Question], n_sites: int,
                    settings: EvalSettings, root: Path, cache: Any, progress: Progress) -> FederationRun:
-    from hansa.evaluation.routers import FullInformationRouter, routing_curves
+    from hansa.evaluation.routers import FullInformationRouter, routing_curves, routing_selection
     from hansa.federation.local import LocalFederation
 
     subset = Dataset(ds.name, passages, ds.questions, ds.caveat, ds.sharder, ds.federation_sizes)
@@ -468,8 +468,9 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                     fed, full, embedder, questions, gold_sites, gw.top_m_summaries)
                 run.meta["conversation_setting"] = {"carry_words": gw.conversation_carry_words,
                                                     "decay": gw.conversation_decay}
-            run.meta["routing_curves_seconds"] = round(time.perf_counter() - t0, 1)
             top_k = settings.top_k_sites or gw.top_k_sites
+            run.meta["routing_selection"] = routing_selection(fed, texts, qvecs, gold_sites, gw.top_m_summaries, top_k)
+            run.meta["routing_curves_seconds"] = round(time.perf_counter() - t0, 1)
             for plan, body, gold, ranked in zip(plans, bodies, gold_sites, full_ranked):
                 floor = ranked[0][1] - gw.site_margin  # hansa's selection rule over the full ranking
                 plan.update({
