@@ -109,9 +109,12 @@ SCALED_GATEWAY_SETTINGS = ("site_margin", "lexical_weight")
 
 
 def scaled_gateway(gateway: "GatewayConfig", explicit: frozenset[str], scale: ScoreScale) -> "GatewayConfig":
-    """`gateway` with each SCALED_GATEWAY_SETTINGS the operator did not set (`explicit`, from
-    core.config.load_config) taken from `scale`."""
-    unset = {key: getattr(scale, key) for key in SCALED_GATEWAY_SETTINGS if f"gateway.{key}" not in explicit}
+    """`gateway` with each SCALED_GATEWAY_SETTINGS that nobody set taken from `scale`: not given by the
+    file or the environment (`explicit`, from core.config.load_config) and still at the dataclass
+    default (a value a program set on the config stays)."""
+    defaults = {f.name: f.default for f in fields(gateway)}
+    unset = {key: getattr(scale, key) for key in SCALED_GATEWAY_SETTINGS
+             if f"gateway.{key}" not in explicit and getattr(gateway, key) == defaults[key]}
     return replace(gateway, **unset) if unset else gateway
 
 

@@ -77,6 +77,9 @@ def test_the_gateways_cosine_defaults_follow_its_embedder_unless_set(tmp_path) -
     (tmp_path / "hansa.toml").write_text('[embedder]\nmodel = "bge-small-en-v1.5-q"\n[gateway]\nlexical_weight = 0.3\n')
     assert gateway({}) == (bge.site_margin, 0.3)
     assert load_config(env=home).explicit >= {"embedder.model", "gateway.lexical_weight"}
+    # a value a program set on the config (no file, no environment) stays as set
+    assert scaled_gateway(GatewayConfig(site_margin=0.31), frozenset(), bge).site_margin == 0.31
+    assert scaled_gateway(GatewayConfig(), frozenset(), bge).site_margin == bge.site_margin
 
 
 _GOOD = "\n".join(f"{k} = {v}" for k, v in TODAY.items())
