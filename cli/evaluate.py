@@ -106,6 +106,10 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 @click.option("--gateway-setting", "gateway_settings", multiple=True, metavar="KEY=VALUE",
               help="Run the gateway with this [gateway] setting (repeatable), e.g. lexical_weight=2: a sweep of "
                    "how it routes; the sites are reused as built.")
+@click.option("--embedder-setting", "embedder_settings", multiple=True, metavar="KEY=VALUE",
+              help="Run every site and the gateway with this [embedder] setting (repeatable), e.g. "
+                   "model=bge-small-en-v1.5-q: one federation, one embedder; the gateway's site_margin and "
+                   "lexical_weight default to the model's (adapters/embedder/scales.toml).")
 @click.option("--calibration", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="The gate's and abstention's calibration for the gateway (from `hansa gateway calibrate --out`); "
                    "without it the gateway's safe defaults (always escalate, abstain by rule).")
@@ -135,7 +139,7 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, question_source: str, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
-             gateway_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
+             gateway_settings: tuple[str, ...], embedder_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
              budgets: tuple[str, ...], router_model: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
@@ -153,6 +157,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
         raise click.UsageError(str(exc)) from exc
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
     pairs, gateway_pairs = _settings("site", site_settings), _settings("gateway", gateway_settings)
+    embedder_pairs = _settings("embedder", embedder_settings)
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
                             limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
@@ -162,7 +167,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             llm_api_key=llm_cfg.api_key if llm_cfg else "",
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
-                            site_settings=pairs, gateway_settings=gateway_pairs, calibration=calibration, calibration_rows=calibration_rows,
+                            site_settings=pairs, gateway_settings=gateway_pairs, embedder_settings=embedder_pairs, calibration=calibration, calibration_rows=calibration_rows,
                             share_site_calls=share_site_calls, budgets=_budgets(budgets),
                             router_model=router_model)
     if smoke:

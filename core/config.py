@@ -234,6 +234,8 @@ class GatewayConfig:
     top_k_sites: int = 5  # at most this many sites are asked (DGRAG's k) ...
     # ... and only those scoring within this of the best. With lexical_weight, both chosen on the
     # MTRAG and SQuAD fit splits (gateway/query/route.py says how); summaries alone used 0.24.
+    # Both are in the embedder's cosine units: left out of the configuration, a gateway opened from
+    # it uses its embedder's (adapters/embedder/scales.toml); these defaults are all-MiniLM-L6-v2's.
     site_margin: float = 0.4
     # Weight of a site's term statistics (its CORI score as a share of the best site's) beside its
     # summary match; 0 routes by summary vectors alone.
@@ -368,6 +370,10 @@ class Config:
     site: SiteConfig = field(default_factory=SiteConfig)
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
+    # "section.key" of every setting the file or the environment gave (load_config): a default that
+    # depends on another setting (the embedder's cosine-unit defaults, adapters/embedder/scale.py)
+    # applies only where the operator left the setting out
+    explicit: frozenset[str] = frozenset()
 
     # Derived locations: one place that says where each piece of local state lives.
     @property
@@ -449,6 +455,7 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
     candidate = Path(path) if path else cfg.home / CONFIG_FILENAME
     if path and not candidate.is_file():
         raise ConfigError(f"config file {candidate} does not exist")
+    data: dict[str, Any] = {}
     if candidate.is_file():
         try:
             data = tomllib.loads(candidate.read_text(encoding="utf-8"))
@@ -477,6 +484,10 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         for name, values in nested.items():
             if values:
                 _apply(getattr(obj, name), values, f"environment {prefix}{name.upper()}_*")
+    cfg.explicit = frozenset(
+        {f"{section}.{key}" for section, values in data.items() if isinstance(values, dict) for key in values}
+        | {f"{section}.{k[len(ENV_PREFIX) + len(section) + 1:].lower()}" for section in SECTIONS
+           for k in env if k.startswith(f"{ENV_PREFIX}{section.upper()}_")})
     if cfg.graph.backend not in ("embedded", "neo4j"):
         raise ConfigError(f"graph.backend must be 'embedded' or 'neo4j', not {cfg.graph.backend!r}")
     if cfg.gateway.role not in ROLES:

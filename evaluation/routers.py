@@ -82,6 +82,32 @@ def summary_rankings(fed: Any, text: str, qvec: np.ndarray, top_m: int) -> dict[
             "terms": sorted(lexical, key=lambda s: (-lexical[s], s))}
 
 
+def routing_selection(fed: Any, texts: Sequence[str], qvecs: np.ndarray, gold_sites: Sequence[Sequence[str]],
+                      top_m: int, top_k: int) -> dict[str, float]:
+    """Gold-site recall and sites called of the gateway's summary router as configured: the ranking
+    of `summary_rankings` ("summaries") cut by `[gateway] site_margin` and `top_k` (query.route.select_sites).
+    Why beside the curves: a routing-only run (no site asked) then measures what a margin costs and
+    buys, so the margin can be swept on the fit split (`--gateway-setting site_margin=...`)."""
+    from hansa.gateway.query.route import site_term_scores
+    from hansa.gateway.query.route import score_sites, select_sites
+
+    gw = fed.gateway_config.gateway
+    index, routable = fed.gateway_service.index, set(fed.sites)
+    recall = called = 0.0
+    n = 0
+    for text, qvec, gold in zip(texts, qvecs, gold_sites):
+        if not gold:
+            continue
+        ranked = score_sites(index.search(qvec, top_m), routable, lexical=site_term_scores(text, index, routable),
+                             lexical_weight=gw.lexical_weight)
+        chosen = {s.site_id for s in select_sites(ranked, top_k, gw.site_margin)}
+        recall += len(chosen & set(gold)) / len(gold)
+        called += len(chosen)
+        n += 1
+    return {"site_margin": gw.site_margin, "lexical_weight": gw.lexical_weight, "top_k_sites": top_k,
+            "gold_site_recall": round(recall / max(n, 1), 4), "sites_called_per_query": round(called / max(n, 1), 3)}
+
+
 def routing_curves(fed: Any, full: FullInformationRouter, texts: Sequence[str], qvecs: np.ndarray,
                    gold_sites: Sequence[Sequence[str]], full_ranked: Sequence[Sequence[tuple[str, float]]], top_m: int,
                    max_k: int = 8) -> dict[str, dict[str, float]]:

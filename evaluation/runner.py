@@ -95,6 +95,9 @@ class EvalSettings:
     # [gateway] settings the gateway runs with, e.g. (("lexical_weight", "2"),): a sweep of how the
     # gateway routes; sites are reused as built
     gateway_settings: tuple[tuple[str, str], ...] = ()
+    # [embedder] settings both the sites and the gateway run with, e.g. (("model", "bge-small-en-v1.5-q"),):
+    # one federation, one space; the gateway's cosine-unit defaults follow the model (scales.toml)
+    embedder_settings: tuple[tuple[str, str], ...] = ()
     # the gate's and abstention's calibration the gateway loads (`hansa gateway calibrate --out`)
     calibration: Path | None = None
     # write the gate and abstain rows of the asked (fit-split) questions here, one file per
@@ -125,13 +128,13 @@ def budget_strategies(budgets: Sequence[tuple[str, int]]) -> dict[str, dict[str,
 
 
 def setting_env(section: str, settings: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """`[site]` or `[gateway]` settings as the environment overrides that role's configuration
-    reads; an unknown key is an error, not a silently ignored sweep."""
+    """`[site]`, `[gateway]` or `[embedder]` settings as the environment overrides that role's
+    configuration reads; an unknown key is an error, not a silently ignored sweep."""
     from dataclasses import fields
 
-    from hansa.core.config import GatewayConfig, SiteConfig
+    from hansa.core.config import EmbedderConfig, GatewayConfig, SiteConfig
 
-    known = {f.name for f in fields({"site": SiteConfig, "gateway": GatewayConfig}[section])}
+    known = {f.name for f in fields({"site": SiteConfig, "gateway": GatewayConfig, "embedder": EmbedderConfig}[section])}
     out = {}
     for key, value in settings:
         if key not in known:
@@ -402,7 +405,7 @@ def _federation_meta(fed: Any, sites: dict[str, list[Passage]]) -> dict[str, Any
 
 def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequence[Question], n_sites: int,
                    settings: EvalSettings, root: Path, cache: Any, progress: Progress) -> FederationRun:
-    from hansa.evaluation.routers import FullInformationRouter, routing_curves
+    from hansa.evaluation.routers import FullInformationRouter, routing_curves, routing_selection
     from hansa.federation.local import LocalFederation
 
     subset = Dataset(ds.name, passages, ds.questions, ds.caveat, ds.sharder, ds.federation_sizes)
@@ -416,7 +419,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
     # measures, so gateway_overhead_ms would rank strategies by the order they are asked in.
     gateway_env = {"HANSA_GATEWAY_SITE_TIMEOUT_S": str(settings.site_timeout_s),
                    "HANSA_GATEWAY_EMBEDDING_MEMO_ENTRIES": "0",
-                   **setting_env("gateway", settings.gateway_settings)}
+                   **setting_env("gateway", settings.gateway_settings),
+                   **setting_env("embedder", settings.embedder_settings)}
     if settings.top_k_sites:
         gateway_env["HANSA_GATEWAY_TOP_K_SITES"] = str(settings.top_k_sites)
     if settings.calibration is not None:
@@ -438,7 +442,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
             shared.append(SharedSiteCalls(HttpSiteTransport(identity, cfg.allow_private_addresses)))
             return shared[-1]
     with LocalFederation(root / f"fed{n_sites}", docs, progress=progress, gateway_env=gateway_env,
-                         site_env=site_env(settings.site_settings), site_cache=cache, llm=llm,
+                         site_env={**site_env(settings.site_settings), **setting_env("embedder", settings.embedder_settings)},
+                         site_cache=cache, llm=llm,
                          gateway_transport=transport) as fed:
         run.meta = _federation_meta(fed, sites)
         progress(f"fed{n_sites}: ready in {run.meta['setup_seconds']} s "
@@ -463,8 +468,9 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                     fed, full, embedder, questions, gold_sites, gw.top_m_summaries)
                 run.meta["conversation_setting"] = {"carry_words": gw.conversation_carry_words,
                                                     "decay": gw.conversation_decay}
-            run.meta["routing_curves_seconds"] = round(time.perf_counter() - t0, 1)
             top_k = settings.top_k_sites or gw.top_k_sites
+            run.meta["routing_selection"] = routing_selection(fed, texts, qvecs, gold_sites, gw.top_m_summaries, top_k)
+            run.meta["routing_curves_seconds"] = round(time.perf_counter() - t0, 1)
             for plan, body, gold, ranked in zip(plans, bodies, gold_sites, full_ranked):
                 floor = ranked[0][1] - gw.site_margin  # hansa's selection rule over the full ranking
                 plan.update({

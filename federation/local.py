@@ -132,6 +132,8 @@ class LocalFederation:
         self.gateway_service = self._stack.enter_context(
             Gateway.open(self.gateway_config, embedder=embedder, vector_store=self.gateway_vectors, registry=self.registry,
                         llm=self.llm, transport=self.gateway_transport))
+        # what the gateway runs with (the embedder's cosine-unit defaults applied), for callers that read it
+        self.gateway_config.gateway = self.gateway_service.cfg
         self.gateway_app = create_gateway_app(self.gateway_service)
         app = self.gateway_tap(self.gateway_app) if self.gateway_tap else self.gateway_app
         self.gateway = self._stack.enter_context(BackgroundServer(app))

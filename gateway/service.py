@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.embedder.memo import MemoEmbedder
+from hansa.adapters.embedder.scale import scale_of, scaled_gateway
 from hansa.adapters.vector.base import VectorStore
 from hansa.core.config import Config, GatewayConfig
 from hansa.core.errors import ConfigError, HansaError
@@ -229,7 +230,7 @@ class Gateway:
         if cfg.router == "learned" or cfg.strategy == "learned":
             from hansa.gateway.query.learned.router import open_router
 
-            self.router = open_router(cfg, index, registry.path.parent)
+            self.router = open_router(cfg, index, registry.path.parent, embedder=embedder)
         # The policy HTTP queries run with ([gateway] strategy; None: the engine's defaults).
         from hansa.gateway.query.policy import named_policy
 
@@ -290,6 +291,8 @@ class Gateway:
                 transport = HttpSiteTransport(identity, gcfg.allow_private_addresses)
             elif isinstance(transport, type) or not hasattr(transport, "call"):  # a factory
                 transport = transport(identity, gcfg)
+            if full is not None:  # settings in cosine units the operator left out: the embedder's
+                gcfg = scaled_gateway(gcfg, full.explicit, scale_of(embedder))
             space = EmbeddingSpace.of(embedder)
             # The summary index lives in memory, rebuilt from its durable copy (Milvus rows + head
             # files) by SitePublications, which purges sets of sites revoked while we were down. On

@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from hansa.adapters.embedder.scale import ScoreScale, default_scale, scale_of
 from hansa.adapters.records import ChunkHit
 from hansa.core.logs import get_logger
 from hansa.plugin import sentence_vectors
@@ -42,19 +43,18 @@ ANSWER_CHUNKS = 5  # best chunks whose sentences compete for the answer
 READ_CANDIDATES = 12  # with [site] reader: sentences read per request, the best by cosine
 MAX_CANDIDATES = 40  # sentences ranked per request (vectors stored at ingest)
 MAX_ANSWER_SENTENCES = 3  # default of [site] answer_max_sentences: counting those brought along (see _ANAPHORA)
-ANSWER_MARGIN = 0.15  # a further sentence may join the answer if within this cosine of the best one
-DUPLICATE_COSINE = 0.95  # ... and is not a near-copy of a sentence already chosen
 REDUNDANCY = 0.5  # weight of a candidate's similarity to the chosen sentences (see _choose)
-OVERLAP_BONUS = 0.1  # added to the cosine, times the share of the question's content words a sentence has
 GLOBAL_COMMUNITIES = 3  # communities whose chunks answer a global question
 GLOBAL_MAX_CHUNKS = 200  # chunk vectors read per global question
 
-# Confidence: cosine similarity of the best evidence (chunk or sentence) with the question, mapped
-# linearly from CONF_LOW (unrelated text for MiniLM-class models scores ~0.0-0.2) to CONF_HIGH (a
-# sentence that states the answer scores ~0.6-0.85) and clipped to [0, 1]. At confidence 0 the site
-# cites what it found but offers no answer sentences: nothing it holds is about the question.
-CONF_LOW = 0.2
-CONF_HIGH = 0.8
+# The values in cosine units are the site's embedder's (adapters/embedder/scales.toml, looked up by
+# its model_id): answer_margin (a further sentence may join the answer if within this cosine of the
+# best one), duplicate_cosine (... and is not a near-copy of a sentence already chosen), overlap_bonus
+# (added to the cosine, times the share of the question's content words a sentence has), and the
+# confidence map: the cosine of the best evidence (chunk or sentence) with the question, mapped
+# linearly from conf_low (unrelated text: MiniLM scores it ~0.0-0.2) to conf_high (a sentence that
+# states the answer: ~0.6-0.85 for MiniLM) and clipped to [0, 1]. At confidence 0 the site cites what
+# it found but offers no answer sentences: nothing it holds is about the question.
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,11 @@ class _Sentence:
         return f"{self.context.text} {self.text}" if self.context else self.text
 
 
-def confidence_from_similarity(similarity: float) -> float:
-    """The documented mapping from best cosine similarity to a confidence in [0, 1]."""
-    value = (similarity - CONF_LOW) / (CONF_HIGH - CONF_LOW)
+def confidence_from_similarity(similarity: float, scale: ScoreScale | None = None) -> float:
+    """The documented mapping from best cosine similarity to a confidence in [0, 1], on `scale`
+    (the site's embedder's; the default model's when not given)."""
+    scale = scale or default_scale()
+    value = (similarity - scale.conf_low) / (scale.conf_high - scale.conf_low)
     return round(float(min(1.0, max(0.0, value))), 4)
 
 
@@ -177,25 +179,27 @@ def _candidates(ranked: Sequence[ChunkHit]) -> list[_Sentence]:
 
 
 def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray, question: str,
-            limit: int = MAX_ANSWER_SENTENCES) -> tuple[list[_Sentence], float]:
+            limit: int = MAX_ANSWER_SENTENCES, scale: ScoreScale | None = None) -> tuple[list[_Sentence], float]:
     """Up to `limit` sentences (counting the context each brings), and the best cosine
     for the confidence.
 
-    Relevance is the cosine with the question plus OVERLAP_BONUS times the share of the question's
+    Relevance is the cosine with the question plus overlap_bonus times the share of the question's
     content words the sentence (with its context) contains: small next to the cosine gap between
     on- and off-topic text, so it only reorders sentences the embedder finds about equally relevant.
-    Only sentences within ANSWER_MARGIN of the best cosine compete. The best comes first; each further
+    Only sentences within answer_margin of the best cosine compete. The best comes first; each further
     pick maximizes relevance minus REDUNDANCY times its cosine with the closest sentence already
     chosen (maximal marginal relevance), so a second sentence that restates the first ("You can build
     a safe room" / "A safe room must be anchored") loses to one that answers another part of the
-    question; near-copies (DUPLICATE_COSINE) are never taken."""
+    question; near-copies (duplicate_cosine) are never taken. The three are `scale`'s (the site's
+    embedder's; the default model's when not given)."""
     if not candidates:
         return [], 0.0
+    scale = scale or default_scale()
     vectors = sentence_vectors.vectors_for(ctx, [(s.chunk_id, s.position) for s in candidates], [s.scored_text for s in candidates])
     cosines = _cosine(vectors, query)
     asked = content_words(question)
-    relevance = cosines + OVERLAP_BONUS * np.array([_overlap(asked, s.scored_text) for s in candidates], dtype=np.float32)
-    floor = float(cosines.max()) - ANSWER_MARGIN
+    relevance = cosines + scale.overlap_bonus * np.array([_overlap(asked, s.scored_text) for s in candidates], dtype=np.float32)
+    floor = float(cosines.max()) - scale.answer_margin
     eligible = [i for i in np.argsort(-relevance, kind="stable").tolist() if cosines[i] >= floor]
     if ctx.reader is not None:  # distributed reading: the reader ranks the best candidates by cosine
         eligible = eligible[:READ_CANDIDATES]
@@ -208,7 +212,7 @@ def _choose(ctx: SiteContext, candidates: Sequence[_Sentence], query: np.ndarray
     while eligible and len(picked) < limit:
         i = max(eligible, key=lambda k: float(relevance[k] - REDUNDANCY * closest[k]))  # first wins ties
         eligible.remove(i)
-        if chosen and closest[i] >= DUPLICATE_COSINE:
+        if chosen and closest[i] >= scale.duplicate_cosine:
             continue
         parts = [p for p in (candidates[i].context, candidates[i]) if p is not None and p.text not in picked]
         if len(picked) + len(parts) > limit:
@@ -240,8 +244,9 @@ def retrieve(ctx: SiteContext, req: RetrieveRequest) -> PartialAnswer:
         return empty_answer(site_id)
     ranked = sorted(chunks, key=lambda c: -c.score)
     policy = AnswerPolicy.from_config(ctx.cfg.site)
-    picked, best_sentence = _choose(ctx, _candidates(ranked), query, req.question, policy.max_sentences)
-    confidence = confidence_from_similarity(max(ranked[0].score, best_sentence))
+    scale = scale_of(ctx.embedder)
+    picked, best_sentence = _choose(ctx, _candidates(ranked), query, req.question, policy.max_sentences, scale)
+    confidence = confidence_from_similarity(max(ranked[0].score, best_sentence), scale)
     if confidence == 0.0:
         picked = []
     answer = policy.apply(PartialAnswer(

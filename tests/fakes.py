@@ -79,6 +79,20 @@ class HashEmbedder(Embedder):
 
 
 # -- the vector store -------------------------------------------------------------------------------
+class RelabelledEmbedder(Embedder):
+    """Another embedder's vectors under another `model_id`: what a site or gateway looks its score
+    scale up by (adapters/embedder/scale.py), so a test can hold the vectors fixed and vary the scale."""
+
+    def __init__(self, inner: Embedder, model_id: str) -> None:
+        self.inner, self.model_id, self.dim = inner, model_id, inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_queries(texts)
+
+
 class WordReader:
     """The reader port without a model: score = share of the question's content words in the sentence."""
 

@@ -15,13 +15,15 @@ Apache-2.0 (all-MiniLM-L6-v2) and MIT (bge-small-en-v1.5, e5-small-v2). "-q" jar
 Runtime int8 (dynamically quantized) graphs: they quantize activations with one scale per batch,
 so a text's vector moves slightly with the batch it is embedded in (cosine >= 0.99 measured here,
 tests/plugin/test_reembed.py); fp32 graphs give each text the same vector in any batch. Every hash below was computed here from the jars
-fetched from repo1.maven.org; the side-by-side measurements that chose the default are in
+fetched from repo1.maven.org. Each model's score scale (the margins, thresholds and bonuses in its
+cosine units) is declared beside this file, in scales.toml (`CatalogModel.scale`). The side-by-side measurements that chose the default are in
 benchmarks/README.md, section "Embedders side by side".
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hansa.adapters.embedder.scale import ScoreScale, scale_for
 from hansa.core.errors import ConfigError
 
 MAVEN_GROUP = "dev.langchain4j"
@@ -57,6 +59,11 @@ class CatalogModel:
     @property
     def coordinates(self) -> str:
         return f"{MAVEN_GROUP}:{self.artifact}:{MAVEN_VERSION}"
+
+    @property
+    def scale(self) -> ScoreScale:
+        """The cosine-unit parameters fit on this model's scores (scales.toml, by model_id)."""
+        return scale_for(self.model_id)
 
 
 def _jar(artifact: str) -> str:

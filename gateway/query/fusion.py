@@ -105,6 +105,7 @@ import numpy as np
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.embedder.memo import MemoEmbedder
+from hansa.adapters.embedder.scale import scale_of
 from hansa.core.text import jaccard, split_words
 from hansa.gateway.query.claims import extract_claims
 from hansa.gateway.client import OK, OnAnswer, SiteCall
@@ -216,7 +217,6 @@ MAX_MEASURED = 96  # sentences embedded per question: ~16 sites x their 3-6 answ
 MAX_SENTENCES_PER_SITE = 32  # a site's own ranking decides which; bounds the embedding cost
 # The sentences a fused answer holds: each site's that many best are measured first (one number).
 MAX_SENTENCES = 4
-OVERCLAIM = 0.25  # a site reporting this much more than the gateway measured is overclaiming
 # A claim may exceed the measurement by float rounding and because a site scores a sentence that
 # leans on the one before it ("Its lens ...") together with it; beyond this, the site's claims are
 # not used to skip measuring any of its sentences.
@@ -320,8 +320,10 @@ def trusted(measured: float, reported: float | None) -> float:
     return max(0.0, float(value))
 
 
-def overclaimed(measured: float, reported: float | None) -> bool:
-    return reported is not None and reported - measured > OVERCLAIM
+def overclaimed(measured: float, reported: float | None, bound: float) -> bool:
+    """A site reporting more than `bound` (the embedder's `overclaim`, adapters/embedder/scales.toml)
+    above what the gateway measured is overclaiming."""
+    return reported is not None and reported - measured > bound
 
 DUPLICATE_JACCARD = 0.8
 SUPPORT_STEP = 0.25
@@ -473,7 +475,7 @@ def _combined(prior: Mapping[str, float] | None, covered: Mapping[str, float]) -
 
 def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], resolution: Resolution,
                   rejected: set[int], candidates: Sequence[_Candidate], copies: Sequence[set[str]],
-                  echoed: Mapping[str, Observation]) -> dict[str, Observation]:
+                  echoed: Mapping[str, Observation], overclaim: float) -> dict[str, Observation]:
     """What this answer says about each site that offered sentences. A success only when something
     independent of the site confirms it: another site states the same claim in its own words (a
     near-verbatim copy confirms nothing: anyone can copy public text), or the gateway's reader
@@ -484,7 +486,7 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     gateway did not measure; and the `echoed` failures of sentences screened as echoes."""
     sites = {c.site_id for c in candidates}
     confirmed = _confirmed(chosen, resolution, rejected, candidates, copies)
-    over = _overclaimers(checked)
+    over = _overclaimers(checked, overclaim)
     out = {s: Observation(successes=(s in confirmed) + resolution.won.get(s, 0),
                           failures=(s in over) + resolution.lost.get(s, 0),
                           why=((OVERCLAIMED, float(s in over)), (LOST, float(resolution.lost.get(s, 0)))))
@@ -494,20 +496,20 @@ def _observations(checked: Sequence[_Candidate], chosen: Sequence[_Candidate], r
     return out
 
 
-def _overclaimers(checked: Sequence[_Candidate]) -> set[str]:
+def _overclaimers(checked: Sequence[_Candidate], overclaim: float) -> set[str]:
     """Sites that claimed a relevance the gateway did not measure: a claim exceeding by more than
-    OVERCLAIM the best measured relevance of the sentences it was claimed for. Sentences of one
-    document sharing one claim are one claim: an honest site reports a sentence it brings along as
+    `overclaim` (the embedder's, adapters/embedder/scales.toml) the best measured relevance of the
+    sentences it was claimed for. Sentences of one document sharing one claim are one claim: an honest site reports a sentence it brings along as
     context ("Its lens ...") at the relevance of the pick it belongs to, which the context alone
     does not reach (on the adversarial bench's fit split every honest site was charged for it).
     Any claim that short of its measurement marked the site distrusted first, so all its sentences
-    were measured (DISTRUST < OVERCLAIM)."""
+    were measured (DISTRUST < overclaim)."""
     picks: dict[tuple[str, str, float], float] = {}
     for c in checked:
         if c.reported is not None:
             key = (c.site_id, c.doc_id, float(c.reported))
             picks[key] = max(picks.get(key, 0.0), c.measured)
-    return {site for (site, _, claim), measured in picks.items() if overclaimed(measured, claim)}
+    return {site for (site, _, claim), measured in picks.items() if overclaimed(measured, claim, overclaim)}
 
 
 def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: set[int],
@@ -673,7 +675,8 @@ def fuse(
     resolution, rejected, chosen = ranking
     candidates, copies = pool.candidates, pool.copies
     checked = [c for c in candidates if c.checked]
-    observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed)
+    observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed,
+                                 scale_of(embedder).overclaim)
     if learner is not None:
         learner.observe(observations)
     citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},

@@ -54,9 +54,12 @@ queries unnecessary; a site whose best summary is far less similar than the lead
 the answer, while sites close to the leader are all kept, so a question that spans sites still
 reaches each of them. The number of sites asked therefore adapts to how clear the routing is.
 Scored by summaries alone (MTRAG, 16 random shards, 511 questions, routing only), margin 0.24
-(SUMMARY_MARGIN) with at most 5 sites reached gold-site recall 0.947 at 3.98 sites, and the same
-rule on a router that sees every chunk 0.953 at 3.96 (benchmarks/README.md); with term statistics
-the margin is [gateway] site_margin (above).
+(MiniLM's summary_margin, adapters/embedder/scales.toml) with at most 5 sites reached gold-site
+recall 0.947 at 3.98 sites, and the same rule on a router that sees every chunk 0.953 at 3.96
+(benchmarks/README.md); with term statistics the margin is [gateway] site_margin (above). Both
+margins and the term weight are in the embedder's cosine units: where the configuration leaves
+site_margin and lexical_weight out, they are the embedder's (scales.toml; core.config.load_config),
+so a federation on bge-small gets bge's values.
 
 Term statistics: what the sites' published term statistics (sync.terms) tell the gateway: CORI
 resource selection (`lexical_scores`: which sites to ask), `QuestionWords` (how rare each of the
@@ -190,9 +193,8 @@ class AnswerCoverage:
 
 SECOND_HIT_BONUS = 0.1
 DEFAULT_MARGIN = GatewayConfig.site_margin  # [gateway] site_margin: summaries and term statistics
-# The margin for scores from summaries alone: the learned router's cold start (its features are the
-# summaries') and the tiers' moderate gap (query.tiers).
-SUMMARY_MARGIN = 0.24
+# The margin for scores from summaries alone (the learned router's cold start: its features are the
+# summaries') is the embedder's `summary_margin` (adapters/embedder/scales.toml): 0.24 for MiniLM.
 DEFAULT_LEXICAL_WEIGHT = GatewayConfig.lexical_weight  # [gateway] lexical_weight
 
 

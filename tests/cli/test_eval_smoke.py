@@ -71,6 +71,10 @@ def test_eval_smoke_writes_one_record_per_federation_and_strategy(dataset: str, 
     assert records[(4, "exhaustive")]["sites_called_per_query"] == built
     assert records[(4, "top1")]["sites_called_per_query"] == 1.0
     meta = doc["federations"]["fed4"]
+    # the configured router's selection, measured without asking a site: the gateway's own margin and weight
+    chosen = meta["routing_selection"]
+    assert (chosen["site_margin"], chosen["lexical_weight"], chosen["top_k_sites"]) == (0.4, 0.3, 5)
+    assert 0.0 <= chosen["gold_site_recall"] <= 1.0 and 1.0 <= chosen["sites_called_per_query"] <= min(5, built)
     # the gateway holds float32 vectors plus per-site heads: more than the bare vectors, less
     # than the base64 JSON publications that carried them
     assert meta["gateway_vector_bytes"] < meta["gateway_storage_bytes"] < meta["publication_bytes"]

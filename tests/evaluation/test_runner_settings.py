@@ -27,6 +27,14 @@ def test_gateway_settings_become_the_gateways_configuration_and_unknown_keys_are
         setting_env("gateway", [("lexical_wieght", "2")])
 
 
+def test_embedder_settings_name_the_model_of_the_sites_and_the_gateway_and_unknown_keys_are_refused() -> None:
+    env = setting_env("embedder", [("model", "bge-small-en-v1.5-q")])
+    assert env == {"HANSA_EMBEDDER_MODEL": "bge-small-en-v1.5-q"}
+    assert load_config(env=env).embedder.model == "bge-small-en-v1.5-q"
+    with pytest.raises(HansaError, match="unknown \\[embedder\\] setting 'modle'"):
+        setting_env("embedder", [("modle", "bge-small-en-v1.5-q")])
+
+
 def test_a_document_sample_for_dev_questions_keeps_every_article_they_were_written_on() -> None:
     from hansa.evaluation.datasets import UNANSWERABLE, Dataset, Passage, Question, shard_by_document
     from hansa.evaluation.runner import sample_documents

@@ -129,6 +129,30 @@ def test_confidence_mapping_is_monotone_and_clipped() -> None:
     assert 0.0 < confidence_from_similarity(0.5) < 1.0
 
 
+def test_a_site_reads_its_confidence_on_its_embedders_scale(built_site: SiteContext) -> None:
+    """The similarity-to-confidence map is the site's embedder's (adapters/embedder/scales.toml): the
+    same best cosine gives MiniLM's confidence on a MiniLM site and bge's on a site whose embedder is
+    bge (here MiniLM's vectors under bge's name, so only the scale differs)."""
+    import dataclasses
+
+    from hansa.adapters.embedder.scale import scale_for
+    from tests.fakes import RelabelledEmbedder
+
+    minilm, bge = scale_for(built_site.embedder.model_id), scale_for("BAAI/bge-small-en-v1.5")
+    assert (minilm.conf_low, minilm.conf_high) == (0.2, 0.8)
+    for question in ("Who owns the Brightwater Lighthouse?", "What does the Hallgrim Volcano Observatory do?",
+                     "What is the weather like in the mountains?"):
+        request = RetrieveRequest(question=question, top_k=3)
+        own = retrieve(built_site, request).confidence
+        if 0.0 < own < 1.0:
+            break
+    assert 0.0 < own < 1.0, "no probe question fell between the confidence map's ends"
+    best = minilm.conf_low + own * (minilm.conf_high - minilm.conf_low)  # the cosine it was mapped from
+    relabelled = dataclasses.replace(built_site, embedder=RelabelledEmbedder(built_site.embedder, "BAAI/bge-small-en-v1.5"))
+    assert retrieve(relabelled, request).confidence == pytest.approx(confidence_from_similarity(best, bge), abs=1e-3)
+    assert confidence_from_similarity(best, bge) < own  # bge's floor sits higher: the same cosine says less
+
+
 def test_answer_sentences_skip_headings_and_cut_runaway_text() -> None:
     text = "# A Heading Of Five Words Here\n\nShort one.\n\nThis sentence is long enough to count. Runaway " + "word " * 300
     sentences = [s for _, s in answer_sentences(text)]

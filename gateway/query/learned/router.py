@@ -25,6 +25,7 @@ import numpy as np
 
 from hansa.core.config import GatewayConfig
 from hansa.core.logs import get_logger
+from hansa.adapters.embedder.scale import default_scale, scale_of
 from hansa.gateway.query.policy import QueryPolicy
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.query.fusion import FusedAnswer
@@ -32,7 +33,7 @@ from hansa.gateway.index.summaries import SummaryHit, SummaryIndex
 from hansa.gateway.query.learned.features import Published, site_features
 from hansa.gateway.query.learned.model import RouterModel, load_model
 from hansa.gateway.query.learned.outcomes import OutcomeLog
-from hansa.gateway.query.route import SUMMARY_MARGIN, SiteScore, select_sites
+from hansa.gateway.query.route import SiteScore, select_sites
 
 log = get_logger(__name__)
 
@@ -71,7 +72,9 @@ class LearnedRouter:
     outcomes: OutcomeLog | None = None
     explore_share: float = 0.0
     explore_sites: int = 2
-    margin: float = SUMMARY_MARGIN  # cold start: summary matching's rule (its scores are the summaries')
+    # cold start: summary matching's rule (its scores are the summaries'), in the embedder's cosine
+    # units (adapters/embedder/scales.toml, summary_margin); the default model's when not given
+    margin: float = field(default_factory=lambda: default_scale().summary_margin)
     seed: int | None = None
     name: str = "learned"
     _model: RouterModel | None = field(default=None, init=False, repr=False)
@@ -204,12 +207,17 @@ def router_dir(gateway_dir: Path) -> Path:
 
 
 def open_router(cfg: GatewayConfig, index: SummaryIndex, gateway_dir: Path, *, explore_share: float | None = None,
-                seed: int | None = None) -> LearnedRouter:
-    """The learned router as configured ([gateway] router_*), over the gateway's model and log."""
+                seed: int | None = None, embedder: Any = None) -> LearnedRouter:
+    """The learned router as configured ([gateway] router_*), over the gateway's model and log; its
+    cold-start margin is `embedder`'s summary_margin (the default model's without one)."""
     home = router_dir(gateway_dir)
     return LearnedRouter(home / MODEL_FILE, index_published(index), OutcomeLog(home, cfg.router_log_max_records),
                          explore_share=cfg.router_explore_share if explore_share is None else explore_share,
-                         explore_sites=cfg.router_explore_sites, seed=seed)
+                         explore_sites=cfg.router_explore_sites, seed=seed, margin=_cold_margin(embedder))
+
+
+def _cold_margin(embedder: Any) -> float:
+    return (scale_of(embedder) if embedder is not None else default_scale()).summary_margin
 
 
 def learned_policy(gateway: Any, *, explore_share: float = 0.0, name: str = "learned",
@@ -219,10 +227,12 @@ def learned_policy(gateway: Any, *, explore_share: float = 0.0, name: str = "lea
     that model instead, and no log (an evaluation's model trained on its fit split)."""
     own = getattr(gateway, "router", None)
     if model_path is not None:
-        router = LearnedRouter(model_path, index_published(gateway.index))
+        router = LearnedRouter(model_path, index_published(gateway.index),
+                               margin=_cold_margin(getattr(gateway, "embedder", None)))
     elif isinstance(own, LearnedRouter):  # the configured router's model and log, exploration as asked
         router = LearnedRouter(own.model_path, own.published, own.outcomes, explore_share, own.explore_sites,
                                own.margin)
     else:
-        router = open_router(gateway.cfg, gateway.index, gateway.registry.path.parent, explore_share=explore_share)
+        router = open_router(gateway.cfg, gateway.index, gateway.registry.path.parent, explore_share=explore_share,
+                             embedder=getattr(gateway, "embedder", None))
     return QueryPolicy(name=name, router=router)

@@ -145,3 +145,20 @@ def test_a_doctored_copy_that_agrees_on_all_but_the_changed_claim_confirms_nothi
                  embedder, reliability=rel)
     assert fused.conflicts  # the year is disputed
     assert rel.record("a").successes == 0 and rel.record("liar").successes == 0
+
+
+def test_the_overclaim_bound_is_the_embedders(embedder) -> None:
+    """A claim 0.2 above what the gateway measured is within MiniLM's bound (0.25) and beyond bge's
+    (scales.toml: the same bound in bge's narrower cosine units): the gateway judges a site by the
+    scale of the model it measures with."""
+    from hansa.adapters.embedder.scale import scale_for
+    from tests.fakes import RelabelledEmbedder
+
+    bge = RelabelledEmbedder(embedder, "BAAI/bge-small-en-v1.5")
+    assert scale_for(bge.model_id).overclaim < 0.2 < scale_for(embedder.model_id).overclaim
+    q = embedder.embed_one(QUESTION)
+    claim = float(embedder.embed_one(LOURDES) @ q) + 0.2
+    for measuring, failures in ((embedder, 0), (bge, 1)):
+        rel = SiteReliability(None)
+        fuse(q, [site("eager", 0.9, [(LOURDES, "nd", claim)])], measuring, reliability=rel)
+        assert rel.record("eager").failures == failures

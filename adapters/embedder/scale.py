@@ -1,0 +1,127 @@
+"""An embedding model's score scale: the cosine-unit parameters hansa fit on that model's scores.
+
+Why with the model: margins, thresholds and bonuses in cosine units mean something only for the
+model whose cosines they were fit on (bge-small-en-v1.5 scores unrelated text where MiniLM scores
+related text). They are declared per `model_id` in scales.toml, shipped with the package beside the
+catalog, and looked up from the embedder a site or gateway actually runs, so changing
+`[embedder] model` brings that model's values along and nobody edits module constants.
+
+Why a data file rather than Python: the values are fit by measurement (scripts/fit_score_scale.py,
+routing runs) and read only when answering, not when a site is built; keeping them out of the code
+that builds sites keeps the evaluation's site cache valid while they are refit.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from hansa.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hansa.core.config import GatewayConfig
+
+SCALES_FILE = "scales.toml"
+
+
+@dataclass(frozen=True)
+class ScoreScale:
+    """scales.toml's keys, documented there."""
+
+    model_id: str
+    fit: str  # how the values were fit: command, data, split
+    summary_margin: float
+    site_margin: float
+    lexical_weight: float
+    overclaim: float
+    answer_margin: float
+    duplicate_cosine: float
+    overlap_bonus: float
+    conf_low: float
+    conf_high: float
+
+    @classmethod
+    def numbers(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in ("model_id", "fit"))
+
+
+def _parse(model_id: str, table: Any, where: str) -> ScoreScale:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [{model_id!r}] must be a table of {', '.join(ScoreScale.numbers())}")
+    wanted = {"fit", *ScoreScale.numbers()}
+    missing, unknown = wanted - table.keys(), table.keys() - wanted
+    if missing or unknown:
+        raise ConfigError(f"{where}: [{model_id!r}] lacks {sorted(missing)} / has unknown {sorted(unknown)}; "
+                          f"every model declares exactly: fit, {', '.join(ScoreScale.numbers())}")
+    values: dict[str, float] = {}
+    for name in ScoreScale.numbers():
+        value = table[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{where}: [{model_id!r}] {name} must be a number in [0, 1] (cosine units), not {value!r}")
+        values[name] = float(value)
+    if not values["conf_low"] < values["conf_high"]:
+        raise ConfigError(f"{where}: [{model_id!r}] conf_low ({values['conf_low']}) must be below conf_high "
+                          f"({values['conf_high']}): confidence rises from one to the other")
+    return ScoreScale(model_id=model_id, fit=str(table["fit"]), **values)
+
+
+def parse_scales(text: str, where: str) -> tuple[dict[str, ScoreScale], str]:
+    """(scale per model_id, the default model_id) from scales.toml's text; bad input names `where`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+    default = data.pop("default", None)
+    scales = {model_id: _parse(model_id, table, where) for model_id, table in data.items()}
+    if default not in scales:
+        raise ConfigError(f"{where}: `default` must name one of its models ({', '.join(scales)}), not {default!r}")
+    return scales, default
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> tuple[dict[str, ScoreScale], str]:
+    path = resources.files("hansa.adapters.embedder") / SCALES_FILE
+    return parse_scales(path.read_text(encoding="utf-8"), f"hansa/adapters/embedder/{SCALES_FILE}")
+
+
+def scale_for(model_id: str) -> ScoreScale:
+    """The score scale of the model with this `model_id` (an Embedder's), else the default model's."""
+    scales, default = _shipped()
+    return scales.get(model_id) or scales[default]
+
+
+def default_scale() -> ScoreScale:
+    """The values a caller without an embedder uses: the default model's (today's constants)."""
+    scales, default = _shipped()
+    return scales[default]
+
+
+def scale_of(embedder: Any) -> ScoreScale:
+    """The score scale of a running embedder (anything with a `model_id`, wrappers included)."""
+    return scale_for(str(getattr(embedder, "model_id", "")))
+
+
+# [gateway] settings in the embedder's cosine units: where the configuration leaves one out, a
+# gateway uses its embedder's value, not the dataclass default (the default model's).
+SCALED_GATEWAY_SETTINGS = ("site_margin", "lexical_weight")
+
+
+def scaled_gateway(gateway: "GatewayConfig", explicit: frozenset[str], scale: ScoreScale) -> "GatewayConfig":
+    """`gateway` with each SCALED_GATEWAY_SETTINGS that nobody set taken from `scale`: not given by the
+    file or the environment (`explicit`, from core.config.load_config) and still at the dataclass
+    default (a value a program set on the config stays)."""
+    defaults = {f.name: f.default for f in fields(gateway)}
+    unset = {key: getattr(scale, key) for key in SCALED_GATEWAY_SETTINGS
+             if f"gateway.{key}" not in explicit and getattr(gateway, key) == defaults[key]}
+    return replace(gateway, **unset) if unset else gateway
+
+
+def configured_scale(backend: str, model: str) -> ScoreScale:
+    """The score scale `[embedder] backend` / `model` will run with, before any model is loaded: a
+    catalog name maps to its model_id; a local directory or a served model is looked up by name."""
+    from hansa.adapters.embedder.catalog import catalog_model
+
+    found = catalog_model(model) if backend in ("onnx", "sentence-transformers") else None
+    return scale_for(found.model_id if found else model)

@@ -1,0 +1,111 @@
+"""Score scales travel with the model: every catalog entry carries one, MiniLM's are the values hansa
+fit on it, another model's are its own, and the configuration's cosine-unit defaults follow the
+configured embedder unless set."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hansa.adapters.embedder.catalog import MODELS, require_model
+from hansa.adapters.embedder.scale import (ScoreScale, configured_scale, default_scale, parse_scales, scale_for, scale_of,
+                                          scaled_gateway)
+from hansa.core.config import GatewayConfig, load_config
+from hansa.core.errors import ConfigError
+
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+BGE_ID = "BAAI/bge-small-en-v1.5"
+# The module constants hansa used before scales were declared per model (router.py, relevance.py,
+# retrieval.py, config.py): the default model must keep them exactly.
+TODAY = dict(summary_margin=0.24, site_margin=0.4, lexical_weight=0.3, overclaim=0.25, answer_margin=0.15,
+             duplicate_cosine=0.95, overlap_bonus=0.1, conf_low=0.2, conf_high=0.8)
+
+
+def _values(scale: ScoreScale) -> dict[str, float]:
+    return {name: getattr(scale, name) for name in ScoreScale.numbers()}
+
+
+def test_every_catalog_entry_carries_its_models_scale() -> None:
+    for model in MODELS.values():
+        assert model.scale == scale_for(model.model_id)
+        assert set(_values(model.scale)) == set(TODAY)
+
+
+def test_minilm_keeps_todays_values_and_is_the_default() -> None:
+    for name in ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-q"):
+        assert _values(require_model(name).scale) == TODAY
+    assert default_scale().model_id == MINILM_ID
+    # the dataclass defaults a GatewayConfig built in code gets are the default model's
+    assert (GatewayConfig().site_margin, GatewayConfig().lexical_weight) == (TODAY["site_margin"], TODAY["lexical_weight"])
+
+
+def test_bge_has_its_own_fitted_scale() -> None:
+    bge = require_model("bge-small-en-v1.5-q").scale
+    assert bge.model_id == BGE_ID and bge == require_model("bge-small-en-v1.5").scale  # int8 and fp32 share it
+    assert _values(bge) != TODAY
+    # bge scores unrelated text far higher than MiniLM: its confidence floor sits higher
+    assert bge.conf_low > TODAY["conf_low"] and bge.conf_low < bge.conf_high
+    assert "fit" in bge.fit and "split" in bge.fit
+
+
+def test_an_unknown_model_uses_the_default_models_scale() -> None:
+    assert scale_for("someone/served-model") == default_scale()
+    assert configured_scale("openai", "text-embedding-3-small") == default_scale()
+    assert configured_scale("onnx", "bge-small-en-v1.5-q").model_id == BGE_ID
+
+
+def test_scale_of_reads_a_running_embedders_model_id() -> None:
+    class Named:
+        model_id = BGE_ID
+
+    assert scale_of(Named()) == scale_for(BGE_ID)
+    assert scale_of(object()) == default_scale()
+
+
+def test_the_gateways_cosine_defaults_follow_its_embedder_unless_set(tmp_path) -> None:
+    bge = scale_for(BGE_ID)
+    home = {"HANSA_HOME": str(tmp_path)}
+
+    def gateway(env: dict[str, str]) -> tuple[float, float]:
+        cfg = load_config(env={**home, **env})
+        scaled = scaled_gateway(cfg.gateway, cfg.explicit, configured_scale(cfg.embedder.backend, cfg.embedder.model))
+        return scaled.site_margin, scaled.lexical_weight
+
+    assert gateway({"HANSA_EMBEDDER_MODEL": "bge-small-en-v1.5-q"}) == (bge.site_margin, bge.lexical_weight)
+    assert gateway({"HANSA_EMBEDDER_MODEL": "bge-small-en-v1.5-q", "HANSA_GATEWAY_SITE_MARGIN": "0.4"}) == (0.4, bge.lexical_weight)
+    assert gateway({}) == (TODAY["site_margin"], TODAY["lexical_weight"])
+    (tmp_path / "hansa.toml").write_text('[embedder]\nmodel = "bge-small-en-v1.5-q"\n[gateway]\nlexical_weight = 0.3\n')
+    assert gateway({}) == (bge.site_margin, 0.3)
+    assert load_config(env=home).explicit >= {"embedder.model", "gateway.lexical_weight"}
+    # a value a program set on the config (no file, no environment) stays as set
+    assert scaled_gateway(GatewayConfig(site_margin=0.31), frozenset(), bge).site_margin == 0.31
+    assert scaled_gateway(GatewayConfig(), frozenset(), bge).site_margin == bge.site_margin
+
+
+_GOOD = "\n".join(f"{k} = {v}" for k, v in TODAY.items())
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    (f'default = "m"\n["m"]\nfit = "x"\n{_GOOD}\nsite_margn = 0.3', "unknown \\['site_margn'\\]"),
+    (f'default = "m"\n["m"]\n{_GOOD}', "lacks \\['fit'\\]"),
+    ('default = "m"\n["m"]\nfit = "x"\n' + _GOOD.replace("conf_low = 0.2", "conf_low = 0.9"), "conf_low \\(0.9\\) must be below"),
+    ('default = "m"\n["m"]\nfit = "x"\n' + _GOOD.replace("overclaim = 0.25", 'overclaim = "high"'), "overclaim must be a number"),
+    (f'default = "other"\n["m"]\nfit = "x"\n{_GOOD}', "`default` must name one of its models"),
+    ("default = [", "not valid TOML"),
+])
+def test_a_bad_scales_file_is_refused_naming_the_file_and_the_key(text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as err:
+        parse_scales(text, "scales.toml")
+    assert str(err.value).startswith("scales.toml")
+
+
+def test_the_shipped_file_parses_to_what_the_lookups_return() -> None:
+    scales, default = parse_scales(_shipped_text(), "scales.toml")
+    assert default == MINILM_ID and scales[BGE_ID] == scale_for(BGE_ID)
+    assert dataclasses.asdict(scales[MINILM_ID]) == dataclasses.asdict(default_scale())
+
+
+def _shipped_text() -> str:
+    from importlib import resources
+
+    return (resources.files("hansa.adapters.embedder") / "scales.toml").read_text(encoding="utf-8")
