@@ -48,7 +48,7 @@ from hansa.core.errors import ConflictError, InputError, VerificationError
 from hansa.core.jsonsafe import loads_strict
 from hansa.sync.dsse import sign_envelope, verify_envelope
 from hansa.sync.keys import SiteIdentity
-from hansa.sync.terms import TermSketch
+from hansa.sync.terms import TermSketch, read_sketch
 from hansa.sync.vectors import WIRE_DTYPE, b64decode_strict, b64encode
 from hansa.sync.wire import (
     MAX_INT64,
@@ -312,7 +312,7 @@ def build_publication(
         "tombstones": tombstones,
     }
     if terms is not None:
-        payload["terms"] = terms.to_json()
+        payload["terms"] = terms.record().to_json()
     data = canonical_json(payload)
     parsed = parse_publication(data)  # what a gateway will read, checked the way it checks
     if base is not None:
@@ -557,7 +557,7 @@ def _with_pieces(header: _Header, obj: dict[str, Any], payload_digest: str) -> P
     listed = [sid for sid in tombstones if sid in manifest]
     if listed:
         raise _fail(f"summary {listed[0]!r} is both withdrawn (tombstone) and in the manifest")
-    terms = TermSketch.from_json(obj["terms"], "publication: terms") if "terms" in obj else None
+    terms = read_sketch(obj["terms"], "publication: terms") if "terms" in obj else None
     return Publication(
         site_id=header.site_id, sequence=header.sequence, issued_at=header.issued_at, expires=header.expires,
         embedding=header.embedding, base=base, manifest=manifest, pieces=pieces, tombstones=tombstones,

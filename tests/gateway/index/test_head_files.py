@@ -16,8 +16,8 @@ import pytest
 from hansa.core.errors import InputError
 from hansa.core.files import write_json_atomic
 from hansa.core.jsonsafe import dumps, loads_strict
-from hansa.gateway.index.durable import StoredHead
-from hansa.sync.terms import TermSketch
+from hansa.gateway.index.durable import HeadFile, StoredHead, read_head
+from hansa.sync.terms import TermSketch, read_sketch
 
 DATA = Path(__file__).parent / "data" / "today"
 
@@ -27,19 +27,19 @@ def sha(text: str) -> str:
 
 
 def load_head(name: str) -> StoredHead:
-    return StoredHead.from_json(loads_strict((DATA / name).read_bytes()), name)
+    return read_head(loads_strict((DATA / name).read_bytes()), name)
 
 
 def head_bytes(head: StoredHead) -> bytes:
-    return dumps(head.to_json())
+    return dumps(HeadFile.of(head).to_json())
 
 
 def load_terms(obj: object) -> TermSketch:
-    return TermSketch.from_json(obj, "terms.json")
+    return read_sketch(obj, "terms.json")
 
 
 def terms_json(sketch: TermSketch) -> object:
-    return sketch.to_json()
+    return sketch.record().to_json()
 
 
 def test_heads_written_before_load_to_the_same_content_and_bytes() -> None:
@@ -83,12 +83,12 @@ def test_a_term_sketch_written_before_loads_and_writes_back_the_same_file(tmp_pa
 def test_a_damaged_head_is_refused_naming_the_file_and_field(change, named: str) -> None:
     head = json.loads((DATA / "rivers.json").read_bytes())
     change(head)
-    with pytest.raises(InputError):
-        StoredHead.from_json(head, "rivers.json")
-    assert named
+    with pytest.raises(InputError, match="rivers.json") as err:
+        read_head(head, "rivers.json")
+    assert named in str(err.value)
 
 
 def test_a_head_without_terms_from_before_term_statistics_loads() -> None:
     head = json.loads((DATA / "kitchen.json").read_bytes())
     del head["terms"]
-    assert StoredHead.from_json(head, "kitchen.json") == load_head("kitchen.json")
+    assert read_head(head, "kitchen.json") == load_head("kitchen.json")
