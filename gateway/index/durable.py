@@ -44,13 +44,13 @@ from pydantic import Field, StrictInt, StrictStr
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
 from hansa.core.crash_points import crash_point
 from hansa.core.files import write_bytes_atomic
-from hansa.core.errors import BackendError, HansaError, InputError, NotFoundError
+from hansa.core.errors import BackendError, HansaError, NotFoundError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.core.model import FORBID, Wire
 from hansa.gateway.index.codes import quantise
 from hansa.sync.terms import TermSketch, TermsRecord
-from hansa.sync.wire import MAX_INT64, SHA256_HEX_RE, SiteId, SummaryId, UtcTimestamp, validate_site_id
+from hansa.sync.wire import Count, Sha256Hex, SiteId, SummaryId, UtcTimestamp, validate_site_id
 
 if TYPE_CHECKING:
     from hansa.gateway.index.head_mirror import HeadMirror
@@ -92,11 +92,6 @@ class StoredHead:
         return {sid: row_key(self.site_id, sid, r[0], r[1]) for sid, r in self.rows.items()}
 
 
-# JSON integers only, as the hand-written reader took them (`1.0` is refused): heads are hansa's own files.
-Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
-Sha256 = Annotated[StrictStr, Field(pattern=SHA256_HEX_RE.pattern)]
-
-
 @dataclass(frozen=True)
 class HeadFile(Wire):
     """A head as its file (and its mirrored copy, gateway.index.head_mirror) spells it: rows as
@@ -111,9 +106,9 @@ class HeadFile(Wire):
     site_id: SiteId
     sequence: Count
     expires: UtcTimestamp
-    payload_sha256: Sha256
-    manifest_sha256: Sha256
-    summaries: Mapping[SummaryId, tuple[Count, Sha256, Count, Count]]
+    payload_sha256: Sha256Hex
+    manifest_sha256: Sha256Hex
+    summaries: Mapping[SummaryId, tuple[Count, Sha256Hex, Count, Count]]  # JSON integers only, as before
     orphans: tuple[StrictStr, ...]
     terms: TermsRecord | None = None  # absent from heads written before term statistics existed
 

@@ -129,9 +129,9 @@ def _bounded_int(value: Any, what: str, high: int) -> int:
     return value
 
 
-def _limit(high: int, description: str) -> Any:
+def _limit(high: int) -> Any:
     """An optional positive integer up to `high`, left out of the JSON while None."""
-    return Annotated[int_in(1, high) | None, omitted_when_none(), Field(description=description)]
+    return Annotated[int_in(1, high) | None, omitted_when_none()]
 
 
 @dataclass(frozen=True)
@@ -142,10 +142,11 @@ class Budget(Wire):
     WHERE: ClassVar[str] = "query: budget"
     API_DESCRIPTION: ClassVar[str] = "What one query may spend; an absent key: no limit beyond the gateway's own"
 
-    time_ms: _limit(BUDGET_LIMITS["time_ms"], "Wall time of the whole query") = None
-    sites: _limit(BUDGET_LIMITS["sites"], "Sites called, over all rounds") = None
-    bytes: _limit(BUDGET_LIMITS["bytes"], "Request and response bytes exchanged with sites") = None
-    tokens: _limit(BUDGET_LIMITS["tokens"], "LLM tokens (none are spent without an LLM)") = None
+    time_ms: Annotated[_limit(BUDGET_LIMITS["time_ms"]), Field(description="Wall time of the whole query")] = None
+    sites: Annotated[_limit(BUDGET_LIMITS["sites"]), Field(description="Sites called, over all rounds")] = None
+    bytes: Annotated[_limit(BUDGET_LIMITS["bytes"]), Field(
+        description="Request and response bytes exchanged with sites")] = None
+    tokens: Annotated[_limit(BUDGET_LIMITS["tokens"]), Field(description="LLM tokens (none are spent without an LLM)")] = None
 
     def __post_init__(self) -> None:
         for name, high in BUDGET_LIMITS.items():
@@ -189,11 +190,12 @@ class QueryRequest(Wire):
     origin: Annotated[SiteId | None, omitted_when_none(), Field(
         description="The site of the user's own organization: asked first (DGRAG's gate)")] = None
     budget: Annotated[Budget, Field(exclude_if=_no_budget)] = field(default_factory=Budget)
-    top_k_sites: _limit(MAX_TOP_K_SITES, "How many routed sites to ask (default: the gateway's top_k_sites)") = None
-    top_k: _limit(MAX_TOP_K, "Evidence items each site returns (default 10)") = None
+    top_k_sites: Annotated[_limit(MAX_TOP_K_SITES), Field(
+        description="How many routed sites to ask (default: the gateway's top_k_sites)")] = None
+    top_k: Annotated[_limit(MAX_TOP_K), Field(description="Evidence items each site returns (default 10)")] = None
     # at least one: the check is __post_init__'s, whose refusal says what to do instead
-    sites: Annotated[Annotated[tuple[SiteId, ...], Field(max_length=MAX_EXPLICIT_SITES, json_schema_extra={"minItems": 1})]
-                     | None, omitted_when_none(), Field(
+    sites: Annotated[Annotated[tuple[SiteId, ...], Field(
+        max_length=MAX_EXPLICIT_SITES, json_schema_extra={"minItems": 1})] | None, omitted_when_none(), Field(
         description="Ask exactly these sites instead of routing (at least one: an empty list is 400; "
                     "leave it out to route)")] = None
 
