@@ -7,27 +7,30 @@ reached, "GDS present" is not known, and saying "skipped" is true where "failed"
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Iterable, Literal, Sequence
 
 from hansa.core.errors import HansaError
+from hansa.core.model import FORBID, Wire
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Wire):
+    """One line of `hansa site doctor`; `to_json` is what `--json` prints."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "check"
+
     name: str
-    status: str  # PASS, FAIL or SKIP (not run: an earlier check it depends on failed)
+    status: Literal["pass", "fail", "skip"]  # PASS, FAIL or SKIP (not run: an earlier check it depends on failed)
     detail: str  # what was found (or the error)
     hint: str = ""  # how to fix it; empty when it passed
 
     @property
     def failed(self) -> bool:
         return self.status == FAIL
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,7 @@ def gateway_held_bytes(index: Any) -> dict[str, int]:
     summary its version, sha256, level and richness); "total" is their sum."""
     from hansa.core.jsonsafe import dumps
     from hansa.gateway.index.codes import CODE_BYTES_PER_DIM
+    from hansa.gateway.index.durable import HeadFile
 
     held = {"vectors": 0, "terms": 0, "head": 0}
     for site_id in index.sites():
@@ -363,7 +364,7 @@ def gateway_held_bytes(index: Any) -> dict[str, int]:
         if current is None:
             continue
         held["vectors"] += len(current.rows) * index.space.dim * CODE_BYTES_PER_DIM
-        head = current.stored().to_json()
+        head = HeadFile.of(current.stored()).to_json()
         whole = len(dumps(head))  # with the term statistics, base64 as the head keeps them
         held["terms"] += 0 if head["terms"] is None else len(dumps(head["terms"]))
         held["head"] += whole - (0 if head["terms"] is None else len(dumps(head["terms"])))

@@ -17,7 +17,7 @@ from hansa.core.errors import ConfigError, InputError
 from hansa.core.files import write_json_atomic
 from hansa.core.logs import get_logger
 from hansa.plugin.site import SiteContext
-from hansa.sync.terms import TermSketch
+from hansa.sync.terms import TermSketch, read_sketch
 
 log = get_logger(__name__)
 
@@ -44,7 +44,7 @@ def build_terms(ctx: SiteContext) -> TermSketch | None:
         path.unlink(missing_ok=True)
         return None
     sketch = TermSketch.from_documents(_corpus(ctx), ctx.cfg.site.terms_min_documents)
-    write_json_atomic(path, sketch.to_json())
+    write_json_atomic(path, sketch.record().to_json())
     log.info("terms.built", terms=len(sketch), documents=sketch.documents, bytes=sketch.stored_bytes(),
              min_documents=sketch.min_documents)
     return sketch
@@ -60,7 +60,7 @@ def read_terms(ctx: SiteContext) -> TermSketch | None:
         log.info("terms.missing", hint="run `hansa site communities` to publish term statistics")
         return None
     try:
-        sketch = TermSketch.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+        sketch = read_sketch(json.loads(path.read_text(encoding="utf-8")), str(path))
     except (ValueError, InputError) as exc:
         raise ConfigError(f"{path} is damaged ({exc}): run `hansa site communities` to rebuild it") from exc
     if sketch.min_documents != ctx.cfg.site.terms_min_documents:

@@ -1,5 +1,6 @@
 """Write the OpenAPI components of the wire types from the models (sync/wire.py, the gateway's
-publication answers in gateway/trust/publishing.py), or check them.
+publication answers in gateway/trust/publishing.py, the query request in gateway/query/request.py),
+or check them.
 
 Why: the site API's request and answer shapes (plugin/openapi.json) and the embedding space the
 gateway shows (gateway/http/openapi.json) were kept by hand beside the parsers and could drift from
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hansa.core.model import json_schemas, type_schema
+from hansa.gateway.query.request import Budget, QueryRequest, QueryText
 from hansa.gateway.trust.publishing import PublicationAccepted, PublicationConflictBody
 from hansa.sync.wire import Citation, EmbeddingSpace, PartialAnswer, RetrieveRequest, SiteId
 
@@ -31,7 +33,8 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 # components it carries. A class's component is named by its `COMPONENT`, else by the class.
 DOCUMENTS: dict[str, tuple[list[type], dict[str, Any]]] = {
     "plugin/openapi.json": ([RetrieveRequest, Citation, PartialAnswer], {}),
-    "gateway/http/openapi.json": ([EmbeddingSpace, PublicationAccepted, PublicationConflictBody], {"SiteId": SiteId}),
+    "gateway/http/openapi.json": ([EmbeddingSpace, PublicationAccepted, PublicationConflictBody, QueryRequest, Budget],
+                                  {"SiteId": SiteId, "Question": QueryText}),
 }
 
 

@@ -39,23 +39,26 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from hansa.core.errors import ConflictError, InputError, VerificationError
 from hansa.core.jsonsafe import loads_strict
+from hansa.core.model import FORBID, Wire
 from hansa.sync.dsse import sign_envelope, verify_envelope
 from hansa.sync.keys import SiteIdentity
-from hansa.sync.terms import TermSketch
+from hansa.sync.terms import TermSketch, read_sketch
 from hansa.sync.vectors import WIRE_DTYPE, b64decode_strict, b64encode
 from hansa.sync.wire import (
     MAX_INT64,
     SHA256_HEX_RE,
     SUMMARY_ID_RE,
+    Count,
     EmbeddingSpace,
     Richness,
+    Sha256Hex,
     SummaryRecord,
     canonical_json,
     format_utc,
@@ -72,7 +75,6 @@ _PAYLOAD_KEYS = frozenset(
 )
 # Optional: "terms", the site's term statistics (sync.terms); absent when the site publishes none.
 _OPTIONAL_PAYLOAD_KEYS = frozenset({"terms"})
-_BASE_KEYS = frozenset({"sequence", "manifest_sha256"})
 _COLUMN_KEYS = frozenset({"ids", "versions", "levels", "entities", "chunks", "documents", "texts", "vectors"})
 # Optional: "parents", each summary's parent summary id or null (the hierarchy, plugin/hierarchy.py);
 # absent when no record has a parent, as in every publication from before the hierarchy.
@@ -129,14 +131,15 @@ def manifest_sha256(manifest: Manifest) -> str:
 # -- what a publication is -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class PublicationBase:
-    """The publication a delta builds on: its sequence and the digest of its manifest."""
+class PublicationBase(Wire):
+    """The publication a delta builds on: its sequence and the digest of its manifest (the payload's
+    "base"; JSON integers only, as everything signed)."""
 
-    sequence: int
-    manifest_sha256: str
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "publication: base"
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sequence": self.sequence, "manifest_sha256": self.manifest_sha256}
+    sequence: Count
+    manifest_sha256: Sha256Hex
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,7 +315,7 @@ def build_publication(
         "tombstones": tombstones,
     }
     if terms is not None:
-        payload["terms"] = terms.to_json()
+        payload["terms"] = terms.record().to_json()
     data = canonical_json(payload)
     parsed = parse_publication(data)  # what a gateway will read, checked the way it checks
     if base is not None:
@@ -419,14 +422,10 @@ def _parse_manifest(obj: object) -> dict[str, tuple[int, str]]:
 def _parse_base(obj: object, sequence: int) -> PublicationBase | None:
     if obj is None:
         return None
-    if not isinstance(obj, dict) or obj.keys() != _BASE_KEYS:
-        raise _fail(f"base must be null or an object with exactly {sorted(_BASE_KEYS)}")
-    seq, digest = obj["sequence"], obj["manifest_sha256"]
-    if not _int(seq, 0, MAX_INT64) or seq >= sequence:
-        raise _fail(f"base.sequence must be an integer below the publication's sequence {sequence}")
-    if type(digest) is not str or not SHA256_HEX_RE.fullmatch(digest):
-        raise _fail("base.manifest_sha256 must be lowercase sha256 hex")
-    return PublicationBase(seq, digest)
+    base = PublicationBase.from_json(obj)  # type: ignore[arg-type]  # from_json refuses a non-object
+    if base.sequence >= sequence:
+        raise _fail(f"base.sequence must be below the publication's sequence {sequence}")
+    return base
 
 
 def _parse_pieces(obj: object, manifest: Manifest, dim: int) -> SummaryPieces:
@@ -557,7 +556,7 @@ def _with_pieces(header: _Header, obj: dict[str, Any], payload_digest: str) -> P
     listed = [sid for sid in tombstones if sid in manifest]
     if listed:
         raise _fail(f"summary {listed[0]!r} is both withdrawn (tombstone) and in the manifest")
-    terms = TermSketch.from_json(obj["terms"], "publication: terms") if "terms" in obj else None
+    terms = read_sketch(obj["terms"], "publication: terms") if "terms" in obj else None
     return Publication(
         site_id=header.site_id, sequence=header.sequence, issued_at=header.issued_at, expires=header.expires,
         embedding=header.embedding, base=base, manifest=manifest, pieces=pieces, tombstones=tombstones,

@@ -31,11 +31,13 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Annotated, ClassVar, Iterable
 
 import numpy as np
+from pydantic import Field, StrictInt, StrictStr
 
 from hansa.core.errors import InputError
+from hansa.core.model import FORBID, Wire
 from hansa.core.text import STOPWORDS, fold
 from hansa.sync.vectors import b64decode_strict, b64encode
 
@@ -47,7 +49,6 @@ KEY_BITS = 24
 _KEYS = np.dtype("<u4")
 _DFS = np.dtype("<u2")
 _ROW_BYTES = _KEYS.itemsize + _DFS.itemsize
-_JSON_KEYS = frozenset({"documents", "min_documents", "count", "data"})
 _WORD = re.compile(r"\w[\w'-]*")
 
 
@@ -118,24 +119,36 @@ class TermSketch:
         at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
         return np.where(self.keys[at] == keys, self.dfs[at].astype(np.int64), 0)
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> "TermsRecord":
+        """The sketch as it travels and is stored (`TermsRecord.to_json()` writes it)."""
         gaps = np.diff(self.keys.astype(np.int64), prepend=0).astype(_KEYS)
         raw = _planes(gaps, _KEYS) + _planes(self.dfs.astype(_DFS), _DFS)
-        return {"documents": self.documents, "min_documents": self.min_documents, "count": len(self.keys),
-                "data": b64encode(zlib.compress(raw, 9))}
+        return TermsRecord(self.documents, self.min_documents, len(self.keys), b64encode(zlib.compress(raw, 9)))
 
-    @classmethod
-    def from_json(cls, obj: object, where: str = "terms") -> "TermSketch":
-        """Strict: exact keys, bounded sizes (checked before decompressing), ascending keys,
-        counts within [min_documents, documents] — a malformed sketch is refused, never guessed at."""
-        if not isinstance(obj, Mapping) or set(obj) != _JSON_KEYS:
-            raise InputError(f"{where}: must be an object with exactly {sorted(_JSON_KEYS)}")
-        documents, min_documents, count = obj["documents"], obj["min_documents"], obj["count"]
-        for name, value, low, high in (("documents", documents, 0, 2**53), ("min_documents", min_documents, 1, MAX_DF),
-                                       ("count", count, 0, MAX_TERMS)):
-            if type(value) is not int or not low <= value <= high:
-                raise InputError(f"{where}: {name} must be an integer in {low}..{high}")
-        packed = b64decode_strict(obj["data"], f"{where}.data")
+    def stored_bytes(self) -> int:
+        """Bytes of the compressed sketch (its base64 in a publication is 4/3 of this)."""
+        return len(b64decode_strict(self.record().data, "terms.data"))
+
+
+@dataclass(frozen=True)
+class TermsRecord(Wire):
+    """A sketch's wire form (the module docstring): in a publication's payload, a gateway head file,
+    a site's terms file. The model checks the numbers; `sketch` decodes `data`, bounded by `count`
+    before it inflates anything, and refuses what the numbers do not allow."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "terms"
+
+    documents: Annotated[StrictInt, Field(ge=0, le=2**53)]
+    min_documents: Annotated[StrictInt, Field(ge=1, le=MAX_DF)]
+    count: Annotated[StrictInt, Field(ge=0, le=MAX_TERMS)]
+    data: StrictStr  # base64 of zlib-compressed byte planes
+
+    def sketch(self, where: str = "terms") -> TermSketch:
+        """The decoded sketch; strict: ascending keys, counts within [min_documents, documents] —
+        a malformed sketch is refused, never guessed at."""
+        count = self.count
+        packed = b64decode_strict(self.data, f"{where}.data")
         expected = count * _ROW_BYTES
         inflate = zlib.decompressobj()
         try:
@@ -149,10 +162,12 @@ class TermSketch:
         keys = np.cumsum(gaps)
         if count and ((gaps[1:] <= 0).any() or keys[-1] >= 1 << KEY_BITS):
             raise InputError(f"{where}.data: keys must be strictly ascending {KEY_BITS}-bit values")
-        if count and (int(dfs.min()) < min_documents or int(dfs.max()) > min(documents, MAX_DF)):
+        if count and (int(dfs.min()) < self.min_documents or int(dfs.max()) > min(self.documents, MAX_DF)):
             raise InputError(f"{where}.data: document counts must lie in min_documents..documents")
-        return cls(documents=documents, min_documents=min_documents, keys=keys.astype(np.uint32), dfs=dfs)
+        return TermSketch(documents=self.documents, min_documents=self.min_documents, keys=keys.astype(np.uint32),
+                          dfs=dfs)
 
-    def stored_bytes(self) -> int:
-        """Bytes of the compressed sketch (its base64 in a publication is 4/3 of this)."""
-        return len(b64decode_strict(self.to_json()["data"], "terms.data"))
+
+def read_sketch(obj: object, where: str = "terms") -> TermSketch:
+    """A sketch from its decoded JSON (InputError naming `where` and the field when malformed)."""
+    return TermsRecord.from_json(obj, where).sketch(where)

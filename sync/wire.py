@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal, Mapping
 
-from pydantic import AfterValidator, Field, StrictFloat, StrictStr
+from pydantic import AfterValidator, Field, StrictFloat, StrictInt, StrictStr
 
 from hansa.core.errors import InputError
 from hansa.core.model import FORBID, Wire, int_in, omitted_when_none
@@ -122,6 +122,12 @@ Question = Annotated[StrictStr, AfterValidator(_question_value), Field(
 SummaryId = Annotated[StrictStr, AfterValidator(_summary_id_value),
                       Field(json_schema_extra={"pattern": SUMMARY_ID_RE.pattern})]
 Relevance = Annotated[StrictFloat, Field(ge=-1.0, le=1.0)]
+# Integers as signed documents and hansa's own files spell them: JSON integers only (not 1.0, which
+# `json_int` would take). What is signed is canonical JSON, which has no floats, and a document
+# that spelled a version 1.0 would not re-serialize to the bytes that were signed.
+Positive = Annotated[StrictInt, Field(ge=1, le=MAX_INT64)]
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
+Sha256Hex = Annotated[StrictStr, Field(pattern=SHA256_HEX_RE.pattern)]
 # A moment as signed documents and state files spell it: RFC 3339 UTC to the second (`format_utc`).
 UtcTimestamp = Annotated[StrictStr, AfterValidator(_utc_value),
                          Field(json_schema_extra={"pattern": RFC3339_UTC_RE.pattern})]

@@ -117,12 +117,12 @@ def test_no_chunk_text_reached_the_gateway(demo_run) -> None:
 def test_publications_carry_hashed_term_statistics_and_never_a_word(demo_run) -> None:
     """Each site's term statistics travel in its signed publication as hashes with counts: no word
     of any passage appears in them, and a word a single document uses is not among the hashes."""
-    from hansa.sync.terms import TermSketch, term_keys, terms
+    from hansa.sync.terms import read_sketch, term_keys, terms
 
     passages, _, _, tap = demo_run
     publications = [json.loads(base64.b64decode(json.loads(body)["payload"]))
                     for path, body in tap.bodies if path.endswith("/publications")]
-    sketches = [TermSketch.from_json(p["terms"]) for p in publications]
+    sketches = [read_sketch(p["terms"]) for p in publications]
     assert all(len(s) > 0 and s.min_documents == 2 for s in sketches)
     words = set().union(*(terms(p["text"]) for p in passages))
     blobs = "\n".join(p["terms"]["data"] for p in publications)

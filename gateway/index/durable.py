@@ -36,19 +36,21 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Annotated, Callable, ClassVar, Iterable, Mapping
 
 import numpy as np
+from pydantic import Field, StrictInt, StrictStr
 
 from hansa.adapters.vector.base import CollectionSpec, VectorStore
 from hansa.core.crash_points import crash_point
 from hansa.core.files import write_bytes_atomic
-from hansa.core.errors import BackendError, HansaError, InputError, NotFoundError
+from hansa.core.errors import BackendError, HansaError, NotFoundError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
+from hansa.core.model import FORBID, Wire
 from hansa.gateway.index.codes import quantise
-from hansa.sync.terms import TermSketch
-from hansa.sync.wire import MAX_INT64, SHA256_HEX_RE, SUMMARY_ID_RE, parse_utc, validate_site_id
+from hansa.sync.terms import TermSketch, TermsRecord
+from hansa.sync.wire import Count, Sha256Hex, SiteId, SummaryId, UtcTimestamp, validate_site_id
 
 if TYPE_CHECKING:
     from hansa.gateway.index.head_mirror import HeadMirror
@@ -89,55 +91,43 @@ class StoredHead:
         """Row key by summary id."""
         return {sid: row_key(self.site_id, sid, r[0], r[1]) for sid, r in self.rows.items()}
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "format": LEGACY_HEAD_FORMAT if self.legacy else HEAD_FORMAT,
-            "site_id": self.site_id,
-            "sequence": self.sequence,
-            "expires": self.expires,
-            "payload_sha256": self.payload_sha256,
-            "manifest_sha256": self.manifest_sha256,
-            "summaries": {sid: list(r) for sid, r in sorted(self.rows.items())},
-            "orphans": sorted(self.orphans),
-            "terms": None if self.terms is None else self.terms.to_json(),
-        }
+
+@dataclass(frozen=True)
+class HeadFile(Wire):
+    """A head as its file (and its mirrored copy, gateway.index.head_mirror) spells it: rows as
+    `[version, sha256, level, richness]` sorted by summary id, orphans sorted, `terms` null when the
+    site publishes none. Re-validated on every read: a damaged or hand-edited head must not load
+    half a set."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "head"
+
+    format: Annotated[StrictInt, Field(ge=LEGACY_HEAD_FORMAT, le=HEAD_FORMAT)]
+    site_id: SiteId
+    sequence: Count
+    expires: UtcTimestamp
+    payload_sha256: Sha256Hex
+    manifest_sha256: Sha256Hex
+    summaries: Mapping[SummaryId, tuple[Count, Sha256Hex, Count, Count]]  # JSON integers only, as before
+    orphans: tuple[StrictStr, ...]
+    terms: TermsRecord | None = None  # absent from heads written before term statistics existed
 
     @classmethod
-    def from_json(cls, obj: object, where: str) -> "StoredHead":
-        """Re-validates what it reads: a damaged or hand-edited head must not load half a set."""
-        keys = {"format", "site_id", "sequence", "expires", "payload_sha256", "manifest_sha256", "summaries", "orphans"}
-        # "terms" is optional: heads written before term statistics existed lack it
-        if not isinstance(obj, dict) or set(obj) - {"terms"} != keys or obj["format"] not in (
-                LEGACY_HEAD_FORMAT, HEAD_FORMAT) or type(obj["format"]) is not int:
-            raise InputError(f"{where}: not a hansa gateway head (format {LEGACY_HEAD_FORMAT} or {HEAD_FORMAT})")
-        seq = obj["sequence"]
-        if type(seq) is not int or not 0 <= seq <= MAX_INT64:
-            raise InputError(f"{where}: sequence must be a non-negative integer")
-        parse_utc(obj["expires"], where)
-        for name in ("payload_sha256", "manifest_sha256"):
-            if not isinstance(obj[name], str) or not SHA256_HEX_RE.fullmatch(obj[name]):
-                raise InputError(f"{where}: {name} must be sha256 hex")
-        rows: dict[str, Row] = {}
-        summaries = obj["summaries"]
-        if not isinstance(summaries, dict):
-            raise InputError(f"{where}: summaries must be an object")
-        for sid, r in summaries.items():
-            ok = (
-                SUMMARY_ID_RE.fullmatch(sid) and isinstance(r, list) and len(r) == 4
-                and all(type(r[i]) is int and r[i] >= 0 for i in (0, 2, 3))
-                and isinstance(r[1], str) and SHA256_HEX_RE.fullmatch(r[1])
-            )
-            if not ok:
-                raise InputError(f"{where}: summary {sid!r} must be [version, sha256, level, richness]")
-            rows[sid] = (r[0], r[1], r[2], r[3])
-        orphans = obj["orphans"]
-        if not isinstance(orphans, list) or not all(isinstance(k, str) for k in orphans):
-            raise InputError(f"{where}: orphans must be a list of row keys")
-        terms = obj.get("terms")
-        return cls(validate_site_id(obj["site_id"]), seq, obj["expires"], obj["payload_sha256"],
-                   obj["manifest_sha256"], rows, tuple(orphans),
-                   None if terms is None else TermSketch.from_json(terms, f"{where}: terms"),
-                   obj["format"] == LEGACY_HEAD_FORMAT)
+    def of(cls, head: StoredHead) -> "HeadFile":
+        return cls(LEGACY_HEAD_FORMAT if head.legacy else HEAD_FORMAT, head.site_id, head.sequence, head.expires,
+                   head.payload_sha256, head.manifest_sha256, dict(sorted(head.rows.items())),
+                   tuple(sorted(head.orphans)), None if head.terms is None else head.terms.record())
+
+    def head(self, where: str) -> StoredHead:
+        return StoredHead(self.site_id, self.sequence, self.expires, self.payload_sha256, self.manifest_sha256,
+                          dict(self.summaries), self.orphans,
+                          None if self.terms is None else self.terms.sketch(f"{where}: terms"),
+                          self.format == LEGACY_HEAD_FORMAT)
+
+
+def read_head(obj: object, where: str) -> StoredHead:
+    """A head from its decoded JSON (InputError naming `where` and the field when malformed)."""
+    return HeadFile.from_json(obj, where).head(where)  # type: ignore[arg-type]  # from_json refuses a non-object
 
 
 def stored_codes(store: VectorStore, head: StoredHead, dim: int) -> dict[str, np.ndarray]:
@@ -182,7 +172,7 @@ class DurableStore:
         return self.state_dir / f"{validate_site_id(site_id)}.json"
 
     def write_head(self, head: StoredHead) -> None:
-        write_bytes_atomic(self._path(head.site_id), dumps(head.to_json()))
+        write_bytes_atomic(self._path(head.site_id), dumps(HeadFile.of(head).to_json()))
 
     def heads(self) -> list[StoredHead]:
         """Every readable head; a damaged one is set aside (renamed `.damaged`) and reported. A head
@@ -191,7 +181,7 @@ class DurableStore:
         out = []
         for path in sorted(self.state_dir.glob("*.json")):
             try:
-                out.append(StoredHead.from_json(loads_strict(path.read_bytes()), str(path)))
+                out.append(read_head(loads_strict(path.read_bytes()), str(path)))
             except FileNotFoundError:
                 continue
             except (HansaError, OSError) as exc:

@@ -26,7 +26,7 @@ from hansa.adapters.vector.base import CollectionSpec, VectorStore
 from hansa.core.errors import HansaError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
-from hansa.gateway.index.durable import StoredHead
+from hansa.gateway.index.durable import HeadFile, StoredHead, read_head
 from hansa.sync.wire import validate_site_id
 
 log = get_logger(__name__)
@@ -70,7 +70,7 @@ class HeadMirror:
 
     def write(self, head: StoredHead) -> None:
         """Make `head` (without its orphans: a follower never deletes) the site's mirrored head."""
-        text = dumps(replace(head, orphans=()).to_json()).decode()
+        text = dumps(HeadFile.of(replace(head, orphans=())).to_json()).decode()
         sha = hashlib.sha256(text.encode()).hexdigest()
         pieces = [text[i:i + PART_CHARS] for i in range(0, len(text), PART_CHARS)] or [""]
         before = self.pointers([head.site_id]).get(head.site_id)
@@ -128,7 +128,7 @@ class HeadMirror:
         if hashlib.sha256(text.encode()).hexdigest() != pointer.sha256:
             return None
         try:
-            head = StoredHead.from_json(loads_strict(text.encode()), f"mirrored head of {pointer.site_id}")
+            head = read_head(loads_strict(text.encode()), f"mirrored head of {pointer.site_id}")
         except HansaError as exc:  # written by a primary of another version, or damaged
             log.error("head_mirror.unreadable", site_id=pointer.site_id, error=str(exc))
             return None

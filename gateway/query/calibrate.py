@@ -35,17 +35,20 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Annotated, Any, Callable, ClassVar, Iterable, Literal, Mapping, Sequence
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from hansa.core.errors import InputError
+from hansa.core.model import FORBID, Wire
 from hansa.gateway.query.abstain import AbstainDecision, CalibratedAbstainer
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.gate import CalibratedGate
 from hansa.gateway.query.policy import QueryPolicy
 from hansa.gateway.query.request import QueryRequest
-from hansa.gateway.query.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, LogisticModel,
+from hansa.gateway.query.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, Finite, LogisticModel,
                                               examples_digest, fit_model, fit_models)
 from hansa.gateway.query.escalate import check_schedule
 from hansa.gateway.query.policy import default_abstainer, tiered_router
@@ -83,27 +86,49 @@ class Row:
     step: int = 0  # escalate: how many of the ranking's best sites the row's evidence comes from
     site: str = ""  # tiers, router: the ranked (or missed gold) site the row describes
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"model": self.model, "origin": self.origin, **self.example.to_json()}
-        if self.step:
-            out["step"] = self.step
-        if self.site:
-            out["site"] = self.site
-        return out
+
+def _zero(value: int) -> bool:
+    return value == 0
+
+
+def _empty(value: str) -> bool:
+    return not value
+
+
+@dataclass(frozen=True)
+class RowRecord(Wire):
+    """One line of a rows file (`read_rows`, `write_rows`): a `Row` with its example's keys inline;
+    `step` and `site` are left out while unset. `label` and `features` are required."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "row"
+    JSON_REQUIRED: ClassVar[tuple[str, ...]] = ("label", "features")
+
+    model: Literal[ROW_KINDS]  # type: ignore[valid-type]
+    origin: StrictStr = ""
+    question_id: StrictStr = ""
+    label: StrictBool = False
+    features: Mapping[StrictStr, Finite] = field(default_factory=dict)
+    step: Annotated[StrictInt, Field(ge=0, exclude_if=_zero)] = 0
+    site: Annotated[StrictStr, Field(exclude_if=_empty)] = ""
+
+    def __post_init__(self) -> None:
+        if self.model == "escalate" and self.step < 1:
+            raise ValueError("'step' must be a positive whole number (escalate rows need one)")
+        if self.model == "tiers" and self.features.get("ranked", 0.0) > 0 and "gap" not in self.features:
+            raise ValueError("a tiers row of a ranked site needs its 'gap' feature")
+        if self.model == "reader" and "reader_best" not in self.features:
+            raise ValueError("a reader row needs its 'reader_best' feature")
 
     @classmethod
-    def from_json(cls, obj: Any) -> "Row":
-        if not isinstance(obj, dict) or obj.get("model") not in ROW_KINDS:
-            raise InputError(f"each row needs 'model' in {ROW_KINDS}")
-        step = obj.get("step", 0)
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or (obj["model"] == "escalate" and step < 1):
-            raise InputError("'step' must be a positive whole number (escalate rows need one)")
-        example = Example.from_json(obj)
-        if obj["model"] == "tiers" and example.features.get("ranked", 0.0) > 0 and "gap" not in example.features:
-            raise InputError("a tiers row of a ranked site needs its 'gap' feature")
-        if obj["model"] == "reader" and "reader_best" not in example.features:
-            raise InputError("a reader row needs its 'reader_best' feature")
-        return cls(obj["model"], example, str(obj.get("origin", "")), step, str(obj.get("site", "")))
+    def of(cls, row: Row) -> "RowRecord":
+        e = row.example
+        return cls(row.model, row.origin, e.question_id, e.label, dict(e.features), row.step, row.site)
+
+    def row(self) -> Row:
+        # features as floats: examples_digest writes them, and 1 would not spell 1.0
+        features = {k: float(v) for k, v in self.features.items()}
+        return Row(self.model, Example(features, self.label, self.question_id), self.origin, self.step, self.site)
 
 
 @dataclass(frozen=True)
@@ -409,7 +434,7 @@ def read_rows(path: Path) -> list[Row]:
     for n, line in enumerate(lines, 1):
         if line.strip():
             try:
-                rows.append(Row.from_json(json.loads(line)))
+                rows.append(RowRecord.from_json(json.loads(line)).row())
             except (ValueError, InputError) as exc:
                 raise InputError(f"{path}:{n}: {exc}") from exc
     return rows
@@ -417,7 +442,7 @@ def read_rows(path: Path) -> list[Row]:
 
 def write_rows(path: Path, rows: Iterable[Row]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows), encoding="utf-8")
+    path.write_text("".join(json.dumps(RowRecord.of(r).to_json()) + "\n" for r in rows), encoding="utf-8")
 
 
 def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:

@@ -102,10 +102,6 @@ class LogisticModel(Wire):
 
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 @dataclass(frozen=True)
 class Calibration:
     gate: LogisticModel | None = None
@@ -244,19 +240,7 @@ class Example:
 
     features: Mapping[str, float]
     label: bool
-    question_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"question_id": self.question_id, "label": self.label, "features": dict(self.features)}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "Example":
-        if not isinstance(obj, dict) or not isinstance(obj.get("label"), bool) or not isinstance(obj.get("features"), dict):
-            raise InputError("each row needs a boolean 'label' and a 'features' object")
-        feats = obj["features"]
-        if any(not _finite(v) for v in feats.values()):
-            raise InputError("features must be finite numbers")
-        return cls({k: float(v) for k, v in feats.items()}, obj["label"], str(obj.get("question_id", "")))
+    question_id: str = ""  # in a rows file, a line of gateway.query.calibrate.RowRecord
 
 
 def examples_digest(examples: Sequence[Example], names: Sequence[str]) -> str:

@@ -1,7 +1,7 @@
 """Stage 0, the request: what a client may ask, validated once for HTTP and in-process callers.
 
 Contract: a `QueryRequest` that exists is valid (its constructor checks every field), so later
-stages never re-check. `QueryRequest.from_json` is the HTTP shape (strict JSON object, unknown keys
+stages never re-check. `QueryRequest` is a model of core/model.py: `from_json` is the HTTP shape (unknown keys
 refused); `authorize_origin` is the part that needs the registry and the client's key:
 unknown origin -> 404, revoked origin -> 403, an origin the client's API key may not speak for
 -> 403. Every refusal is an InputError (400) or another HansaError with its own status, never a 500.
@@ -44,14 +44,16 @@ the defaults; `hansa eval --dataset mtrag --conversation` measures them (benchma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Collection, Mapping, Sequence
+
+from pydantic import AfterValidator, Field, StrictStr
 
 from hansa.core.errors import InputError, NotFoundError, VerificationError
-from hansa.core.model import json_int
+from hansa.core.model import FORBID, Wire, int_in, json_int, omitted_when_none
 from hansa.core.text import fold
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.gateway.trust.registry import REVOKED, SiteRecord
-from hansa.sync.wire import MAX_QUESTION_CHARS, NOT_BLANK_RE, RetrieveRequest, validate_site_id
+from hansa.sync.wire import MAX_QUESTION_CHARS, NOT_BLANK_RE, RetrieveRequest, SiteId, validate_site_id
 
 
 def carried_words(question: str, conversation: Sequence[str], carry_words: int, decay: float) -> list[str]:
@@ -91,19 +93,33 @@ BUDGET_LIMITS: Mapping[str, int] = {
     "bytes": 256 * 1024 * 1024,
     "tokens": 10_000_000,
 }
-QUERY_KEYS = frozenset({"question", "conversation", "origin", "budget", "top_k_sites", "top_k", "sites"})
+
+
+def _text_value(value: str) -> str:
+    if len(value) > MAX_QUESTION_CHARS or not NOT_BLANK_RE.search(value):
+        raise ValueError(f"must have 1-{MAX_QUESTION_CHARS} characters, not all whitespace")
+    try:
+        value.encode("utf-8")  # a lone surrogate escape ("\ud800") parses, then breaks the tokenizer
+    except UnicodeEncodeError:
+        raise ValueError("is not valid Unicode (it holds a lone surrogate escape)") from None
+    return value
 
 
 def _text(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InputError(f"query: {what} must be a string")
-    if len(value) > MAX_QUESTION_CHARS or not NOT_BLANK_RE.search(value):
-        raise InputError(f"query: {what} must have 1-{MAX_QUESTION_CHARS} characters, not all whitespace")
     try:
-        value.encode("utf-8")  # a lone surrogate escape ("\ud800") parses, then breaks the tokenizer
-    except UnicodeEncodeError as exc:
-        raise InputError(f"query: {what} is not valid Unicode (it holds a lone surrogate escape)") from exc
-    return value
+        return _text_value(value)
+    except ValueError as exc:
+        raise InputError(f"query: {what} {exc}") from None
+
+
+# A question or an earlier turn as the client wrote it (unlike sync.wire.Question, not stripped:
+# the trace shows what was asked). The OpenAPI component `Question`.
+QueryText = Annotated[StrictStr, AfterValidator(_text_value), Field(
+    min_length=1, max_length=MAX_QUESTION_CHARS,
+    description=f"At most {MAX_QUESTION_CHARS} characters, at least one of them not whitespace",
+    json_schema_extra={"pattern": NOT_BLANK_RE.pattern})]
 
 
 def _bounded_int(value: Any, what: str, high: int) -> int:
@@ -113,32 +129,30 @@ def _bounded_int(value: Any, what: str, high: int) -> int:
     return value
 
 
+def _limit(high: int) -> Any:
+    """An optional positive integer up to `high`, left out of the JSON while None."""
+    return Annotated[int_in(1, high) | None, omitted_when_none()]
+
+
 @dataclass(frozen=True)
-class Budget:
+class Budget(Wire):
     """What one query may spend; None: no limit beyond the gateway's own (site timeout, caps)."""
 
-    time_ms: int | None = None
-    sites: int | None = None
-    bytes: int | None = None
-    tokens: int | None = None
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "query: budget"
+    API_DESCRIPTION: ClassVar[str] = "What one query may spend; an absent key: no limit beyond the gateway's own"
+
+    time_ms: Annotated[_limit(BUDGET_LIMITS["time_ms"]), Field(description="Wall time of the whole query")] = None
+    sites: Annotated[_limit(BUDGET_LIMITS["sites"]), Field(description="Sites called, over all rounds")] = None
+    bytes: Annotated[_limit(BUDGET_LIMITS["bytes"]), Field(
+        description="Request and response bytes exchanged with sites")] = None
+    tokens: Annotated[_limit(BUDGET_LIMITS["tokens"]), Field(description="LLM tokens (none are spent without an LLM)")] = None
 
     def __post_init__(self) -> None:
         for name, high in BUDGET_LIMITS.items():
             value = getattr(self, name)
             if value is not None:
                 _bounded_int(value, f"budget.{name}", high)
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "Budget":
-        if not isinstance(obj, dict):
-            raise InputError(f"query: 'budget' must be an object with keys among {sorted(BUDGET_LIMITS)}")
-        extra = set(obj) - set(BUDGET_LIMITS)
-        if extra:
-            raise InputError(f"query: unknown budget keys {sorted(extra)}; allowed: {sorted(BUDGET_LIMITS)}")
-        return cls(**{k: json_int(v) for k, v in obj.items()})
-
-    def to_json(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in BUDGET_LIMITS if getattr(self, k) is not None}
 
 
 def _explicit_sites(sites: Any) -> tuple[str, ...]:
@@ -153,15 +167,37 @@ def _explicit_sites(sites: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(sites))
 
 
+def _no_budget(budget: Budget) -> bool:
+    return budget == Budget()
+
+
+def _empty(value: tuple[str, ...]) -> bool:
+    return not value
+
+
 @dataclass(frozen=True)
-class QueryRequest:
-    question: str
-    conversation: tuple[str, ...] = ()
-    origin: str | None = None
-    budget: Budget = field(default_factory=Budget)
-    top_k_sites: int | None = None
-    top_k: int | None = None
-    sites: tuple[str, ...] | None = None
+class QueryRequest(Wire):
+    """The body of POST /v1/query (`from_json`, after the strict JSON loader) and what the CLI
+    sends (`to_json`): absent keys are left out, not written as null."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "query"
+
+    question: QueryText
+    conversation: Annotated[tuple[QueryText, ...], Field(
+        max_length=MAX_CONVERSATION_TURNS, exclude_if=_empty,
+        description="The user's earlier turns, oldest first")] = ()
+    origin: Annotated[SiteId | None, omitted_when_none(), Field(
+        description="The site of the user's own organization: asked first (DGRAG's gate)")] = None
+    budget: Annotated[Budget, Field(exclude_if=_no_budget)] = field(default_factory=Budget)
+    top_k_sites: Annotated[_limit(MAX_TOP_K_SITES), Field(
+        description="How many routed sites to ask (default: the gateway's top_k_sites)")] = None
+    top_k: Annotated[_limit(MAX_TOP_K), Field(description="Evidence items each site returns (default 10)")] = None
+    # at least one: the check is __post_init__'s, whose refusal says what to do instead
+    sites: Annotated[Annotated[tuple[SiteId, ...], Field(
+        max_length=MAX_EXPLICIT_SITES, json_schema_extra={"minItems": 1})] | None, omitted_when_none(), Field(
+        description="Ask exactly these sites instead of routing (at least one: an empty list is 400; "
+                    "leave it out to route)")] = None
 
     def __post_init__(self) -> None:
         for name in ("conversation", "sites"):  # lists are welcome; the request keeps tuples (frozen)
@@ -182,46 +218,6 @@ class QueryRequest:
             _bounded_int(self.top_k, "'top_k'", MAX_TOP_K)
         if self.sites is not None:
             object.__setattr__(self, "sites", _explicit_sites(self.sites))
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "QueryRequest":
-        """The body of POST /v1/query (already through the strict JSON loader)."""
-        if not isinstance(obj, dict):
-            raise InputError('query: send a JSON object like {"question": "..."}')
-        extra = set(obj) - QUERY_KEYS
-        if extra:
-            raise InputError(f"query: unknown keys {sorted(extra)}; allowed: {sorted(QUERY_KEYS)}")
-        conversation = obj.get("conversation", [])
-        if not isinstance(conversation, list):
-            raise InputError("query: 'conversation' must be a list of earlier user turns (strings)")
-        sites = obj.get("sites")
-        if sites is not None and not isinstance(sites, list):
-            raise InputError(f"query: 'sites' must be a list of at most {MAX_EXPLICIT_SITES} site ids")
-        origin = obj.get("origin")
-        if origin is not None and not isinstance(origin, str):
-            raise InputError("query: 'origin' must be a site id (a string)")
-        return cls(
-            question=obj.get("question"),  # type: ignore[arg-type]  # checked in __post_init__
-            conversation=tuple(conversation),
-            origin=origin,
-            budget=Budget.from_json(obj["budget"]) if "budget" in obj else Budget(),
-            top_k_sites=json_int(obj["top_k_sites"]) if "top_k_sites" in obj else None,
-            top_k=json_int(obj["top_k"]) if "top_k" in obj else None,
-            sites=tuple(sites) if sites is not None else None,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"question": self.question}
-        if self.conversation:
-            out["conversation"] = list(self.conversation)
-        for key in ("origin", "top_k_sites", "top_k"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.budget.to_json():
-            out["budget"] = self.budget.to_json()
-        if self.sites is not None:
-            out["sites"] = list(self.sites)
-        return out
 
     def retrieve_request(self, mode: str = "local") -> RetrieveRequest:
         """What each site is asked (the question; the site's default top_k unless given)."""

@@ -26,14 +26,23 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, ClassVar, Iterable, Literal, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field, StrictStr
 
 from hansa.core.errors import ConflictError, InputError, NotFoundError, VerificationError
 from hansa.core.model import FORBID, Wire
 from hansa.sync.dsse import unverified_payload, verify_envelope
 from hansa.sync.keys import load_public_key
 from hansa.sync.membership import Keys, parse_json, validate_public_keys, validate_site_url
-from hansa.sync.wire import MAX_INT64, SiteId, UtcTimestamp, canonical_json, format_utc, parse_utc, validate_site_id
+from hansa.sync.wire import (
+    MAX_INT64,
+    Positive,
+    SiteId,
+    UtcTimestamp,
+    canonical_json,
+    format_utc,
+    parse_utc,
+    validate_site_id,
+)
 
 ROOT_TYPE = "application/vnd.hansa.federation-root+json; v=1"
 REGISTRY_TYPE = "application/vnd.hansa.registry+json; v=1"
@@ -44,11 +53,6 @@ REGISTRY_TTL = timedelta(days=90)
 MAX_SITES = 10_000
 DEFAULT_MAX_SUMMARIES = 100_000
 
-# Integers as signed documents and state files spell them: JSON integers only (not 1.0, which
-# `json_int` would take). What is signed is canonical JSON, which has no floats, and a document
-# that spelled a version 1.0 would not re-serialize to the bytes that were signed.
-Positive = Annotated[StrictInt, Field(ge=1, le=MAX_INT64)]
-Count = Annotated[StrictInt, Field(ge=0, le=MAX_INT64)]
 Status = Literal["active", "revoked"]
 
 

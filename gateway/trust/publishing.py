@@ -32,11 +32,10 @@ from hansa.core.errors import ConflictError, InputError
 from hansa.core.logs import get_logger
 from hansa.core.model import FORBID, Wire
 from hansa.gateway.index.summaries import SummaryIndex
-from hansa.gateway.trust.documents import Count
 from hansa.gateway.trust.ratelimit import TokenBucketLimiter
 from hansa.gateway.trust.registry import REVOKED, SiteRegistry
 from hansa.sync.publication import open_publication
-from hansa.sync.wire import SiteId, UtcTimestamp, parse_utc, validate_site_id
+from hansa.sync.wire import Count, SiteId, UtcTimestamp, parse_utc, validate_site_id
 
 log = get_logger(__name__)
 

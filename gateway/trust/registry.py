@@ -45,10 +45,10 @@ from hansa.core.errors import HansaError, InputError, VerificationError
 from hansa.core.jsonsafe import dumps, loads_strict
 from hansa.core.logs import get_logger
 from hansa.core.model import FORBID, Wire
-from hansa.gateway.trust.documents import ACTIVE, REVOKED, Positive, Registry, Root, sha256_hex
+from hansa.gateway.trust.documents import ACTIVE, REVOKED, Registry, Root, sha256_hex
 from hansa.gateway.trust.state import Publication, SiteRecord, TrustedState, envelope_of
 from hansa.sync.membership import validate_site_url
-from hansa.sync.wire import SiteId
+from hansa.sync.wire import Positive, SiteId
 
 __all__ = ["ACTIVE", "KEYS_DIRNAME", "REVOKED", "Clock", "SiteRecord", "SiteRegistry", "utc_now",
            "validate_site_url"]

@@ -23,9 +23,7 @@ from hansa.core.errors import ConflictError, InputError, NotFoundError, Verifica
 from hansa.core.model import FORBID, Wire
 from hansa.gateway.trust.documents import (
     ACTIVE,
-    Count,
     Keys,
-    Positive,
     Registry,
     Root,
     SiteEntry,
@@ -39,7 +37,7 @@ from hansa.gateway.trust.documents import (
 )
 from hansa.sync.dsse import envelope_json
 from hansa.sync.keys import load_public_key
-from hansa.sync.wire import SiteId, UtcTimestamp, format_utc, parse_utc, validate_site_id
+from hansa.sync.wire import Count, Positive, SiteId, UtcTimestamp, format_utc, parse_utc, validate_site_id
 
 NO_FEDERATION = "this gateway has no federation yet: run `hansa gateway federation init`"
 

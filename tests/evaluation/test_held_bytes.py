@@ -7,6 +7,7 @@ import numpy as np
 
 from hansa.core.jsonsafe import dumps
 from hansa.evaluation.runner import gateway_held_bytes
+from hansa.gateway.index.durable import HeadFile
 from hansa.gateway.index.summaries import SummaryIndex
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.publication import build_publication, open_publication
@@ -33,7 +34,7 @@ def test_held_bytes_count_a_byte_per_dimension_and_split_terms_from_the_rest_of_
     _publish(index, "plain", 5, None)
     held = gateway_held_bytes(index)
     assert held["vectors"] == 15 * 384  # int8 codes: one byte a dimension (float32 held 4)
-    heads = {s: index.current(s).stored().to_json() for s in ("with-terms", "plain")}
+    heads = {s: HeadFile.of(index.current(s).stored()).to_json() for s in ("with-terms", "plain")}
     assert held["terms"] == len(dumps(heads["with-terms"]["terms"])) > 0
     assert held["head"] + held["terms"] == sum(len(dumps(h)) for h in heads.values())
     assert held["total"] == held["vectors"] + held["terms"] + held["head"]

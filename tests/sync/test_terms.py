@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hansa.core.errors import InputError
-from hansa.sync.terms import KEY_BITS, MAX_DF, TermSketch, term_keys, terms
+from hansa.sync.terms import KEY_BITS, MAX_DF, TermSketch, read_sketch, term_keys, terms
 
 DOCS = [
     ("d1", "The Normans conquered England in 1066."),
@@ -45,7 +45,7 @@ def test_round_trip_is_exact() -> None:
     keys = np.unique(rng.integers(0, 1 << KEY_BITS, 5000)).astype(np.uint32)
     dfs = rng.integers(2, 900, len(keys)).astype(np.uint16)
     sketch = TermSketch(documents=1000, min_documents=2, keys=keys, dfs=dfs)
-    back = TermSketch.from_json(sketch.to_json())
+    back = read_sketch(sketch.record().to_json())
     assert (back.keys == keys).all() and (back.dfs == dfs).all()
     assert (back.documents, back.min_documents, back.total) == (1000, 2, int(dfs.sum()))
     assert sketch.stored_bytes() < 3.5 * len(keys)  # the byte planes compress
@@ -55,14 +55,14 @@ def test_round_trip_is_exact() -> None:
 @given(st.lists(st.tuples(st.sampled_from("abcdef"), st.text(max_size=60)), max_size=30), st.integers(1, 3))
 def test_any_corpus_round_trips(docs: list[tuple[str, str]], min_documents: int) -> None:
     sketch = TermSketch.from_documents(docs, min_documents)
-    back = TermSketch.from_json(sketch.to_json())
+    back = read_sketch(sketch.record().to_json())
     assert (back.keys == sketch.keys).all() and (back.dfs == sketch.dfs).all()
     assert all(min_documents <= d <= sketch.documents for d in sketch.dfs.tolist())
 
 
 def test_empty_sketch() -> None:
     sketch = TermSketch.from_documents([], 2)
-    back = TermSketch.from_json(sketch.to_json())
+    back = read_sketch(sketch.record().to_json())
     assert len(back) == 0 and back.documents == 0
     assert back.lookup(term_keys("normans england")).tolist() == [0, 0]
 
@@ -80,18 +80,18 @@ def _sketch(**over: object) -> dict[str, object]:
 
 
 def test_a_hand_made_sketch_reads_back() -> None:
-    back = TermSketch.from_json(_sketch())
+    back = read_sketch(_sketch())
     assert back.keys.tolist() == [5, 8] and back.dfs.tolist() == [2, 4]
 
 
 @pytest.mark.parametrize("bad, message", [
-    ([], "exactly"),
-    ({**_sketch(), "extra": 1}, "exactly"),
+    ([], "terms: expected an object"),
+    ({**_sketch(), "extra": 1}, r"terms: unknown keys \['extra'\]"),
     (_sketch(count=3), "inflate to exactly 3"),
     (_sketch(count=1), "inflate to exactly 1"),
-    (_sketch(count=-1), "count must be"),
-    (_sketch(documents=True), "documents must be"),
-    (_sketch(min_documents=0), "min_documents must be"),
+    (_sketch(count=-1), "'count': input should be greater than or equal to 0"),
+    (_sketch(documents=True), "'documents' has the wrong type"),
+    (_sketch(min_documents=0), "'min_documents': input should be greater than or equal to 1"),
     (_sketch(data="not base64!"), "base64"),
     (_sketch(data=base64.b64encode(b"plain bytes").decode()), "zlib"),
     (_sketch(data=_packed([5, 0], [2, 4])), "strictly ascending"),
@@ -102,19 +102,19 @@ def test_a_hand_made_sketch_reads_back() -> None:
 ])
 def test_malformed_sketches_are_refused(bad: object, message: str) -> None:
     with pytest.raises(InputError, match=message):
-        TermSketch.from_json(bad)
+        read_sketch(bad)
 
 
 def test_a_zip_bomb_is_not_inflated() -> None:
     bomb = base64.b64encode(zlib.compress(b"\0" * (64 << 20))).decode()
     with pytest.raises(InputError, match="inflate to exactly 2"):
-        TermSketch.from_json(_sketch(data=bomb))
+        read_sketch(_sketch(data=bomb))
 
 
 def test_counts_are_capped_and_threshold_validated() -> None:
     big = [("d%d" % i, "common") for i in range(MAX_DF + 5)]
     sketch = TermSketch.from_documents(big, 1)
     assert sketch.dfs.tolist() == [MAX_DF] and sketch.documents == MAX_DF + 5
-    TermSketch.from_json(sketch.to_json())
+    read_sketch(sketch.record().to_json())
     with pytest.raises(InputError, match="terms_min_documents"):
         TermSketch.from_documents(DOCS, 0)

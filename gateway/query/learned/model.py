@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, ClassVar, Sequence
 
 import numpy as np
+from pydantic import Field, StrictFloat, StrictInt, StrictStr
 
 from hansa.core.logs import get_logger
+from hansa.core.model import FORBID, Wire
 from hansa.gateway.query.learned.features import FEATURE_NAMES
 from hansa.gateway.query.logistic import fit_logistic
 
@@ -36,32 +37,45 @@ FORMAT = "hansa-router-logreg/1"
 DEFAULT_L2 = 1.0
 
 
+Finite = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
+Numbers = tuple[Finite, ...]
+Total = Annotated[StrictInt, Field(ge=0)]
+
+
 @dataclass(frozen=True)
-class RouterModel:
-    version: str
-    feature_names: tuple[str, ...]
-    weights: tuple[float, ...]
-    bias: float
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    threshold: float  # call a site when its probability is at least this
-    l2: float
-    data_digest: str  # sha256 of the training rows (features + labels + question groups)
-    rows: int
-    questions: int
-    positives: int
-    target_recall: float
+class RouterModel(Wire):
+    """The model as `model.json` holds it, beside its `format` and `checksum` (`save`, `load_model`)."""
+
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = "router model"
+
+    version: StrictStr
+    feature_names: tuple[StrictStr, ...]
+    weights: Numbers
+    bias: Finite
+    mean: Numbers
+    scale: tuple[Annotated[Finite, Field(gt=0.0)], ...]
+    threshold: Finite  # call a site when its probability is at least this
+    l2: Finite
+    data_digest: StrictStr  # sha256 of the training rows (features + labels + question groups)
+    rows: Total
+    questions: Total
+    positives: Total
+    target_recall: Finite
+
+    def __post_init__(self) -> None:
+        n = len(self.feature_names)
+        if any(len(getattr(self, key)) != n for key in ("weights", "mean", "scale")):
+            raise ValueError(f"weights, mean and scale must hold one number per feature ({n})")
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """P(site contributes) for each row of x (n x features)."""
         z = ((np.asarray(x, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.weights)
         return 1.0 / (1.0 + np.exp(-(z + self.bias)))
 
-    def to_json(self) -> dict[str, Any]:
-        doc = {"format": FORMAT, **asdict(self)}
-        doc["feature_names"] = list(self.feature_names)
-        for key in ("weights", "mean", "scale"):
-            doc[key] = list(doc[key])
+    def document(self) -> dict[str, Any]:
+        """The file's JSON: the model, its format and the checksum over both."""
+        doc = {"format": FORMAT, **self.to_json()}
         doc["checksum"] = _checksum(doc)
         return doc
 
@@ -69,7 +83,7 @@ class RouterModel:
         """Write atomically to `path` and keep a copy under `<dir>/models/<version>.json` (the
         model history: any earlier version can be restored by copying it back)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n"
+        data = json.dumps(self.document(), indent=1, sort_keys=True) + "\n"
         history = path.parent / "models" / f"{self.version}.json"
         history.parent.mkdir(exist_ok=True)
         for target in (history, path):
@@ -147,18 +161,9 @@ def load_model(path: Path) -> RouterModel | None:
             raise ValueError(f"not a {FORMAT} document")
         if doc.get("checksum") != _checksum(doc):
             raise ValueError("checksum mismatch (corrupt or edited)")
-        if tuple(doc["feature_names"]) != FEATURE_NAMES:
-            raise ValueError(f"trained on features {doc['feature_names']}, this gateway computes {list(FEATURE_NAMES)}")
-        fields = {k: doc[k] for k in RouterModel.__dataclass_fields__}
-        for key in ("weights", "mean", "scale", "feature_names"):
-            fields[key] = tuple(fields[key])
-        model = RouterModel(**fields)
-        numbers = [*model.weights, *model.mean, *model.scale, model.bias, model.threshold]
-        if len(model.weights) != len(FEATURE_NAMES) or len(model.mean) != len(FEATURE_NAMES) \
-                or len(model.scale) != len(FEATURE_NAMES) or not all(isinstance(v, (int, float)) and math.isfinite(v)
-                                                                     for v in numbers) \
-                or min(model.scale) <= 0:
-            raise ValueError("malformed weights")
+        model = RouterModel.from_json({k: v for k, v in doc.items() if k not in ("format", "checksum")}, str(path))
+        if model.feature_names != FEATURE_NAMES:
+            raise ValueError(f"trained on features {list(model.feature_names)}, this gateway computes {list(FEATURE_NAMES)}")
         return model
     except FileNotFoundError:
         log.info("router.model_missing", path=str(path), fallback="summary matching")

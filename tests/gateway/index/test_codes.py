@@ -18,7 +18,16 @@ from hansa.adapters.vector.milvus import MilvusVectorStore
 from hansa.core.errors import InputError
 from hansa.core.jsonsafe import dumps
 from hansa.gateway.index.codes import directions, quantise
-from hansa.gateway.index.durable import COLLECTION, LEGACY_COLLECTION, DurableStore, StoredHead, row_key, stored_codes
+from hansa.gateway.index.durable import (
+    COLLECTION,
+    LEGACY_COLLECTION,
+    DurableStore,
+    HeadFile,
+    StoredHead,
+    read_head,
+    row_key,
+    stored_codes,
+)
 from hansa.gateway.index.head_mirror import HeadMirror
 from hansa.gateway.index.summaries import SummaryIndex
 from hansa.sync.keys import SiteIdentity
@@ -81,21 +90,21 @@ def test_all_zero_codes_are_refused() -> None:
 
 
 def _head_json(fmt: object) -> dict[str, object]:
-    head = StoredHead("acme", 3, "2030-01-01T00:00:00Z", SHA, SHA, {"c1": (1, SHA, 0, 2)}).to_json()
+    head = HeadFile.of(StoredHead("acme", 3, "2030-01-01T00:00:00Z", SHA, SHA, {"c1": (1, SHA, 0, 2)})).to_json()
     return {**head, "format": fmt}
 
 
 def test_a_format_1_head_is_read_as_one_whose_rows_are_float32_and_written_back_as_format_1() -> None:
-    old = StoredHead.from_json(_head_json(1), "acme.json")
+    old = read_head(_head_json(1), "acme.json")
     assert old.legacy and old.rows == {"c1": (1, SHA, 0, 2)}
-    assert old.to_json()["format"] == 1  # rewritten as what its rows are (e.g. removing orphans)
-    assert not StoredHead.from_json(_head_json(2), "acme.json").legacy
+    assert HeadFile.of(old).to_json()["format"] == 1  # rewritten as what its rows are (e.g. removing orphans)
+    assert not read_head(_head_json(2), "acme.json").legacy
 
 
 @pytest.mark.parametrize("fmt", [0, 3, "2", True])
-def test_a_head_of_an_unknown_format_is_refused_naming_the_known_ones(fmt: object) -> None:
-    with pytest.raises(InputError, match=r"acme\.json: not a hansa gateway head \(format 1 or 2\)"):
-        StoredHead.from_json(_head_json(fmt), "acme.json")
+def test_a_head_of_an_unknown_format_is_refused_naming_the_field(fmt: object) -> None:
+    with pytest.raises(InputError, match=r"acme\.json: 'format'"):
+        read_head(_head_json(fmt), "acme.json")
 
 
 # -- the index and its durable copy (Milvus Lite) ------------------------------------------------------
@@ -181,7 +190,7 @@ def test_a_follower_reads_a_previous_format_primary_s_float32_rows(store: Milvus
     head = _previous_format(store, vectors)
     mirror = HeadMirror(store)
     mirror.write(head)
-    assert json.loads(dumps(head.to_json()))["format"] == 1
+    assert json.loads(dumps(HeadFile.of(head).to_json()))["format"] == 1
     follower = SummaryIndex(store, SPACE, mirror=mirror, follower=True)
     assert follower.follow() == ["acme"]
     hits = follower.search(vectors[2], 1)

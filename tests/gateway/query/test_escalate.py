@@ -164,7 +164,7 @@ def test_escalate_rows_from_real_sites_assess_every_prefix_of_the_ranking(gw: Ga
     fitting.write_rows(path, rows)
     assert fitting.read_rows(path) == rows  # the step survives the round trip
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({**rows[0].to_json(), "step": 0}) + "\n")
+    bad.write_text(json.dumps({**fitting.RowRecord.of(rows[0]).to_json(), "step": 0}) + "\n")
     with pytest.raises(InputError, match="step"):
         fitting.read_rows(bad)
 

@@ -176,7 +176,7 @@ def test_a_question_with_a_second_hop_teaches_reliability_once_from_its_final_an
 
 
 def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:
-    from hansa.gateway.query.calibrate import Row, calibrate, fit_reader_floor
+    from hansa.gateway.query.calibrate import Row, RowRecord, calibrate, fit_reader_floor
     from hansa.gateway.query.calibration import Calibration, Example
 
     sha = "a" * 64
@@ -188,7 +188,7 @@ def test_the_floor_is_refit_on_an_organizations_own_questions() -> None:
     cal = calibrate(rows, min_answerable_answered=0.75)  # reader rows alone are enough to calibrate
     again = Calibration.from_json(cal.to_json())
     assert again.floor_for(sha) == 0.7 and again.floor_for("b" * 64) is None  # fit for another reader: ignored
-    assert Row.from_json(rows[0].to_json()) == rows[0]
+    assert RowRecord.from_json(RowRecord.of(rows[0]).to_json()).row() == rows[0]
     with pytest.raises(Exception, match="different readers"):
         fit_reader_floor([*rows, Row("reader", Example({"reader_best": 0.5}, True, "x"), site="b" * 64)], 0.9)
     with pytest.raises(Exception, match=r"'reader.floor': input should be less than or equal to 1"):

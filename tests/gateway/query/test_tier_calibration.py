@@ -123,10 +123,10 @@ def test_tier_rows_record_the_tiered_rankings_gaps_without_calling_a_site(gw: Ga
     assert by_site["govt"].example.label and by_site["govt"].example.features["ranked"] == 1.0
     assert by_site["nowhere"].example.label and by_site["nowhere"].example.features == {"ranked": 0.0}
     assert all(not r.example.label for r in ranked if r.site != "govt")
-    again = [fitting.Row.from_json(json.loads(json.dumps(r.to_json()))) for r in rows]
+    again = [fitting.RowRecord.from_json(json.loads(json.dumps(fitting.RowRecord.of(r).to_json()))).row() for r in rows]
     assert again == rows  # the rows file round-trips, site included
     with pytest.raises(InputError, match="gap"):
-        fitting.Row.from_json({"model": "tiers", "label": True, "features": {"ranked": 1.0}})
+        fitting.RowRecord.from_json({"model": "tiers", "label": True, "features": {"ranked": 1.0}})
 
 
 def test_the_calibrate_command_adds_cut_offs_onto_a_calibration_and_refuses_bad_quantiles(tmp_path: Path) -> None:
