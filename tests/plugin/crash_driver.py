@@ -40,7 +40,7 @@ def gateway_apply(site_id: str, *envelopes: str) -> None:
             try:
                 out = {"ok": gateway.publish(site_id, json.loads(Path(path).read_text(encoding="utf-8")))}
             except PublicationConflict as exc:
-                out = exc.to_json()
+                out = exc.body().to_json()
             except HansaError as exc:
                 out = {"error": str(exc), "kind": type(exc).__name__}
             print(json.dumps(out), flush=True)
