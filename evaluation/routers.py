@@ -4,7 +4,7 @@ full information: every chunk embedding of every site at the gateway, sites rank
 chunk. hansa may not ship it (it is exactly what must not leave a site); it is the bar summary-only
 routing is measured against. centroid: one mean chunk vector per site, the simplest summary.
 summaries: the gateway's own index and router over what sites publish: the signed community
-summaries and their term statistics (gateway.query.route, gateway.query.route), at the gateway's
+summaries and their term statistics (both scored in gateway.query.route), at the gateway's
 `lexical_weight`. summary_vectors and terms: each of the two alone, to show what each buys.
 """
 from __future__ import annotations
@@ -65,8 +65,7 @@ class FullInformationRouter:
 def summary_rankings(fed: Any, text: str, qvec: np.ndarray, top_m: int) -> dict[str, list[str]]:
     """Sites as the gateway's router ranks them from what sites publish (summaries), and from each
     of its two signals alone (summary_vectors, terms)."""
-    from hansa.gateway.query.route import site_term_scores
-    from hansa.gateway.query.route import score_sites
+    from hansa.gateway.query.route import score_sites, site_term_scores
 
     index = fed.gateway_service.index
     routable = set(fed.sites)
@@ -88,8 +87,7 @@ def routing_selection(fed: Any, texts: Sequence[str], qvecs: np.ndarray, gold_si
     of `summary_rankings` ("summaries") cut by `[gateway] site_margin` and `top_k` (query.route.select_sites).
     Why beside the curves: a routing-only run (no site asked) then measures what a margin costs and
     buys, so the margin can be swept on the fit split (`--gateway-setting site_margin=...`)."""
-    from hansa.gateway.query.route import site_term_scores
-    from hansa.gateway.query.route import score_sites, select_sites
+    from hansa.gateway.query.route import score_sites, select_sites, site_term_scores
 
     gw = fed.gateway_config.gateway
     index, routable = fed.gateway_service.index, set(fed.sites)
