@@ -13,68 +13,78 @@ that builds sites keeps the evaluation's site cache valid while they are refit.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from hansa.core.errors import ConfigError
+from pydantic import Field, StrictFloat, StrictStr
+
+from hansa.core.errors import ConfigError, InputError
+from hansa.core.model import FORBID, Wire
 
 if TYPE_CHECKING:
     from hansa.core.config import GatewayConfig
 
 SCALES_FILE = "scales.toml"
 
+# A value in cosine units: a number in [0, 1] (an integer is a number too; a bool is not).
+Cosine = Annotated[StrictFloat, Field(ge=0.0, le=1.0)]
+
 
 @dataclass(frozen=True)
-class ScoreScale:
-    """scales.toml's keys, documented there."""
+class ScaleTable(Wire):
+    """One model's table in scales.toml, whose comments document each key: read through the model
+    layer, so a misspelt key, a missing one or a value out of [0, 1] is refused naming the key."""
 
-    model_id: str
-    fit: str  # how the values were fit: command, data, split
-    summary_margin: float
-    site_margin: float
-    lexical_weight: float
-    overclaim: float
-    answer_margin: float
-    duplicate_cosine: float
-    overlap_bonus: float
-    conf_low: float
-    conf_high: float
+    __pydantic_config__ = FORBID
+    WHERE: ClassVar[str] = SCALES_FILE
+
+    fit: StrictStr  # how the values were fit: command, data, split
+    summary_margin: Cosine
+    site_margin: Cosine
+    lexical_weight: Cosine
+    overclaim: Cosine
+    answer_margin: Cosine
+    duplicate_cosine: Cosine
+    overlap_bonus: Cosine
+    conf_low: Cosine
+    conf_high: Cosine
+
+    def __post_init__(self) -> None:
+        if not self.conf_low < self.conf_high:
+            raise ValueError(f"conf_low ({self.conf_low}) must be below conf_high ({self.conf_high}): "
+                             "confidence rises from one to the other")
 
     @classmethod
     def numbers(cls) -> tuple[str, ...]:
+        """The keys in cosine units (all but `fit`, and a ScoreScale's `model_id`)."""
         return tuple(f.name for f in fields(cls) if f.name not in ("model_id", "fit"))
 
 
-def _parse(model_id: str, table: Any, where: str) -> ScoreScale:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where}: [{model_id!r}] must be a table of {', '.join(ScoreScale.numbers())}")
-    wanted = {"fit", *ScoreScale.numbers()}
-    missing, unknown = wanted - table.keys(), table.keys() - wanted
-    if missing or unknown:
-        raise ConfigError(f"{where}: [{model_id!r}] lacks {sorted(missing)} / has unknown {sorted(unknown)}; "
-                          f"every model declares exactly: fit, {', '.join(ScoreScale.numbers())}")
-    values: dict[str, float] = {}
-    for name in ScoreScale.numbers():
-        value = table[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise ConfigError(f"{where}: [{model_id!r}] {name} must be a number in [0, 1] (cosine units), not {value!r}")
-        values[name] = float(value)
-    if not values["conf_low"] < values["conf_high"]:
-        raise ConfigError(f"{where}: [{model_id!r}] conf_low ({values['conf_low']}) must be below conf_high "
-                          f"({values['conf_high']}): confidence rises from one to the other")
-    return ScoreScale(model_id=model_id, fit=str(table["fit"]), **values)
+@dataclass(frozen=True)
+class ScoreScale(ScaleTable):
+    """A model's table with the `model_id` it is declared under: what the lookups return."""
+
+    model_id: str
 
 
 def parse_scales(text: str, where: str) -> tuple[dict[str, ScoreScale], str]:
-    """(scale per model_id, the default model_id) from scales.toml's text; bad input names `where`."""
+    """(scale per model_id, the default model_id) from scales.toml's text; bad input names `where`
+    and the model's table."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
     default = data.pop("default", None)
-    scales = {model_id: _parse(model_id, table, where) for model_id, table in data.items()}
+    scales: dict[str, ScoreScale] = {}
+    for model_id, table in data.items():
+        try:
+            values = ScaleTable.from_json(table, where=f"{where}: [{model_id!r}]")
+        except InputError as exc:
+            raise ConfigError(f"{exc}; every model declares exactly: fit, {', '.join(ScaleTable.numbers())} "
+                              "(numbers in [0, 1], cosine units)") from None
+        scales[model_id] = ScoreScale(**asdict(values), model_id=model_id)
     if default not in scales:
         raise ConfigError(f"{where}: `default` must name one of its models ({', '.join(scales)}), not {default!r}")
     return scales, default

@@ -85,11 +85,18 @@ def test_the_gateways_cosine_defaults_follow_its_embedder_unless_set(tmp_path) -
 _GOOD = "\n".join(f"{k} = {v}" for k, v in TODAY.items())
 
 
+_TABLE = f'default = "m"\n["m"]\nfit = "x"\n{_GOOD}'
+
+
 @pytest.mark.parametrize(("text", "says"), [
-    (f'default = "m"\n["m"]\nfit = "x"\n{_GOOD}\nsite_margn = 0.3', "unknown \\['site_margn'\\]"),
-    (f'default = "m"\n["m"]\n{_GOOD}', "lacks \\['fit'\\]"),
-    ('default = "m"\n["m"]\nfit = "x"\n' + _GOOD.replace("conf_low = 0.2", "conf_low = 0.9"), "conf_low \\(0.9\\) must be below"),
-    ('default = "m"\n["m"]\nfit = "x"\n' + _GOOD.replace("overclaim = 0.25", 'overclaim = "high"'), "overclaim must be a number"),
+    (f"{_TABLE}\nsite_margn = 0.3", "unknown keys \\['site_margn'\\]"),
+    (f'{_TABLE}\nmodel_id = "m"', "unknown keys \\['model_id'\\]"),  # the table's name is the model_id
+    (f'default = "m"\n["m"]\n{_GOOD}', "missing 'fit'"),
+    (_TABLE.replace("conf_low = 0.2", "conf_low = 0.9"), "conf_low \\(0.9\\) must be below"),
+    (_TABLE.replace("overclaim = 0.25", 'overclaim = "high"'), "'overclaim' has the wrong type"),
+    (_TABLE.replace("overclaim = 0.25", "overclaim = true"), "'overclaim' has the wrong type"),
+    (_TABLE.replace("overclaim = 0.25", "overclaim = 1.5"), "'overclaim': input should be less than or equal to 1"),
+    ('default = "m"\nm = 0.3', "expected an object"),
     (f'default = "other"\n["m"]\nfit = "x"\n{_GOOD}', "`default` must name one of its models"),
     ("default = [", "not valid TOML"),
 ])
@@ -97,6 +104,14 @@ def test_a_bad_scales_file_is_refused_naming_the_file_and_the_key(text: str, say
     with pytest.raises(ConfigError, match=says) as err:
         parse_scales(text, "scales.toml")
     assert str(err.value).startswith("scales.toml")
+    if "default" not in says and "TOML" not in says:  # a table's error names its model and what a table holds
+        assert str(err.value).startswith("scales.toml: ['m']: ") and "every model declares exactly: fit, " in str(err.value)
+
+
+def test_integers_are_numbers_in_a_scales_file() -> None:
+    scales, _ = parse_scales(_TABLE.replace("overclaim = 0.25", "overclaim = 0").replace("conf_high = 0.8", "conf_high = 1"),
+                             "scales.toml")
+    assert (scales["m"].overclaim, scales["m"].conf_high) == (0.0, 1.0) and isinstance(scales["m"].overclaim, float)
 
 
 def test_the_shipped_file_parses_to_what_the_lookups_return() -> None:
