@@ -372,7 +372,9 @@ class Config:
     client: ClientConfig = field(default_factory=ClientConfig)
     # "section.key" of every setting the file or the environment gave (load_config): a default that
     # depends on another setting (the embedder's cosine-unit defaults, adapters/embedder/scale.py)
-    # applies only where the operator left the setting out
+    # applies only where the operator left the setting out. A program that builds its Config in code
+    # and sets such a setting names it here too (explicit=frozenset({"gateway.site_margin"})), or its
+    # value gives way to the embedder's.
     explicit: frozenset[str] = frozenset()
 
     # Derived locations: one place that says where each piece of local state lives.

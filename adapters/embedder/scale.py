@@ -119,12 +119,10 @@ SCALED_GATEWAY_SETTINGS = ("site_margin", "lexical_weight")
 
 
 def scaled_gateway(gateway: "GatewayConfig", explicit: frozenset[str], scale: ScoreScale) -> "GatewayConfig":
-    """`gateway` with each SCALED_GATEWAY_SETTINGS that nobody set taken from `scale`: not given by the
-    file or the environment (`explicit`, from core.config.load_config) and still at the dataclass
-    default (a value a program set on the config stays)."""
-    defaults = {f.name: f.default for f in fields(gateway)}
-    unset = {key: getattr(scale, key) for key in SCALED_GATEWAY_SETTINGS
-             if f"gateway.{key}" not in explicit and getattr(gateway, key) == defaults[key]}
+    """`gateway` with each SCALED_GATEWAY_SETTINGS that `explicit` (Config.explicit: what the file or
+    the environment gave, and what a program that builds its Config names there) leaves out taken
+    from `scale`."""
+    unset = {key: getattr(scale, key) for key in SCALED_GATEWAY_SETTINGS if f"gateway.{key}" not in explicit}
     return replace(gateway, **unset) if unset else gateway
 
 

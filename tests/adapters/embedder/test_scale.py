@@ -4,13 +4,14 @@ configured embedder unless set."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 
 from hansa.adapters.embedder.catalog import MODELS, require_model
 from hansa.adapters.embedder.scale import (ScoreScale, configured_scale, default_scale, parse_scales, scale_for, scale_of,
                                           scaled_gateway)
-from hansa.core.config import GatewayConfig, load_config
+from hansa.core.config import Config, GatewayConfig, load_config
 from hansa.core.errors import ConfigError
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -77,9 +78,14 @@ def test_the_gateways_cosine_defaults_follow_its_embedder_unless_set(tmp_path) -
     (tmp_path / "hansa.toml").write_text('[embedder]\nmodel = "bge-small-en-v1.5-q"\n[gateway]\nlexical_weight = 0.3\n')
     assert gateway({}) == (bge.site_margin, 0.3)
     assert load_config(env=home).explicit >= {"embedder.model", "gateway.lexical_weight"}
-    # a value a program set on the config (no file, no environment) stays as set
-    assert scaled_gateway(GatewayConfig(site_margin=0.31), frozenset(), bge).site_margin == 0.31
-    assert scaled_gateway(GatewayConfig(), frozenset(), bge).site_margin == bge.site_margin
+    # a program that builds its Config in code says which settings it set, in Config.explicit as
+    # load_config does: those stay as set, the others follow the embedder
+    program = Config(gateway=GatewayConfig(site_margin=0.31), explicit=frozenset({"gateway.site_margin"}))
+    assert scaled_gateway(program.gateway, program.explicit, bge) == replace(program.gateway, lexical_weight=bge.lexical_weight)
+    assert scaled_gateway(GatewayConfig(), Config().explicit, bge).site_margin == bge.site_margin
+    # set to the default model's value, a setting the file gave is still the operator's
+    (tmp_path / "hansa.toml").write_text('[embedder]\nmodel = "bge-small-en-v1.5-q"\n[gateway]\nsite_margin = 0.4\n')
+    assert gateway({}) == (TODAY["site_margin"], bge.lexical_weight)
 
 
 _GOOD = "\n".join(f"{k} = {v}" for k, v in TODAY.items())
