@@ -36,7 +36,7 @@ from typing import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from hansa.adapters.graph.base import LeidenParams
+from hansa.adapters.graph.base import GraphStats, LeidenParams
 from hansa.adapters.records import Community, CommunityAssignment
 from hansa.core.crash_points import crash_point
 from hansa.core.errors import ConfigError, InputError
@@ -378,14 +378,15 @@ def detect(ctx: SiteContext, incremental: bool) -> Detection:
     return Detection(seeded, q_seeded, q_full)
 
 
-def plan(ctx: SiteContext, incremental: bool) -> tuple[Detection, _Merge]:
+def plan(ctx: SiteContext, incremental: bool, stats: GraphStats) -> tuple[Detection, _Merge]:
     """The communities a build would publish (Leiden, then small ones merged), nothing written:
-    what a build stores, and what a check can compare an incremental set against."""
+    what a build stores, and what a check can compare an incremental set against. `stats`: the
+    graph's counts, as the caller read them (each read is a count query on Neo4j)."""
     site = ctx.cfg.site
     detection = detect(ctx, incremental)
     detected = detection.groups
     merge = _Merge(dict(detected))
-    budget = summary_budget(ctx.graph.stats().chunks, site.chunks_per_summary)
+    budget = summary_budget(stats.chunks, site.chunks_per_summary)
     if any(len(members) < site.min_community_size for members in detected.values()) or (budget and len(detected) > budget):
         merge = merge_small(detected, _community_links(ctx, _labels(detected)), site.min_community_size, budget)
     if not detected:
@@ -424,11 +425,12 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     their ids, and are neither re-embedded nor re-published. The seeded partition is used only if
     it has not drifted from an unseeded run (`detect`); otherwise the report's `fallback` says why not."""
     started = time.perf_counter()
-    if ctx.graph.stats().documents == 0:
+    stats = ctx.graph.stats()  # read once: each read is a count query on Neo4j, and nothing writes before detection
+    if stats.documents == 0:
         raise InputError("the graph holds no documents: run `hansa site ingest <paths>` before building communities")
-    current = community_state.fingerprint(ctx)
+    current = community_state.fingerprint(ctx, stats)
     kept = community_state.unchanged_report(ctx, current) if incremental else None
-    if kept is not None and ctx.graph.stats().communities:
+    if kept is not None and stats.communities:
         names = {f.name for f in dataclasses.fields(CommunityReport)}
         figures = {k: v for k, v in kept.items() if k in names} | {"coarser": tuple(kept.get("coarser", ()))}
         report = replace(CommunityReport(**figures), summaries_extractive=0, summaries_llm=0, summaries_embedded=0,
@@ -436,7 +438,7 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         log.info("communities.unchanged", communities=report.communities)
         return report
     community_state.forget(ctx)
-    detection, merge = plan(ctx, incremental)
+    detection, merge = plan(ctx, incremental, stats)
     detected = detection.groups
 
     ids = {k: community_id(members) for k, members in merge.groups.items()}

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hansa.adapters.graph.base import GraphStats
 from hansa.core.files import write_json_atomic
 from hansa.plugin.site import SiteContext
 
@@ -35,8 +36,9 @@ def _path(ctx: SiteContext) -> Path:
     return ctx.cfg.home / FILENAME
 
 
-def fingerprint(ctx: SiteContext) -> str | None:
-    """A digest of what a build would read; None where no digest can vouch for it (a mapped graph)."""
+def fingerprint(ctx: SiteContext, stats: GraphStats) -> str | None:
+    """A digest of what a build would read; None where no digest can vouch for it (a mapped graph).
+    `stats`: the graph's counts as the build read them (one count query on Neo4j, read once)."""
     if ctx.cfg.site.graph_map.enabled:
         return None
     doc_ids = sorted(ctx.graph.documents_by_source(""))
@@ -44,7 +46,7 @@ def fingerprint(ctx: SiteContext) -> str | None:
     llm = ctx.cfg.llm
     basis: dict[str, Any] = {
         "documents": [[d, hashes.get(d, "")] for d in doc_ids],
-        "stats": dataclasses.asdict(ctx.graph.stats()) | {"communities": None},
+        "stats": dataclasses.asdict(stats) | {"communities": None},
         "settings": {k: getattr(ctx.cfg.site, k) for k in _SETTINGS},
         "embedder": [ctx.embedder.model_id, ctx.embedder.model_sha256],
         "llm": [llm.base_url, llm.model] if ctx.llm is not None else None,

@@ -94,7 +94,7 @@ def test_incremental_refreshes_stay_within_tolerance_of_a_full_build(squad_site:
         assert report is not None
         assert report.fallback == "", f"round {number}: the seeded run drifted ({report.fallback})"
 
-        _, full = plan(ctx, incremental=False)
+        _, full = plan(ctx, incremental=False, stats=ctx.graph.stats())
         full_labels = {e: i for i, members in enumerate(full.groups.values()) for e in members}
         stored = ctx.graph.communities()
         q_refreshed = ctx.graph.modularity(stored_partition(ctx), gamma)

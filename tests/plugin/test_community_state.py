@@ -75,7 +75,7 @@ def test_a_build_that_fails_midway_leaves_no_record_to_vouch_for_its_set(site: t
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     ctx, _, _ = site
     build_communities(ctx)
-    assert community_state.unchanged_report(ctx, community_state.fingerprint(ctx)) is not None
+    assert community_state.unchanged_report(ctx, community_state.fingerprint(ctx, ctx.graph.stats())) is not None
 
     def fail(communities: Any) -> None:
         raise OSError("disk full")  # the graph write of a rebuild fails after its vectors were written
@@ -86,13 +86,26 @@ def test_a_build_that_fails_midway_leaves_no_record_to_vouch_for_its_set(site: t
         build_communities(ctx, incremental=True)
     monkeypatch.undo()
     ctx.cfg.site.min_community_size -= 1  # back to what the surviving set was built with
-    assert community_state.unchanged_report(ctx, community_state.fingerprint(ctx)) is None
+    assert community_state.unchanged_report(ctx, community_state.fingerprint(ctx, ctx.graph.stats())) is None
     assert not build_communities(ctx, incremental=True).unchanged
 
 
 def test_a_mapped_graph_never_takes_the_shortcut(site: tuple[SiteContext, Path, list[Any]]) -> None:
     ctx, _, _ = site
     ctx.cfg.site.graph_map.document_label = "Report"  # relations may change outside hansa's documents
-    assert community_state.fingerprint(ctx) is None
+    assert community_state.fingerprint(ctx, ctx.graph.stats()) is None
     build_communities(ctx)
     assert not build_communities(ctx, incremental=True).unchanged
+
+
+def test_a_build_counts_the_graph_once(site: tuple[SiteContext, Path, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The empty check, the fingerprint, the "any communities stored" check and the summary budget
+    share one read of the counts: each read is a count query over the whole graph on Neo4j."""
+    ctx, _, _ = site
+    reads = []
+    real = ctx.graph.stats
+    monkeypatch.setattr(ctx.graph, "stats", lambda: reads.append(1) or real())  # the real store, counted
+    assert not build_communities(ctx).unchanged
+    assert len(reads) == 1
+    assert build_communities(ctx, incremental=True).unchanged
+    assert len(reads) == 2
