@@ -156,13 +156,15 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     new = {chunk.id for chunk in chunks}
     old = ctx.graph.document_chunk_ids([g.document.id for g in graphs if g.document.id in replaced]) - new
     vector_intent.record(ctx, chunk_ids=new | old)
+    sentences = 0
     for group in _embedding_groups(graphs):
-        _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], stages)
+        sentences += _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], stages)
         embedded(group)
     if chunks:  # sealed once per batch, not per group (a flush per 16 chunks made the write 7x slower)
         with _timed(stages, "vector_write"):
             ctx.vectors.flush(CHUNKS)
-            sentence_vectors.flush(ctx)
+            if sentences:  # rows were stored, so the collection exists: no need to ask Milvus
+                sentence_vectors.flush(ctx)
     crash_point("ingest.after_vectors")
     with _timed(stages, "graph_write"):
         ctx.graph.write_documents(graphs)
@@ -174,10 +176,11 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     vector_intent.done(ctx)
 
 
-def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, float]) -> None:
-    """The chunks' vectors and their answer sentences', from one embedding call."""
+def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, float]) -> int:
+    """The chunks' vectors and their answer sentences', from one embedding call; returns how many
+    sentence rows were stored (left unflushed)."""
     if not chunks:
-        return
+        return 0
     with _timed(stages, "build"):
         ids, texts, fields = sentence_vectors.rows(chunks)
     with _timed(stages, "embed"):
@@ -185,6 +188,7 @@ def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, 
     with _timed(stages, "vector_write"):
         ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks], flush=False)
         sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields, flush=False)
+    return len(ids)
 
 
 def _gone(ctx: SiteContext, origins: Sequence[Origin], docs: Sequence[SourceDocument], keep: frozenset[str]) -> list[str]:

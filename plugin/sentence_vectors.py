@@ -67,9 +67,9 @@ def store(ctx: SiteContext, ids: Sequence[str], vectors: np.ndarray, fields: Seq
 
 
 def flush(ctx: SiteContext) -> None:
-    """Seal the rows `store(..., flush=False)` left (ingest flushes once per batch)."""
-    if exists(ctx):
-        ctx.vectors.flush(SENTENCES)
+    """Seal the rows `store(..., flush=False)` left (ingest flushes once per batch). Call it only
+    after such a store wrote rows: the collection exists then, so Milvus is not asked again."""
+    ctx.vectors.flush(SENTENCES)
 
 
 def backfill(ctx: SiteContext, chunks: Sequence[Chunk], batch: int = 512) -> int:

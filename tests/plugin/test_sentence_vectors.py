@@ -12,8 +12,9 @@ import pytest
 from hansa.adapters.embedder.base import Embedder
 from hansa.adapters.records import Chunk
 from hansa.plugin.deletion import delete_documents
-from hansa.plugin.ingest import ingest_paths
+from hansa.plugin.ingest import _build, _write_batch, fingerprint, ingest_paths
 from hansa.plugin.install import install_site
+from hansa.plugin.readers import SourceDocument
 from hansa.plugin.retrieval import retrieve
 from hansa.plugin.sentence_vectors import rows
 from hansa.plugin.site import CHUNKS, SENTENCES, SiteContext
@@ -110,3 +111,46 @@ def test_deleting_a_document_or_uninstalling_removes_its_sentence_vectors(site) 
     assert ctx.vectors.count(SENTENCES) == total - len(ids) > 0
     result = uninstall_site(ctx)
     assert SENTENCES in result.collections and ctx.vectors.collection_owner(SENTENCES) is None
+
+
+NEW_DOCS = {
+    "harbour.txt": "The harbour master in Port Ellis opens the sea lock at six every morning.",
+    "bakery.txt": "Marrow Lane Bakery bakes its rye loaves in a wood-fired oven built in 1911.",
+    "orchard.txt": "The Hollin orchard grows forty varieties of pear on its southern slope.",
+}
+
+
+def test_ingest_asks_milvus_about_the_sentence_collection_once_not_per_batch(site, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ingest knows the collection exists once it stored rows into it: the per-batch flush does
+    not ask Milvus again (a round trip per batch)."""
+    ctx, _ = site
+    asked: list[str] = []
+    real = ctx.vectors.collection_owner
+    monkeypatch.setattr(ctx.vectors, "collection_owner", lambda name: asked.append(name) or real(name))
+
+    def ingest(folder: str, batch_docs: int) -> int:
+        for name, text in NEW_DOCS.items():
+            (tmp_path / folder).mkdir(exist_ok=True)
+            (tmp_path / folder / name).write_text(text.replace("The ", f"The {folder} "), encoding="utf-8")
+        asked.clear()
+        report = ingest_paths(ctx, [tmp_path / folder], batch_docs=batch_docs)
+        assert report.documents_new == len(NEW_DOCS)
+        return asked.count(SENTENCES)
+
+    assert ingest("together", batch_docs=64) == ingest("apart", batch_docs=1)
+    assert ctx.vectors.count(SENTENCES) == len(rows(_stored_chunks(ctx))[0])  # every batch's rows were sealed
+
+
+def test_a_batch_without_answer_sentences_needs_no_sentence_collection(site) -> None:
+    """Nothing stored, nothing to seal: a batch whose chunks state nothing (a heading, a fragment)
+    stores its chunks on a site whose sentence collection is gone."""
+    ctx, _ = site
+    ctx.vectors.drop(SENTENCES)
+    doc = SourceDocument(id="notes/hours.md", title="hours", text="# Kettle Ridge Roasters\n\nOpening hours", source="notes")
+    graph = _build(doc, fingerprint(doc, ctx), ctx)
+    assert graph.chunks and not rows(graph.chunks)[0]
+    before = ctx.vectors.count(CHUNKS)
+    _write_batch(ctx, [graph], set())
+    assert ctx.vectors.count(CHUNKS) == before + len(graph.chunks)
+    assert ctx.vectors.collection_owner(SENTENCES) is None
