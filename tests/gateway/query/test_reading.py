@@ -1,5 +1,5 @@
 """fuse() with a reader (gateway.query.reading): the floor, the short answer, whole documents losing a
-conflict, abstention when nothing is supported. Fast tier: HashEmbedder and WordReader are
+conflict, abstention when nothing is supported; and question_kind, the rule that picks the floor. Fast tier: HashEmbedder and WordReader are
 doubles of hansa's own ports (tests/fakes.py); the real reader has its own tests
 (tests/adapters/reader)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hansa.core.errors import BackendError, ConfigError
 from hansa.gateway.client import OK, SiteCall
 from hansa.gateway.query.fusion import fuse
-from hansa.gateway.query.reading import ReadingStage, open_reading
+from hansa.gateway.query.reading import DESCRIPTIVE, FACTOID, ReadingStage, open_reading, question_kind
 from hansa.sync.wire import Citation, PartialAnswer
 from tests.fakes import HashEmbedder, WordReader
 
@@ -256,3 +256,45 @@ def test_each_kind_of_question_reads_at_its_own_floor(embedder: HashEmbedder) ->
     calls = [site("a", [("The Rhone river flows south to the sea.", "rhone")])]  # the double reads 0.5
     assert fuse(q, calls, embedder, reading=reading, question=described).unsupported  # 0.9 refuses it
     assert not fuse(q, calls, embedder, reading=at, question=described).unsupported
+
+
+# -- question_kind: the rule that picks a question's reader floor, on real questions from SQuAD
+# and MTRAG, each side of every clause of the rule
+
+FACTOIDS = [
+    "Who was Hubble?",
+    "When did the Virgin Mary appear to Bernadette at Lourdes?",
+    "How many people live in Lyon?",
+    "What is the capital of France?",
+    "What year was it when St. Elizabeth flooded part of the North Sea?",  # "St." splits no question
+    "got it. how much does it cost to have a police report?",  # the asking sentence counts
+    "Which river flows through Lyon?",
+]
+DESCRIPTIVES = [
+    "What does the Federal Emergency Management Agency do?",
+    "What should I do if my garbage collection is missed?",
+    "How do I appeal a parking ticket?",
+    "Why Mars?",
+    "Tell me about the Deep Impact mission",
+    "Explain the difference between stocks and bonds",
+    "Can we take the pets in the park?",
+    "what is the difference between primary and archaeological sources",
+    "What is an identifier?",  # a definition: no relation named
+    "What happens if a deadline is not met?",
+    "Sole proprietorship or S-Corp, what should I do?",  # from the first question word
+    "capital gains tax on stocks",  # a topic typed as a query
+]
+
+
+@pytest.mark.parametrize("question", FACTOIDS)
+def test_a_question_asking_for_a_fact_is_factoid(question: str) -> None:
+    assert question_kind(question) == FACTOID
+
+
+@pytest.mark.parametrize("question", DESCRIPTIVES)
+def test_a_question_asking_for_a_description_is_descriptive(question: str) -> None:
+    assert question_kind(question) == DESCRIPTIVE
+
+
+def test_empty_text_is_factoid_the_stricter_default() -> None:
+    assert question_kind("") == FACTOID and question_kind("?!") == FACTOID

@@ -1,4 +1,5 @@
-"""Conversation-aware routing: a follow-up turn gains its conversation's salient words (fast tier)."""
+"""Conversation-aware routing (gateway.query.request): a follow-up turn gains its conversation's
+salient words (fast tier)."""
 from __future__ import annotations
 
 from hansa.gateway.query.request import carried_words, standalone_question
