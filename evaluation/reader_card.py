@@ -16,6 +16,45 @@ def _row(name: str, r: Mapping[str, Any]) -> str:
             f"{r['no_ans_accuracy']:.3f} | {r['answered_answerable']:.3f} | {r['answer_sentence_accuracy']:.3f} |")
 
 
+def _command(args: Mapping[str, Any]) -> str:
+    flags = ("stage", "init", "questions", "layers", "freeze_layers", "lr")
+    named = " ".join(f"--{k.replace('_', '-')} {'BASE_DIR' if k == 'init' else v}" for k, v in args.items()
+                     if k in flags and v and not (k == "stage" and v == "base"))
+    return f"`python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR {named}`"
+
+
+def _training(train: Mapping[str, Any]) -> list[str]:
+    """How the model was made: stage one, then stage two when this run continued one (`init`)."""
+    args = train["args"]
+    stages = [train["init"], train] if "init" in train else [train]
+    first = stages[0]
+    lines = [f"- Base: {first['base']} (Apache-2.0), first {first['layers']} layers; word embeddings and the lowest "
+             f"{first['args'].get('freeze_layers', 0)} layers frozen.",
+             "- Stage one, data: SQuAD v1.1 **train** questions of hansa's fit split only (evaluation/split.py), "
+             f"{first['args']['questions']} sampled with seed {first['args']['seed']}: {first['pairs']:,} pairs, "
+             f"{first['positives']:,} positive (the gold sentence holding a reference answer); hard negatives are the other "
+             "sentences of the gold paragraph and the sentences of other paragraphs of the same article with the most question "
+             "words, plus one sentence of another article (evaluation/reader_pairs.py)."]
+    if len(stages) == 2:
+        lines.append(
+            f"- Stage two (from stage one's graph), data: the first {args['questions']} fit-split train questions of the "
+            f"same seeded sample (seed {args['seed']}), each with a *contrast twin* (one detail changed: an entity or number the answer sentence "
+            "states, an antonym, a negation) whose negative is the same answer sentence; plus the fit-split SQuAD 2.0 dev "
+            "questions of half the dev articles (a hash of the article): unanswerable ones against their near-miss "
+            f"paragraph's sentences (evaluation/reader_contrast.py): {train['pairs']:,} pairs, {train['positives']:,} positive.")
+    lines.append("- SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from Wikipedia); no report-split question "
+                 "was read in training.")
+    for n, stage in enumerate(stages, 1):
+        a = stage["args"]
+        lines.append(f"- Stage {n} recipe: {a['epochs']} epoch(s), batch {a['batch']}, AdamW lr {a['lr']}, span loss weight "
+                     f"{a['span_weight']}, seed {a['seed']}, on {stage['device']} ({stage['pairs_per_s']} pairs/s, "
+                     f"{stage['train_s'] / 60:.0f} min); command: {_command(a)}.")
+    lines.append("- Then: `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write` and "
+                 "`python -m hansa.evaluation.reader_kinds DIR --squad ../shared/datasets/squad --mtrag "
+                 "../shared/datasets/mtrag --write`.")
+    return lines
+
+
 def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mapping[str, Any], chosen: str, limit: int) -> str:
     args = train["args"]
     lines = [
@@ -33,27 +72,16 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         f" ({meta['calibration']['fit']})",
         "",
         "## Training",
-        f"- Base: {train['base']} (Apache-2.0), first {train['layers']} layers; word embeddings and the lowest "
-        f"{args.get('freeze_layers', 0)} layers frozen.",
-        "- Data: SQuAD v1.1 **train** questions of hansa's fit split only (evaluation/split.py), "
-        f"{args['questions']} sampled with seed {args['seed']}: {train['pairs']:,} pairs, {train['positives']:,} positive "
-        "(the gold sentence holding a reference answer); hard negatives are the other sentences of the gold paragraph and "
-        "the sentences of other paragraphs of the same article with the most question words, plus one sentence of "
-        "another article (evaluation/reader_pairs.py). SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from "
-        "Wikipedia); no dev article was read in training.",
-        f"- Recipe: {args['epochs']} epoch(s), batch {args['batch']}, AdamW lr {args['lr']}, span loss weight "
-        f"{args['span_weight']}, seed {args['seed']}, on {train['device']} ({train['pairs_per_s']} pairs/s, "
-        f"{train['train_s'] / 60:.0f} min).",
-        "- Command: `python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items() if k in ("questions", "layers", "freeze_layers") and v)
-        + "`, then `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write`.",
+        *_training(train),
         "",
         "## Measured as a reader: SQuAD 2.0 dev (each question against the paragraph it was written on)",
         f"{'All 11,873 questions' if not limit else f'{limit} questions sampled'}; threshold chosen on the fit part "
         "(max F1), figures on the report part; official SQuAD 2.0 rules (an unanswerable question is right only "
         "when the prediction is empty). Published MiniLM-size SQuAD 2.0 readers reach ~76-79 F1 with a full "
-        "paragraph, trained on SQuAD 2.0 train (with its unanswerables); this one sees one sentence at a time and "
-        "never saw an unanswerable question in training.",
+        "paragraph, trained on SQuAD 2.0 train (with its unanswerables); this one sees one sentence at a time"
+        + ("; stage two trained on the fit questions of half the dev articles, so the threshold and floor are fit "
+           "on the other fit questions, and *held out* rows are report questions of articles training never read."
+           if args.get("stage") == "contrast" else " and never saw an unanswerable question in training."),
         "",
         "| graph, part | questions | EM | F1 | HasAns F1 | NoAns acc | answered (answerable) | best sentence holds answer |",
         "|---|---|---|---|---|---|---|---|",
@@ -62,6 +90,8 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         for part in ("fit", "report", "all"):
             lines.append(_row(f"{variant} {part} (t={r['threshold_fit']:.3f})", r[part]))
         lines.append(_row(f"{variant} report at the gateway's floor (t={r['floor_fit']:.3f})", r["report_at_floor"]))
+        if "held_out_at_floor" in r:
+            lines.append(_row(f"{variant} held out, at the gateway's floor", r["held_out_at_floor"]))
         lines.append(_row(f"{variant} report, every question answered (the span alone)", r["report_answer_all"]))
         if "report_on_fp32_sample" in r:
             lines.append(_row(f"{variant} report, fp32's sample and threshold", r["report_on_fp32_sample"]))
@@ -70,7 +100,9 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         "The gateway's floor is not the max-F1 threshold: it is the highest score that still answers 0.92 of the fit "
         "part's answerable questions (the target is to answer >= 0.90 while abstaining on >= 0.70 of unanswerable "
         "ones). AUROC of the best sentence's score, answerable against unanswerable (report part): "
-        + ", ".join(f"{v} {r['report_auroc']:.3f}" for v, r in results.items() if r.get("report_auroc") is not None) + ".",
+        + ", ".join(f"{v} {r['report_auroc']:.3f}" for v, r in results.items() if r.get("report_auroc") is not None)
+        + "; held out: " + ", ".join(f"{v} {r['held_out_auroc']:.3f}" for v, r in results.items()
+                                     if r.get("held_out_auroc") is not None) + ".",
         "",
         f"Shipped: `{chosen}` (int8 when its report F1 is within 0.01 of fp32). Reading speed on this machine: "
         + ", ".join(f"{v} {r['pairs_per_s']} pairs/s" for v, r in results.items()) + ".",

@@ -43,14 +43,15 @@ MTRAG_ANSWERED = ("answerable", "partial")  # MTRAG-UN kinds whose gold passages
 
 
 def squad_best(reader: Any, squad_dir: Path) -> list[dict[str, Any]]:
-    """SQuAD 2.0 dev fit questions: id, kind, answerable, best sentence score."""
+    """SQuAD 2.0 dev fit questions no training stage read: id, kind, answerable, best sentence score."""
     from hansa.evaluation.reader import read_all
+    from hansa.evaluation.reader_contrast import read_in_training
     from hansa.evaluation.reader_pairs import load_questions
 
     text = {r["id"]: r["question"] for r in load_questions(squad_dir)}
     reads, _ = read_all(reader, squad_dir, keep=lambda r: split_of(r["id"]) == "fit")
     return [{"dataset": "squad", "split": "fit", "kind": question_kind(text[r.id]), "answerable": r.answerable,
-             "score": r.score} for r in reads]
+             "score": r.score} for r in reads if not read_in_training(r.id, r.doc_id)]  # trained on: fits nothing
 
 
 def mtrag_best(reader: Any, mtrag_dir: Path) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from hansa.evaluation.reader_contrast import contrast_pairs
 from hansa.evaluation.reader_pairs import Pair, training_pairs
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -115,14 +116,23 @@ def batches(pairs: Sequence[Pair], size: int, seed: int) -> list[list[Pair]]:
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     torch, AutoTokenizer, _ = _torch()
+    if args.init and not (Path(args.init) / "reader.onnx").is_file():  # before minutes of reading SQuAD
+        raise SystemExit(f"--init: {Path(args.init) / 'reader.onnx'} is missing (a reader directory written by this "
+                         "script, with reader.onnx)")
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     base = Path(args.base) if args.base else _packaged_minilm()
     tokenizer = AutoTokenizer.from_pretrained(str(base))
-    pairs = training_pairs(Path(args.squad), args.questions, args.seed)
-    model = build_model(base, args.layers).to(device)
+    if args.stage == "contrast":
+        pairs = contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions)
+    else:
+        pairs = training_pairs(Path(args.squad), args.questions, args.seed)
+    model = build_model(base, args.layers)
+    if args.init:
+        load_onnx_weights(model, Path(args.init) / "reader.onnx")
+    model = model.to(device)
     frozen = [model.bert.embeddings.word_embeddings, *model.bert.encoder.layer[:args.freeze_layers]]
     for p in (p for module in frozen for p in module.parameters()):
         p.requires_grad = False
@@ -165,7 +175,49 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     export(model, tokenizer, out)
     return {"pairs": len(pairs), "positives": sum(p.label for p in pairs), "steps": step, "device": device,
             "train_s": round(time.time() - t0, 1), "pairs_per_s": round(seen / (time.time() - t0), 1),
-            "base": "sentence-transformers/all-MiniLM-L6-v2", "layers": len(model.bert.encoder.layer), "log": log[-5:]}
+            "base": "sentence-transformers/all-MiniLM-L6-v2", "layers": len(model.bert.encoder.layer), "log": log[-5:],
+            **({"init": _lineage(Path(args.init))} if args.init else {})}
+
+
+def _lineage(init: Path) -> dict[str, Any]:
+    """The stage this run continued (its train.json), so the card can say how the whole model was made."""
+    path = init / "train.json"
+    return json.loads(path.read_text()) if path.is_file() else {"missing": str(path)}
+
+
+def load_onnx_weights(model: Any, graph: Path) -> None:
+    """Start from a reader this script exported (its fp32 `reader.onnx`): stage two continues stage one.
+
+    Why from the ONNX graph: it is the artifact a training run leaves (no second checkpoint format to
+    keep). The exporter keeps every parameter's name except the Linear weights it feeds to MatMul
+    (renamed `onnx::MatMul_N`, stored transposed); each such MatMul is followed by an Add of its
+    bias, whose name gives the weight's. Every parameter of `model` must be found, with its shape."""
+    torch, _, _ = _torch()
+    import onnx
+    from onnx import numpy_helper
+
+    if not graph.is_file():
+        raise SystemExit(f"--init: {graph} is missing (a reader directory written by this script, with reader.onnx)")
+    proto = onnx.load(str(graph))
+    values = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+    named = {k: v for k, v in values.items() if not k.startswith("onnx::")}
+    consumers: dict[str, list[Any]] = {}
+    for node in proto.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    for node in proto.graph.node:
+        weight = next((x for x in node.input if x.startswith("onnx::MatMul")), None)
+        if node.op_type != "MatMul" or weight is None:
+            continue
+        bias = next((x for add in consumers.get(node.output[0], []) if add.op_type == "Add"
+                     for x in add.input if x.endswith(".bias") and x in values), None)
+        if bias is not None:
+            named[bias[: -len("bias")] + "weight"] = values[weight].T
+    state = model.state_dict()
+    missing = [k for k in state if k not in named or tuple(named[k].shape) != tuple(state[k].shape)]
+    if missing:
+        raise SystemExit(f"--init: {graph} does not hold this reader's parameters ({', '.join(missing[:4])} ...)")
+    model.load_state_dict({k: torch.from_numpy(named[k].copy()) for k in state})
 
 
 def export(model: Any, tokenizer: Any, out: Path) -> None:
@@ -195,7 +247,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--squad", required=True, help="the SQuAD folder (passages.jsonl.gz, questions.jsonl.gz)")
     ap.add_argument("--out", required=True, help="where reader.onnx, reader-int8.onnx, tokenizer.json and train.json go")
     ap.add_argument("--base", default="", help="a BERT-style model directory (default: the packaged all-MiniLM-L6-v2)")
+    ap.add_argument("--stage", choices=("base", "contrast"), default="base",
+                    help="base: answer sentences and near misses (reader_pairs); contrast: unanswerable twins and "
+                         "SQuAD 2.0's fit unanswerables (reader_contrast), continuing a base reader given by --init")
+    ap.add_argument("--init", default="", help="a reader directory this script wrote: start from its reader.onnx")
     ap.add_argument("--questions", type=int, default=10000, help="fit-split train questions to sample (0: all)")
+    ap.add_argument("--dev-questions", type=int, default=0,
+                    help="contrast stage: SQuAD 2.0 dev fit questions of the trainable articles to read (0: all)")
     ap.add_argument("--layers", type=int, default=0, help="keep only the first N encoder layers (0: all; the CI smoke uses 1)")
     ap.add_argument("--freeze-layers", type=int, default=2, help="lower encoder layers left as all-MiniLM-L6-v2 trained them")
     ap.add_argument("--epochs", type=int, default=1)

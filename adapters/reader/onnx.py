@@ -33,7 +33,9 @@ PACKAGED_DIR = Path(__file__).resolve().parent / "model"
 META = "reader.json"
 MAX_SPAN_TOKENS = 30
 BATCH = 32
-TRAIN_COMMAND = ("python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR, then "
+TRAIN_COMMAND = ("python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out BASE, then "
+                 "python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --stage contrast --init BASE "
+                 "--questions 4000 --lr 2e-5 --out DIR, then "
                  "python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write, then "
                  "python -m hansa.evaluation.reader_kinds DIR --squad ../shared/datasets/squad "
                  "--mtrag ../shared/datasets/mtrag --write (the floors per kind of question)")

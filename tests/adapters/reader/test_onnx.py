@@ -14,8 +14,8 @@ from hansa.core.errors import BackendError
 from hansa.gateway.query.reading import open_reading
 
 QUESTION = "What year was Casimir Pulaski born in Warsaw?"
-# squad:Warsaw#000 and its question 5733a5f54776f41900660f48 (SQuAD v1.1 dev, CC BY-SA 4.0): an
-# article the reader never read in training
+# squad:Warsaw#000 and its question 5733a5f54776f41900660f48 (SQuAD v1.1 dev, CC BY-SA 4.0): a
+# report-split question no training stage read (stage two reads fit questions of half the dev articles)
 ANSWER = "Casimir Pulaski, a Polish general and hero of the American Revolutionary War, was born here in 1745."
 NEAR = ("Though Chopin was born in the village of Żelazowa Wola, about 60 km (37 mi) from Warsaw, he moved to the "
         "city with his family when he was seven months old.")
@@ -85,6 +85,25 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     readings = OnnxReader(out).read(QUESTION, [ANSWER, FILLER])
     assert len(readings) == 2 and all(0.0 <= r.score <= 1.0 for r in readings)
 
+    # stage two continues stage one's graph (contrast twins, SQuAD 2.0's fit unanswerables)
+    second = tmp_path / "tiny2"
+    train(["--squad", str(squad), "--out", str(second), "--stage", "contrast", "--init", str(out), "--questions", "16",
+           "--dev-questions", "8", "--layers", "1", "--freeze-layers", "0", "--threads", "1", "--lr", "0"])
+    info = json.loads((second / "train.json").read_text())
+    assert info["init"]["args"]["stage"] == "base" and info["pairs"] > 16
+    # lr 0: the continued graph holds stage one's weights, every one of them found in stage one's graph
+    import onnxruntime as ort
+    from transformers import AutoTokenizer
+
+    feed = dict(AutoTokenizer.from_pretrained(_packaged())(["who built it?"], ["Eiffel built it in 1889."], return_tensors="np"))
+    first, continued = (ort.InferenceSession(str(d / "reader.onnx")).run(None, feed) for d in (out, second))
+    assert np.allclose(first[0], continued[0], atol=1e-4) and np.allclose(first[1], continued[1], atol=1e-3)
+    measure([str(second), "--squad", str(squad), "--limit", "40", "--write"])
+    assert "Stage two" in (second / "README.md").read_text()
+    with pytest.raises(SystemExit, match="reader.onnx"):
+        train(["--squad", str(squad), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
+               str(tmp_path / "missing"), "--questions", "4", "--layers", "1", "--threads", "1"])
+
 
 DESCRIBED_Q = "What does the Federal Emergency Management Agency do?"
 # a heading of the demo federation's passages (cli/data/demo_passages.jsonl, MTRAG, Apache-2.0) that
@@ -102,3 +121,9 @@ def test_a_descriptive_question_reads_at_its_own_lower_floor() -> None:
     assert stage.for_question(QUESTION).floor == stage.floors["factoid"]
     fixed = open_reading("packaged", floor=0.3)
     assert fixed is not None and fixed.floors == {} and fixed.for_question(DESCRIBED_Q).floor == 0.3
+
+
+def _packaged() -> str:
+    from hansa.adapters.embedder.local_model import packaged_model_dir
+
+    return str(packaged_model_dir())
