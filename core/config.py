@@ -266,7 +266,9 @@ class GatewayConfig:
     reader: str = "packaged"
     reader_floor: float = -1.0
     reader_pool: int = 12
-    reader_relative_floor: float = 0.5  # a further answer sentence scores at least this share of the best one's
+    # A further answer sentence scores at least this share of the best one's (negative: the model's
+    # calibration, else 0.5).
+    reader_relative_floor: float = -1.0
     # With a reader: follow-up rounds that ask about the names in the best-read sentence while the
     # reader supports no answer (gateway/query/hops.py); 0: none. Bounded by the request's budget.
     second_hops: int = 1

@@ -150,9 +150,13 @@ class ReadingStage:
                 "pool": self.pool, "relative": self.relative, **({"kind": self.kind} if self.kind else {})}
 
 
-def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: float = RELATIVE) -> ReadingStage | None:
+def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: float = -1.0) -> ReadingStage | None:
     """The reading stage `[gateway] reader` names, or None for "none". A missing or corrupt model is
-    an error naming the file and the command that makes it (adapters.reader.onnx), never a fallback."""
+    an error naming the file and the command that makes it (adapters.reader.onnx), never a fallback.
+
+    `floor` and `relative` negative: the model's own calibration (scores are in one model's units,
+    so a share fit for one reader is wrong for another); `relative` falls back to RELATIVE for a
+    model whose calibration holds none."""
     from hansa.adapters.reader.onnx import open_reader
 
     model = open_reader(reader)
@@ -168,6 +172,8 @@ def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: f
                           "python -m hansa.evaluation.reader_kinds DIR --squad ... --mtrag ... --write")
     if pool < 1:
         raise ConfigError(f"[gateway] reader_pool must be 1 or more, not {pool}")
-    if not 0.0 <= relative <= 1.0:
-        raise ConfigError(f"[gateway] reader_relative_floor must lie in 0..1, not {relative}")
-    return ReadingStage(model, chosen, pool, relative, floors)
+    share = float(calibration.get("relative", RELATIVE)) if relative < 0 else float(relative)
+    if not 0.0 <= share <= 1.0:
+        raise ConfigError(f"[gateway] reader_relative_floor must lie in 0..1 (or be negative: the model's calibration), "
+                          f"not {share}")
+    return ReadingStage(model, chosen, pool, share, floors)

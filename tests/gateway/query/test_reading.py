@@ -99,6 +99,31 @@ def test_config_names_the_reader(tmp_path) -> None:
         open_reading(str(tmp_path))
 
 
+def test_the_relative_share_is_the_models_own_unless_configured(tmp_path) -> None:
+    import json
+    import shutil
+
+    from hansa.adapters.reader.onnx import META, PACKAGED_DIR
+    from hansa.core.errors import ConfigError
+    from hansa.gateway.query.reading import RELATIVE
+
+    packaged = open_reading("packaged")
+    assert packaged is not None and packaged.relative == float(packaged.reader.calibration.get("relative", RELATIVE))
+    model = tmp_path / "model"
+    shutil.copytree(PACKAGED_DIR, model)
+    meta = json.loads((model / META).read_text())
+    meta["calibration"]["relative"] = 0.7
+    (model / META).write_text(json.dumps(meta))
+    own = open_reading(str(model))
+    assert own is not None and own.relative == 0.7  # the model's calibration
+    configured = open_reading(str(model), relative=0.3)
+    assert configured is not None and configured.relative == 0.3  # an operator's value wins
+    meta["calibration"]["relative"] = 1.5
+    (model / META).write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="reader_relative_floor must lie in 0..1"):
+        open_reading(str(model))
+
+
 def test_a_served_gateway_answers_with_the_span_and_abstains_on_what_the_reader_does_not_support(tmp_path) -> None:
     from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
 
