@@ -105,7 +105,14 @@ def answered_table(rows: Iterable[Mapping[str, Any]], floors: Mapping[str, float
             for (d, s, k), v in sorted(groups.items())]
 
 
-def card_section(floors: Mapping[str, float], single: float, table: Sequence[Mapping[str, Any]]) -> str:
+RELATIVE_FIT = ("chosen by `hansa eval --dataset squad --sites 16 --site-setting chunks_per_summary=64 --max-documents 100 "
+                "--question-source dev --split fit --strategies hansa --limit 200 --limit-unanswerable 150 --gateway-setting "
+                "reader=DIR --gateway-setting reader_relative_floor=S` over S in 0.5/0.65/0.8: the lowest off-topic sentence "
+                "share whose answer F1 is within 0.005 of the previous reader's (benchmarks/README.md, \"The reader\")")
+
+
+def card_section(floors: Mapping[str, float], single: float, table: Sequence[Mapping[str, Any]],
+                 relative: float | None = None) -> str:
     lines = [CARD_BEGIN, "## Floors per kind of question", "",
              "The gateway's floor depends on what the question asks for (gateway/query/reading.py: a small "
              "lexical rule; \"who/when/which/how many/what is the X of Y\" is factoid, \"what does X do/how/why/"
@@ -120,16 +127,22 @@ def card_section(floors: Mapping[str, float], single: float, table: Sequence[Map
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['dataset']} | {r['split']} | {r['kind']} | {r['answerable']} | {r['answered_at_kind_floor']:.3f} | "
               f"{r['answered_at_single_floor']:.3f} |" for r in table]
+    if relative is not None:
+        lines += ["", f"A further answer sentence must score at least **{relative}** of the best sentence's score "
+                      f"(`calibration.relative`; {RELATIVE_FIT})."]
     return "\n".join(lines + ["", CARD_END, ""])
 
 
-def write(model_dir: Path, floors: Mapping[str, float], section: str) -> None:
-    """reader.json's calibration gains `floors`; the card's section is replaced (or appended)."""
+def write(model_dir: Path, floors: Mapping[str, float], section: str, relative: float | None = None) -> None:
+    """reader.json's calibration gains `floors` (and `relative` when given); the card's section is
+    replaced (or appended)."""
     from hansa.adapters.reader.onnx import META
 
     meta_path = model_dir / META
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta.setdefault("calibration", {})["floors"] = dict(floors)
+    if relative is not None:
+        meta["calibration"]["relative"], meta["calibration"]["relative_fit"] = relative, RELATIVE_FIT
     meta["calibration"]["floors_fit"] = (f"answers {SHARES[FACTOID]} (factoid) / {SHARES[DESCRIPTIVE]} (descriptive) of "
                                          "each kind's answerable fit questions of SQuAD 2.0 dev and of MTRAG "
                                          "(evaluation/reader_kinds.py)")
@@ -152,7 +165,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--json", default="", help="also write the figures here")
     ap.add_argument("--rows", default="", help="each question's best score: read from this file when it exists, "
                                                   "else written there (refitting without reading again)")
+    ap.add_argument("--relative", type=float, default=None,
+                    help="with --write: also write this share of the best sentence's score as the model's "
+                         "`calibration.relative` (chosen on the fit split by hansa eval runs; see the card)")
     args = ap.parse_args(argv)
+    if args.relative is not None and not 0.0 <= args.relative <= 1.0:
+        ap.error(f"--relative must lie in 0..1, not {args.relative}")
     reader = OnnxReader(args.model_dir)
     cached = Path(args.rows) if args.rows else None
     if cached is not None and cached.is_file():
@@ -166,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     table = answered_table(rows, floors, single)
     out = {"floors": floors, "single_floor": single, "answered": table, "shares": SHARES}
     if args.write:
-        write(Path(args.model_dir), floors, card_section(floors, single, table))
+        relative = args.relative if args.relative is not None else reader.calibration.get("relative")  # kept on a refit
+        write(Path(args.model_dir), floors, card_section(floors, single, table, relative), args.relative)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

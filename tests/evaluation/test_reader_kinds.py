@@ -36,3 +36,17 @@ def test_writing_keeps_the_single_floor_and_replaces_the_cards_section(tmp_path:
     assert calibration["floor"] == before and calibration["floors"] == {"factoid": 0.3, "descriptive": 0.1}
     card = (model / "README.md").read_text()
     assert card.count(CARD_BEGIN) == 1 and "descriptive floor **0.100**" in card and "## Training" in card
+
+
+def test_a_relative_share_chosen_on_the_fit_split_is_written_with_its_provenance(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in (META, "README.md"):
+        shutil.copy(PACKAGED_DIR / name, model / name)
+    floors = {"factoid": 0.2, "descriptive": 0.05}
+    write(model, floors, card_section(floors, 0.3, [], 0.8), 0.8)
+    calibration = json.loads((model / META).read_text())["calibration"]
+    assert calibration["relative"] == 0.8 and "--split fit" in calibration["relative_fit"]
+    assert "at least **0.8** of the best sentence's score" in (model / "README.md").read_text()
+    write(model, floors, card_section(floors, 0.3, []))  # refitting floors alone keeps the share
+    assert json.loads((model / META).read_text())["calibration"]["relative"] == 0.8
