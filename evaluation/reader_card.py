@@ -51,7 +51,8 @@ def _training(train: Mapping[str, Any]) -> list[str]:
                      f"{stage['train_s'] / 60:.0f} min); command: {_command(a)}.")
     lines.append("- Then: `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write` and "
                  "`python -m hansa.evaluation.reader_kinds DIR --squad ../shared/datasets/squad --mtrag "
-                 "../shared/datasets/mtrag --write`.")
+                 "../shared/datasets/mtrag --write` (with `--relative S`: the share of the best sentence's score "
+                 "chosen on the fit split, below).")
     return lines
 
 
