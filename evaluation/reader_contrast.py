@@ -18,6 +18,12 @@ an answerable one's (AUROC 0.589 on SQuAD 2.0 dev), and the gateway never abstai
   paragraph they were written against is a negative. Answerable fit questions on those articles
   give positives, so the article itself teaches nothing. The other half of the dev articles is never
   read in training: evaluation/reader.py reports on them apart (`held_out`), the clean figure.
+- **Off-topic sentences that share the question's words** (`off_topic` per question, from a third
+  stage on): sentences of *other* articles chosen for the most content words in common with the
+  question. Stage one saw one random sentence of another article per question, which shares
+  nothing with it; the filler a site sends beside its answer does share words ("train a puppy" ->
+  a dog breed's history), and the reader scored such sentences above the descriptive floor, so an
+  out-of-scope question was answered with them (`hansa demo -q "How do I bake a tiramisu?"`).
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from hansa.evaluation.split import split_of
 ARTICLE_SALT = "hansa-reader-articles/v1"
 TRAIN_ARTICLE_PERCENT = 50  # of the SQuAD 2.0 dev articles whose fit questions training may read
 UNANSWERABLE_NEGATIVES = 4  # sentences of the near-miss paragraph per unanswerable question
+OFF_TOPIC_DRAWS = 24  # paragraphs of other articles drawn per question; their most overlapping sentences are the negatives
 
 # antonym swaps (both directions): 20% of SQuAD 2.0's unanswerable questions are antonyms (Rajpurkar et al. 2018)
 _ANTONYMS = dict(pair for a, b in (
@@ -91,9 +98,11 @@ def perturb(question: str, sentence: str, article_names: Sequence[str], rng: ran
 
 
 
-def contrast_pairs(squad_dir: Path, max_questions: int, seed: int = 13, max_dev: int = 0) -> list[Pair]:
+def contrast_pairs(squad_dir: Path, max_questions: int, seed: int = 13, max_dev: int = 0,
+                   off_topic: int = 0) -> list[Pair]:
     """Stage two's pairs (the module docstring): up to `max_questions` fit-split train questions with
-    their perturbed twins, then (up to `max_dev`; 0: all) the trainable dev articles' fit questions."""
+    their perturbed twins and `off_topic` sentences of other articles each, then (up to `max_dev`; 0:
+    all) the trainable dev articles' fit questions."""
     paragraphs = load_paragraphs(squad_dir)
     by_doc: dict[str, list[Paragraph]] = {}
     for p in paragraphs.values():
@@ -104,6 +113,9 @@ def contrast_pairs(squad_dir: Path, max_questions: int, seed: int = 13, max_dev:
     rng.shuffle(train)
     out: list[Pair] = []
     names_of: dict[str, list[str]] = {}
+    # other articles' paragraphs, of v1.1 train articles only: the dev articles stay unread (held out)
+    train_docs = {paragraphs[r["gold_passages"][0]].doc_id for r in train}
+    pool = [p for p in paragraphs.values() if p.sentences and p.doc_id in train_docs] if off_topic else []
     for r in train[:max_questions] if max_questions else train:
         gold = paragraphs[r["gold_passages"][0]]
         found = answer_sentence(gold, r["answers"])
@@ -116,9 +128,22 @@ def contrast_pairs(squad_dir: Path, max_questions: int, seed: int = 13, max_dev:
         out += question_pairs(r["question"], r["answers"], gold, article, [], in_paragraph=1, in_article=0)
         if twin is not None:
             out.append(Pair(twin, gold.sentences[found[0]], 0))
+        out += [Pair(r["question"], s, 0) for s in off_topic_sentences(r["question"], gold.doc_id, pool, off_topic, rng)]
     out += dev_pairs(rows, paragraphs, by_doc, max_dev)
     rng.shuffle(out)
     return out
+
+
+def off_topic_sentences(question: str, doc_id: str, pool: Sequence[Paragraph], n: int, rng: random.Random) -> list[str]:
+    """`n` sentences of other articles sharing the most content words with `question`, among the
+    sentences of OFF_TOPIC_DRAWS paragraphs drawn at random from `pool`."""
+    if n <= 0 or not pool:
+        return []
+    words = set(content_words(question))
+    drawn = [pool[rng.randrange(len(pool))] for _ in range(OFF_TOPIC_DRAWS)]
+    candidates = [s for p in drawn if p.doc_id != doc_id for s in p.sentences]
+    candidates.sort(key=lambda s: -len(words & set(content_words(s))))
+    return candidates[:n]
 
 
 def dev_pairs(rows: Sequence[dict[str, Any]], paragraphs: dict[str, Paragraph],

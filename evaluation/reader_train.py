@@ -116,9 +116,7 @@ def batches(pairs: Sequence[Pair], size: int, seed: int) -> list[list[Pair]]:
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     torch, AutoTokenizer, _ = _torch()
-    if args.init and not (Path(args.init) / "reader.onnx").is_file():  # before minutes of reading SQuAD
-        raise SystemExit(f"--init: {Path(args.init) / 'reader.onnx'} is missing (a reader directory written by this "
-                         "script, with reader.onnx)")
+    init = init_graph(Path(args.init)) if args.init else None  # before minutes of reading SQuAD
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -126,12 +124,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     base = Path(args.base) if args.base else _packaged_minilm()
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     if args.stage == "contrast":
-        pairs = contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions)
+        pairs = contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions, args.off_topic)
     else:
         pairs = training_pairs(Path(args.squad), args.questions, args.seed)
     model = build_model(base, args.layers)
-    if args.init:
-        load_onnx_weights(model, Path(args.init) / "reader.onnx")
+    if init is not None:
+        load_onnx_weights(model, init)
     model = model.to(device)
     frozen = [model.bert.embeddings.word_embeddings, *model.bert.encoder.layer[:args.freeze_layers]]
     for p in (p for module in frozen for p in module.parameters()):
@@ -185,39 +183,74 @@ def _lineage(init: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {"missing": str(path)}
 
 
+def init_graph(init: Path) -> Path:
+    """The graph a run continues: the directory's fp32 `reader.onnx`, else its `reader-int8.onnx` (the
+    package ships only the int8 graph, so the packaged reader can be continued too, from its weights
+    dequantized)."""
+    for name in ("reader.onnx", "reader-int8.onnx"):
+        if (init / name).is_file():
+            return init / name
+    raise SystemExit(f"--init: {init} holds neither reader.onnx nor reader-int8.onnx (a reader directory written "
+                     "by this script, or the packaged one)")
+
+
+def _float_initializers(proto: Any) -> dict[str, Any]:
+    """Every initializer as an array; a weight ONNX Runtime's dynamic quantization stored as
+    `X_quantized` with `X_scale` and `X_zero_point` is also given dequantized, as `X`."""
+    from onnx import numpy_helper
+
+    values = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
+    for name in [k for k in values if k.endswith("_quantized")]:
+        base = name[: -len("_quantized")]
+        if base + "_scale" in values and base + "_zero_point" in values:
+            zero = values[base + "_zero_point"].astype("float32")
+            values[base] = (values[name].astype("float32") - zero) * values[base + "_scale"].astype("float32")
+    return values
+
+
 def load_onnx_weights(model: Any, graph: Path) -> None:
-    """Start from a reader this script exported (its fp32 `reader.onnx`): stage two continues stage one.
+    """Start from a reader this script exported: stage two continues stage one.
 
     Why from the ONNX graph: it is the artifact a training run leaves (no second checkpoint format to
     keep). The exporter keeps every parameter's name except the Linear weights it feeds to MatMul
-    (renamed `onnx::MatMul_N`, stored transposed); each such MatMul is followed by an Add of its
-    bias, whose name gives the weight's. Every parameter of `model` must be found, with its shape."""
+    (renamed `onnx::MatMul_N`, stored transposed); each such MatMul is followed (through the int8
+    graph's Cast and Mul) by an Add of its bias, whose name gives the weight's. The int8 graph's
+    weights are dequantized (`_float_initializers`; the quantizer also keeps a transposed copy of a
+    Linear it stored as `X_Transposed`). Every parameter of `model` must be found, with its shape."""
     torch, _, _ = _torch()
     import onnx
-    from onnx import numpy_helper
 
     if not graph.is_file():
         raise SystemExit(f"--init: {graph} is missing (a reader directory written by this script, with reader.onnx)")
     proto = onnx.load(str(graph))
-    values = {i.name: numpy_helper.to_array(i) for i in proto.graph.initializer}
-    named = {k: v for k, v in values.items() if not k.startswith("onnx::")}
+    values = _float_initializers(proto)
+    named = {k: v for k, v in values.items() if not k.startswith("onnx::") and not k.endswith(("_quantized", "_scale", "_zero_point"))}
+    for k in [k for k in named if k.endswith("_Transposed")]:
+        named.setdefault(k[: -len("_Transposed")], named[k].T)
     consumers: dict[str, list[Any]] = {}
     for node in proto.graph.node:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     for node in proto.graph.node:
-        weight = next((x for x in node.input if x.startswith("onnx::MatMul")), None)
-        if node.op_type != "MatMul" or weight is None:
+        weight = next((x.removesuffix("_quantized") for x in node.input if x.startswith("onnx::MatMul")), None)
+        if node.op_type not in ("MatMul", "MatMulInteger") or weight is None or weight not in values:
             continue
-        bias = next((x for add in consumers.get(node.output[0], []) if add.op_type == "Add"
-                     for x in add.input if x.endswith(".bias") and x in values), None)
+        bias, out = None, node.output[0]
+        for _ in range(3):  # MatMul -> Add, or MatMulInteger -> Cast -> Mul -> Add
+            after = consumers.get(out, [])
+            if len(after) != 1:
+                break
+            bias = next((x for x in after[0].input if x.endswith(".bias") and x in values), None) if after[0].op_type == "Add" else None
+            if bias is not None:
+                break
+            out = after[0].output[0]
         if bias is not None:
             named[bias[: -len("bias")] + "weight"] = values[weight].T
     state = model.state_dict()
     missing = [k for k in state if k not in named or tuple(named[k].shape) != tuple(state[k].shape)]
     if missing:
         raise SystemExit(f"--init: {graph} does not hold this reader's parameters ({', '.join(missing[:4])} ...)")
-    model.load_state_dict({k: torch.from_numpy(named[k].copy()) for k in state})
+    model.load_state_dict({k: torch.from_numpy(named[k].astype("float32").copy()) for k in state})
 
 
 def export(model: Any, tokenizer: Any, out: Path) -> None:
@@ -250,10 +283,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--stage", choices=("base", "contrast"), default="base",
                     help="base: answer sentences and near misses (reader_pairs); contrast: unanswerable twins and "
                          "SQuAD 2.0's fit unanswerables (reader_contrast), continuing a base reader given by --init")
-    ap.add_argument("--init", default="", help="a reader directory this script wrote: start from its reader.onnx")
+    ap.add_argument("--init", default="", help="a reader directory this script wrote, or adapters/reader/model: start "
+                                             "from its reader.onnx (else its reader-int8.onnx, dequantized)")
     ap.add_argument("--questions", type=int, default=10000, help="fit-split train questions to sample (0: all)")
     ap.add_argument("--dev-questions", type=int, default=0,
                     help="contrast stage: SQuAD 2.0 dev fit questions of the trainable articles to read (0: all)")
+    ap.add_argument("--off-topic", type=int, default=0,
+                    help="contrast stage: sentences of other articles sharing the question's words, per question "
+                         "(negatives; reader_contrast.off_topic_sentences)")
     ap.add_argument("--layers", type=int, default=0, help="keep only the first N encoder layers (0: all; the CI smoke uses 1)")
     ap.add_argument("--freeze-layers", type=int, default=2, help="lower encoder layers left as all-MiniLM-L6-v2 trained them")
     ap.add_argument("--epochs", type=int, default=1)

@@ -100,6 +100,14 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     assert np.allclose(first[0], continued[0], atol=1e-4) and np.allclose(first[1], continued[1], atol=1e-3)
     measure([str(second), "--squad", str(squad), "--limit", "40", "--write"])
     assert "Stage two" in (second / "README.md").read_text()
+    # the package ships only the int8 graph: a run continues it from its weights, dequantized
+    (second / "reader.onnx").unlink()
+    third = tmp_path / "tiny3"
+    train(["--squad", str(squad), "--out", str(third), "--stage", "contrast", "--init", str(second), "--questions", "8",
+           "--dev-questions", "4", "--off-topic", "1", "--layers", "1", "--freeze-layers", "0", "--threads", "1", "--lr", "0"])
+    quantized, dequantized = (ort.InferenceSession(str(d)).run(None, feed)
+                              for d in (second / "reader-int8.onnx", third / "reader.onnx"))
+    assert np.allclose(quantized[0], dequantized[0], atol=0.1)
     with pytest.raises(SystemExit, match="reader.onnx"):
         train(["--squad", str(squad), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
                str(tmp_path / "missing"), "--questions", "4", "--layers", "1", "--threads", "1"])
