@@ -75,6 +75,10 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
               help="Questions of the fixed hash split (hansa.evaluation.split): tune on fit, report on report.")
 @click.option("--limit", type=int, default=0, help="At most N answerable questions, a stable hash sample (0: all).")
 @click.option("--limit-unanswerable", type=int, default=0, help="At most N unanswerable questions (0: all, -1: none).")
+@click.option("--out-of-scope", type=int, default=0,
+              help="Also ask N questions of the other dataset (SQuAD's of an MTRAG federation, MTRAG's non-Wikipedia "
+                   "ones of a SQuAD one), which no site holds: reported as abstain_out_of_scope only. The other "
+                   "dataset is read beside --data.")
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True)
 @click.option("--top-k-sites", type=int, default=0,
               help="At most this many sites for hansa and full-information routing (0: [gateway] top_k_sites).")
@@ -137,7 +141,7 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 @json_option("Print the report written to --out on stdout instead of the table.")
 @friendly
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
-             strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
+             out_of_scope: int, strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, question_source: str, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
              gateway_settings: tuple[str, ...], embedder_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
              budgets: tuple[str, ...], router_model: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
@@ -160,7 +164,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
     embedder_pairs = _settings("embedder", embedder_settings)
     sizes = _sizes(federations) if federations else ((4, 16) if dataset == "mtrag" else (16, 64))
     settings = EvalSettings(dataset=dataset, data=root, federations=sizes, strategies=chosen, split=split, limit=limit,
-                            limit_unanswerable=limit_unanswerable, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
+                            limit_unanswerable=limit_unanswerable, out_of_scope=out_of_scope, max_passages=max_passages, max_documents=max_documents, top_k_sites=top_k_sites,
                             question_source=question_source,
                             conversation=conversation, routing_only=routing_only,
                             llm_base_url=llm_cfg.base_url if llm_cfg else "", llm_model=llm_cfg.model if llm_cfg else "",

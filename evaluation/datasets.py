@@ -22,6 +22,8 @@ ANSWERABLE = "answerable"
 PARTIAL = "partial"
 UNANSWERABLE = "unanswerable"
 UNDERSPECIFIED = "underspecified"
+# a question of the other dataset, which no site of this federation holds (evaluation.runner.out_of_scope_questions)
+OUT_OF_SCOPE = "out_of_scope"
 ANSWERABLE_KINDS = frozenset({ANSWERABLE, PARTIAL})
 
 

@@ -7,6 +7,8 @@ Which questions each figure is over (so no number mixes populations):
   responses where a question has them);
 - `abstain_unanswerable`: unanswerable (and MTRAG-UN underspecified) questions;
   `answered_answerable`: answerable ones;
+- `abstain_out_of_scope`: questions of the other dataset (`hansa eval --out-of-scope N`), which no
+  site holds; they count in no other figure, so a record with them compares with one without;
 - cost and latency: every question asked.
 `answer_f1` scores the reader's span (`short_answer`) where the gateway has a reader, else the
 whole answer; `offtopic_sentence_share` is the share of a non-abstaining answer's sentences from
@@ -26,6 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hansa.evaluation import metrics
+from hansa.evaluation.datasets import OUT_OF_SCOPE
 from hansa.evaluation.runner import FederationRun, Outcome, question_source
 from hansa.core.logs import get_logger
 
@@ -34,7 +37,7 @@ log = get_logger(__name__)
 RECORD_COLUMNS = (
     "federation_sites", "strategy", "questions", "gold_site_recall", "all_gold_sites_called", "all_gold_sites_called_spanning",
     "evidence_recall_at_10", "mrr", "answer_contains", "answer_f1", "answer_rouge_l", "abstain_unanswerable", "answered_answerable",
-    "offtopic_sentence_share", "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
+    "abstain_out_of_scope", "offtopic_sentence_share", "sites_called_per_query", "bytes_per_query", "gateway_overhead_ms_p50", "latency_ms_p50", "latency_ms_p95",
 )
 
 
@@ -105,6 +108,8 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
     escalation_out = _mean(float(bool(o.escalated)) for o in gate_out)
     if gate_out:
         outcomes = [o for o in outcomes if o.origin_kind != "out"] or list(gate_out)
+    out_of_scope = [o for o in outcomes if o.question.kind == OUT_OF_SCOPE]
+    outcomes = [o for o in outcomes if o.question.kind != OUT_OF_SCOPE] or out_of_scope
     answerable = [o for o in outcomes if o.question.answerable and o.question.gold]
     unanswerable = [o for o in outcomes if not o.question.answerable]
     spanning = [o for o in answerable if len(o.gold_sites) > 1]  # the question's evidence lies at several sites
@@ -144,6 +149,8 @@ def summarize(dataset: str, split: str, n_sites: int, outcomes: Sequence[Outcome
         "answer_rouge_l": _mean(metrics.rouge_l(text[id(o)], o.question.references) for o in long_ref),
         "answer_words_mean": _mean(len(metrics.answer_text(o.answer).split()) for o in outcomes if not o.abstained),
         "abstain_unanswerable": _mean(float(o.abstained) for o in unanswerable),
+        "out_of_scope_questions": len(out_of_scope),
+        "abstain_out_of_scope": _mean(float(o.abstained) for o in out_of_scope),
         "answered_answerable": _mean(float(not o.abstained) for o in outcomes if o.question.answerable),
         "abstention_auroc": metrics.auroc([0.0 if o.abstained else o.confidence for o in outcomes],
                                           [o.question.answerable for o in outcomes]),

@@ -71,6 +71,7 @@ class EvalSettings:
     split: str = "report"
     limit: int = 0  # answerable questions (0: all in the split)
     limit_unanswerable: int = 0  # unanswerable questions (0: all in the split; -1: none)
+    out_of_scope: int = 0  # questions of the other dataset, which no site holds (out_of_scope_questions)
     # "dev" / "train" (SQuAD): only questions of that part; "all" mixes them. all-MiniLM-L6-v2 was
     # trained on SQuAD's train questions, so train figures flatter it: headline figures use dev.
     question_source: str = "all"
@@ -205,6 +206,32 @@ def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: in
     answerable = sample([q for q in chosen if q.answerable], limit)
     unanswerable = [] if limit_unanswerable < 0 else sample([q for q in chosen if not q.answerable], limit_unanswerable)
     return answerable + unanswerable
+
+
+# The other dataset's questions asked of a federation (out_of_scope_questions). MTRAG's Wikipedia
+# domain (clapnq) is left out of those asked of SQuAD, whose sites hold Wikipedia too.
+OUT_OF_SCOPE_FROM = {"squad": ("mtrag", ("fiqa", "govt", "cloud")), "mtrag": ("squad", ())}
+
+
+def out_of_scope_questions(dataset: str, data: Path, split: str, n: int) -> list[Question]:
+    """`n` answerable questions of the other dataset (its `split`, in hash order), as questions no
+    site of this federation can answer: what a new user asks of an organization's documents that
+    they do not cover. Unlike SQuAD 2.0's unanswerable questions (written against a paragraph the
+    sites hold, one detail changed), these share little but common words with the sites' text,
+    so a gateway that still answers them answers with filler. Looked for beside `data` (the folder
+    that holds both datasets, as $HANSA_EVAL_DATA does)."""
+    from hansa.evaluation.datasets import OUT_OF_SCOPE
+
+    other, domains = OUT_OF_SCOPE_FROM[dataset]
+    root = data.parent / other
+    if not root.is_dir():
+        raise InputError(f"--out-of-scope asks {other} questions of a {dataset} federation: {root} is missing "
+                         f"(keep {other}/ beside {data.name}/, as in ../shared/datasets)")
+    ds = load_dataset(other, root)
+    pool = [q for q in select(ds.questions, split) if q.answerable and not q.conversation[1:]
+            and (not domains or q.domain in domains) and (other != "squad" or question_source(q) == "dev")]
+    return [Question(f"out-of-scope:{q.id}", q.text, kind=OUT_OF_SCOPE, source=f"{other}:{q.source or q.domain}")
+            for q in sample(pool, n)]
 
 
 def sample_documents(ds: Dataset, max_documents: int, source: str = "all") -> Dataset:
@@ -586,6 +613,8 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
             raise InputError(f"router model {settings.router_model} is unusable (missing, corrupt or trained on "
                              "other features; the log says which): the learned strategy would measure summary matching")
     questions = choose_questions(ds, settings.split, settings.limit, settings.limit_unanswerable, settings.question_source)
+    if settings.out_of_scope > 0:
+        questions += out_of_scope_questions(settings.dataset, settings.data, settings.split, settings.out_of_scope)
     if not questions:
         raise InputError(f"no {settings.split} questions selected")
     passages = cap_passages(ds.passages, questions, settings.max_passages) if settings.max_passages else ds.passages
