@@ -116,22 +116,20 @@ def batches(pairs: Sequence[Pair], size: int, seed: int) -> list[list[Pair]]:
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     torch, AutoTokenizer, _ = _torch()
-    if args.init and not (Path(args.init) / "reader.onnx").is_file():  # before minutes of reading SQuAD
-        raise SystemExit(f"--init: {Path(args.init) / 'reader.onnx'} is missing (a reader directory written by this "
-                         "script, with reader.onnx)")
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     base = Path(args.base) if args.base else _packaged_minilm()
     tokenizer = AutoTokenizer.from_pretrained(str(base))
+    model = build_model(base, args.layers)
+    if args.init:  # a missing or foreign graph is refused before minutes of reading SQuAD
+        load_onnx_weights(model, Path(args.init) / "reader.onnx")
+    # the pairs draw from their own random.Random(seed): built after the model, they are the same pairs
     if args.stage == "contrast":
         pairs = contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions)
     else:
         pairs = training_pairs(Path(args.squad), args.questions, args.seed)
-    model = build_model(base, args.layers)
-    if args.init:
-        load_onnx_weights(model, Path(args.init) / "reader.onnx")
     model = model.to(device)
     frozen = [model.bert.embeddings.word_embeddings, *model.bert.encoder.layer[:args.freeze_layers]]
     for p in (p for module in frozen for p in module.parameters()):

@@ -100,8 +100,8 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     assert np.allclose(first[0], continued[0], atol=1e-4) and np.allclose(first[1], continued[1], atol=1e-3)
     measure([str(second), "--squad", str(squad), "--limit", "40", "--write"])
     assert "Stage two" in (second / "README.md").read_text()
-    with pytest.raises(SystemExit, match="reader.onnx"):
-        train(["--squad", str(squad), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
+    with pytest.raises(SystemExit, match="reader.onnx"):  # before SQuAD is read: no SQuAD is there to read
+        train(["--squad", str(tmp_path / "no-squad"), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
                str(tmp_path / "missing"), "--questions", "4", "--layers", "1", "--threads", "1"])
 
 
