@@ -116,20 +116,20 @@ def batches(pairs: Sequence[Pair], size: int, seed: int) -> list[list[Pair]]:
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     torch, AutoTokenizer, _ = _torch()
-    init = init_graph(Path(args.init)) if args.init else None  # before minutes of reading SQuAD
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
     base = Path(args.base) if args.base else _packaged_minilm()
     tokenizer = AutoTokenizer.from_pretrained(str(base))
+    model = build_model(base, args.layers)
+    if args.init:  # a missing or foreign graph is refused before minutes of reading SQuAD
+        load_onnx_weights(model, init_graph(Path(args.init)))
+    # the pairs draw from their own random.Random(seed): built after the model, they are the same pairs
     if args.stage == "contrast":
         pairs = contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions, args.off_topic)
     else:
         pairs = training_pairs(Path(args.squad), args.questions, args.seed)
-    model = build_model(base, args.layers)
-    if init is not None:
-        load_onnx_weights(model, init)
     model = model.to(device)
     frozen = [model.bert.embeddings.word_embeddings, *model.bert.encoder.layer[:args.freeze_layers]]
     for p in (p for module in frozen for p in module.parameters()):
@@ -220,9 +220,7 @@ def load_onnx_weights(model: Any, graph: Path) -> None:
     torch, _, _ = _torch()
     import onnx
 
-    if not graph.is_file():
-        raise SystemExit(f"--init: {graph} is missing (a reader directory written by this script, with reader.onnx)")
-    proto = onnx.load(str(graph))
+    proto = onnx.load(str(graph))  # init_graph found it
     values = _float_initializers(proto)
     named = {k: v for k, v in values.items() if not k.startswith("onnx::") and not k.endswith(("_quantized", "_scale", "_zero_point"))}
     for k in [k for k in named if k.endswith("_Transposed")]:

@@ -11,9 +11,12 @@ multiprocess mode before the first import (core/metrics.py).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from hansa.gateway.query.engine import QueryTrace
 
 QUERIES = Counter("hansa_gateway_queries", "Questions answered by the gateway, by outcome", ["outcome"])
 SITE_CALL_SECONDS = Histogram(
@@ -33,8 +36,8 @@ SUMMARIES = Gauge("hansa_gateway_summaries", "Summaries in the routing index (pe
 OUTCOMES = ("answered", "abstained", "no_sites", "error")
 
 
-def query_outcome(trace: dict[str, Any], calls: Iterable[Any]) -> str:
-    """What became of one question, from its trace and calls (absent fields are tolerated): no_sites
+def query_outcome(trace: QueryTrace, calls: Iterable[Any]) -> str:
+    """What became of one question, from its trace and calls: no_sites
     (no site was asked), error (every site asked failed), abstained (sites answered but the evidence
     did not answer the question) or answered. The first two come first: an engine that abstains
     when nobody could be asked or nobody answered must not hide an outage as an abstention."""
@@ -43,18 +46,17 @@ def query_outcome(trace: dict[str, Any], calls: Iterable[Any]) -> str:
         return "no_sites"
     if not any(c.status == "ok" for c in calls):
         return "error"
-    return "abstained" if trace.get("abstained") else "answered"
+    return "abstained" if trace.abstained else "answered"
 
 
-def record_query(trace: dict[str, Any], calls: Iterable[Any]) -> None:
+def record_query(trace: QueryTrace, calls: Iterable[Any]) -> None:
     calls = list(calls)
     outcome = query_outcome(trace, calls)
     QUERIES.labels(outcome=outcome).inc()
     if outcome == "abstained":
         ABSTENTIONS.inc()
-    gate = trace.get("gate")
-    if isinstance(gate, dict) and gate.get("decision"):
-        GATE_DECISIONS.labels(decision=str(gate["decision"])).inc()
+    if trace.gate is not None:
+        GATE_DECISIONS.labels(decision=trace.gate.decision).inc()
     for call in calls:
         SITE_CALLS.labels(site=call.site_id, status=call.status).inc()
         SITE_CALL_SECONDS.labels(site=call.site_id).observe(call.latency_ms / 1000)

@@ -38,14 +38,14 @@ def query_record(result: Any, question: str, client: str, origin: str | None) ->
     answer = result.answer if len(result.answer) <= MAX_ANSWER_CHARS else result.answer[:MAX_ANSWER_CHARS] + "…"
     return {
         "at": format_utc(utc_now()),
-        "query_id": str(result.trace.get("query_id", "")),
+        "query_id": result.trace.query_id or "",
         "client": client,
         "question": question[:MAX_QUESTION_CHARS],
         "origin": origin,
         "abstained": result.abstained,
         "answer": answer,
         "calls": [call.trace_json() for call in result.calls],
-        "trace": result.trace,
+        "trace": result.trace.to_json(),
     }
 
 

@@ -346,12 +346,12 @@ class Gateway:
                 policy = policy or self.policy
                 if self.router is not None and (policy is None or policy.router is None):
                     policy = replace(policy or QueryPolicy(), router=self.router)
-                result = self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client))
+                result = self.engine.run(request, policy=policy, allowed_origins=self.api_keys.allowed_origins(client),
+                                         query_id=query_id)
             except Exception as exc:
                 if not isinstance(exc, HansaError) or exc.http_status >= 500:
                     metrics.QUERIES.labels(outcome="error").inc()
                 raise
-            result.trace["query_id"] = query_id
             self._remember_calls(result.calls)
             self.recent_queries.add(query_record(result, request.question, client, request.origin))
             metrics.record_query(result.trace, result.calls)

@@ -112,8 +112,8 @@ def ask(fed: Any, question: str, mode: str) -> dict[str, Any]:
         body["sites"] = sorted(fed.sites)
     result = fed.gateway_service.query(QueryRequest.from_json(body), "bench")
     t = result.trace
-    return {"overhead": t["gateway_overhead_ms"], "fusion": t["fusion_ms"], "routing": t["routing_ms"],
-            "measured": t.get("fusion_measured", 0), "calls": [c["latency_ms"] for c in t["per_site"]],
+    return {"overhead": t.gateway_overhead_ms, "fusion": t.fusion_ms, "routing": t.routing_ms,
+            "measured": t.fusion_measured, "calls": [round(c.latency_ms, 1) for c in t.per_site],
             "answer": result.answer, "sentences": [x.text for x in result.fused.sentences]}
 
 

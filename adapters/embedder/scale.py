@@ -13,7 +13,7 @@ that builds sites keeps the evaluation's site cache valid while they are refit.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -33,9 +33,10 @@ Cosine = Annotated[StrictFloat, Field(ge=0.0, le=1.0)]
 
 
 @dataclass(frozen=True)
-class ScaleTable(Wire):
-    """One model's table in scales.toml, whose comments document each key: read through the model
-    layer, so a misspelt key, a missing one or a value out of [0, 1] is refused naming the key."""
+class ScoreScale(Wire):
+    """One model's table in scales.toml, whose comments document each key, with the `model_id` it
+    is declared under: what the lookups return. Read through the model layer once, so a misspelt
+    key, a missing one or a value out of [0, 1] is refused naming the key."""
 
     __pydantic_config__ = FORBID
     WHERE: ClassVar[str] = SCALES_FILE
@@ -50,6 +51,7 @@ class ScaleTable(Wire):
     overlap_bonus: Cosine
     conf_low: Cosine
     conf_high: Cosine
+    model_id: str  # the table's name in scales.toml, never one of its keys
 
     def __post_init__(self) -> None:
         if not self.conf_low < self.conf_high:
@@ -58,15 +60,8 @@ class ScaleTable(Wire):
 
     @classmethod
     def numbers(cls) -> tuple[str, ...]:
-        """The keys in cosine units (all but `fit`, and a ScoreScale's `model_id`)."""
+        """The keys in cosine units (all but `fit` and `model_id`)."""
         return tuple(f.name for f in fields(cls) if f.name not in ("model_id", "fit"))
-
-
-@dataclass(frozen=True)
-class ScoreScale(ScaleTable):
-    """A model's table with the `model_id` it is declared under: what the lookups return."""
-
-    model_id: str
 
 
 def parse_scales(text: str, where: str) -> tuple[dict[str, ScoreScale], str]:
@@ -79,12 +74,15 @@ def parse_scales(text: str, where: str) -> tuple[dict[str, ScoreScale], str]:
     default = data.pop("default", None)
     scales: dict[str, ScoreScale] = {}
     for model_id, table in data.items():
+        named = f"{where}: [{model_id!r}]"
         try:
-            values = ScaleTable.from_json(table, where=f"{where}: [{model_id!r}]")
+            if isinstance(table, dict) and "model_id" in table:  # the table's name is its model_id
+                raise InputError(f"{named}: unknown keys ['model_id']")
+            given = {**table, "model_id": model_id} if isinstance(table, dict) else table
+            scales[model_id] = ScoreScale.from_json(given, where=named)
         except InputError as exc:
-            raise ConfigError(f"{exc}; every model declares exactly: fit, {', '.join(ScaleTable.numbers())} "
+            raise ConfigError(f"{exc}; every model declares exactly: fit, {', '.join(ScoreScale.numbers())} "
                               "(numbers in [0, 1], cosine units)") from None
-        scales[model_id] = ScoreScale(**asdict(values), model_id=model_id)
     if default not in scales:
         raise ConfigError(f"{where}: `default` must name one of its models ({', '.join(scales)}), not {default!r}")
     return scales, default

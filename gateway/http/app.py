@@ -107,7 +107,7 @@ def create_gateway_app(gateway: Gateway) -> Flask:
         client = gateway.api_keys.authenticate(request.headers.get("Authorization"))  # before reading any body
         query = QueryRequest.from_json(_body())
         result = gateway.query(query, client)
-        query_id = str(result.trace.get("query_id", ""))
+        query_id = result.trace.query_id or ""
         if all_failed(result.sites, query.budget):  # not a 200 "No answer": the per-site detail says why
             failed = _json({"error": "every called site failed", "kind": "UpstreamError", "sites": result.sites,
                             "query_id": query_id}, 502)

@@ -38,6 +38,7 @@ from hansa.core.errors import HansaError, InputError
 from hansa.core.jsonsafe import dumps
 from hansa.core.logs import get_logger
 from hansa.gateway.query.call import all_failed
+from hansa.gateway.query.engine import QueryTrace
 from hansa.gateway.query.request import QueryRequest
 from hansa.gateway.query.request import MAX_CONVERSATION_TURNS
 from hansa.gateway.service import Gateway
@@ -172,13 +173,13 @@ def annotations(answer: str, citations: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
-def usage(trace: dict[str, Any]) -> dict[str, Any]:
+def usage(trace: QueryTrace) -> dict[str, Any]:
     """OpenAI's usage: the tokens answer synthesis spent (0 for an extractive answer); `estimated`
     is added when the LLM endpoint reported no counts and they were estimated from words."""
-    tokens = (trace.get("synthesis") or {}).get("tokens") or {}
-    prompt, completion = int(tokens.get("prompt", 0)), int(tokens.get("completion", 0))
+    reply = trace.synthesis.reply if trace.synthesis is not None else None
+    prompt, completion = (reply.prompt_tokens, reply.completion_tokens) if reply is not None else (0, 0)
     out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    if tokens.get("estimated"):
+    if reply is not None and reply.estimated:
         out["estimated"] = True
     return out
 
@@ -224,8 +225,8 @@ def create_openai_blueprint(gateway: Gateway) -> Blueprint:
         message = {"role": "assistant", "content": result.answer, "refusal": None,
                    "annotations": annotations(result.answer, result.citations)}
         body = result.to_json()  # abstained, confidence, short_answer: what /v1/query says beside the answer
-        extension = {"citations": result.citations, "sites": result.sites, "trace": result.trace,
-                     **{k: body[k] for k in ("abstained", "confidence", "short_answer") if k in body}}
+        extension = {"citations": result.citations, "sites": result.sites,
+                     **{k: body[k] for k in ("trace", "abstained", "confidence", "short_answer") if k in body}}
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": MODEL_ID}
         if not stream:
             return _json({**head, "object": "chat.completion",

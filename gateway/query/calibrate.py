@@ -179,7 +179,7 @@ def reader_rows(gateway: Any, questions: Iterable[LabelledQuestion], top_k_sites
     rows = []
     for q in questions:
         result = gateway.engine.run(QueryRequest(question=q.text, top_k_sites=top_k_sites))
-        read = result.trace.get("reading") or {}
+        read = result.fused.reading or {}
         features = {"reader_best": float(read.get("best", 0.0)), "passages": float(result.assessment.passages)
                     if result.assessment is not None else 0.0}
         rows.append(Row("reader", Example(features, q.answerable, q.id), site=reading.reader.model_sha256))

@@ -88,11 +88,6 @@ class Round:
     wait_ms: float
     requests: tuple[RetrieveRequest, ...] = ()  # what each call asked, when sites were asked differently
 
-    def trace_json(self, number: int) -> dict[str, Any]:
-        return {"round": number, "kind": self.kind, "sites": [c.site_id for c in self.calls],
-                "ms": round(self.wait_ms, 1), "bytes_out": sum(c.bytes_out for c in self.calls),
-                "bytes_in": sum(c.bytes_in for c in self.calls)}
-
 
 class Calls:
     """One query's clock and budget, and its calls across rounds: the one context the stages are

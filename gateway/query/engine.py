@@ -6,21 +6,9 @@ while the engine keeps what must hold for all of them: the registry decides who 
 the budget is enforced here (not by stages), every answer seen is fused (the best answer found is
 never lost), and the trace shows each stage's time and each round.
 
-Trace (beside the answer): the fields the gateway always had (sites_considered, sites_excluded,
-sites_called, selection, per_site, routing_ms, calls_ms, fusion_ms, total_ms, bytes_out,
-bytes_in, note) plus `stages_ms` {route, gate, call, assess, refine, fuse, synthesize} (a stage that did not
-run is absent), `embed_ms`, `rounds` [{round, kind, sites, ms, bytes_out, bytes_in}],
-`waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total minus waiting),
-`origin`/`gate` when an origin was given, `assessment`, `stop_reason`, `budget` {given, spent},
-`policy`, `standalone_question` (a follow-up turn with its conversation's salient words,
-query.request.standalone_question: what was routed and retrieved), `origin_assessment` (the
-gate's input) with an origin, `synthesis` with an LLM (query.synthesize: which answer was used, the tokens spent, also
-counted in `budget.spent.tokens`), `abstained` and `abstention` {abstain, score, reason, threshold}
-(query.abstain), `router` {name, model_version, ...}.
-With a tiered router: `tiers` {site: tier} and each considered site's tier and signals;
-a round whose sites were asked differently carries `modes` {site: local|global} and `followups`
-{site: question}; with a refiner that judges answers each round carries the fused answer's
-`quality` and `best_round` says whose answer was returned.
+The trace beside the answer is a `QueryTrace`, built once at the end of the query from the
+query's state, typed for in-process readers, and serialized where an answer is written out (its
+docstring lists its fields).
 
 The result carries what a reader needs beside the answer: readable citations
 (FusedAnswer.readable_citations: title, snippet, page, source, `n`, `used`) and the per-site
@@ -33,8 +21,8 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Collection, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping
 
 from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
@@ -49,9 +37,9 @@ from hansa.gateway.query.gate import EvidenceGate, Gate, GateDecision
 from hansa.gateway.query.hops import bridge_entities
 from hansa.gateway.query.policy import QueryPolicy, default_abstainer, default_gate, escalation_policy
 from hansa.gateway.query.refine import MAX_ROUNDS, JudgingRefiner, OneRound, RefineState, Refiner
-from hansa.gateway.query.request import QueryRequest, authorize_origin, check_sites
-from hansa.gateway.query.route import LearningRouter, Router, Routing, SummaryRouter, route
-from hansa.gateway.query.synthesize import synthesize, tokens_spent
+from hansa.gateway.query.request import Budget, QueryRequest, authorize_origin, check_sites
+from hansa.gateway.query.route import LearningRouter, Router, Routing, SiteScore, SummaryRouter, route
+from hansa.gateway.query.synthesize import Synthesis, SynthesisTrace, synthesize
 from hansa.gateway.query.tiers import TieredScore
 from hansa.gateway.query.fusion import FusedAnswer, fuse
 from hansa.gateway.query.reliability import SiteHistory
@@ -62,17 +50,164 @@ from hansa.gateway.query.fusion import measure_early
 from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
 from hansa.gateway.query.conduct import OVERROUTED_EXCESS, SiteConduct
 from hansa.gateway.query.reliability import OVERROUTED, Observation, SiteReliability
-from hansa.gateway.query.fusion import Screen
+from hansa.gateway.query.fusion import Screen, Screened
 from hansa.gateway.transport import SiteTransport
 from hansa.core.text import content_words  # the sites' own notion of a content word
 from hansa.sync.wire import MAX_QUESTION_CHARS, RetrieveRequest
+
+if TYPE_CHECKING:
+    from hansa.gateway.query.quality import Quality
+
+
+# The trace's types live here, beside QueryResult, not in a module of their own: the engine is their
+# one writer, and issue 33 counts the gateway files a default query enters (scripts/bench_house.py).
+
+class _Traced:
+    """A part of the trace: its JSON is its fields in order, each part by its own `to_json`
+    (a site call by `trace_json`), and a field that has a default is left out while it holds it
+    (an optional key absent, as the served JSON always had it)."""
+
+    __slots__ = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
+            value = getattr(self, f.name)
+            if f.default is not MISSING and value == f.default:
+                continue
+            out[f.name] = _json(value)
+        return out
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, SiteCall):
+        return value.trace_json()
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Spent(_Traced):
+    """What the query spent of its budget: time, site calls, bytes both ways, LLM tokens."""
+
+    time_ms: float
+    sites: int
+    bytes: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUse(_Traced):
+    given: Budget  # the request's, echoed
+    spent: Spent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundTrace(_Traced):
+    """One round of calls: `modes` when its sites were asked differently, `followups` where a site
+    was asked another question than the query's, and with a judging refiner the fused answer's
+    `quality` after it."""
+
+    round: int
+    kind: str
+    sites: tuple[str, ...]
+    ms: float
+    bytes_out: int
+    bytes_in: int
+    modes: Mapping[str, str] | None = None
+    followups: Mapping[str, str] | None = None
+    quality: Quality | None = None
+
+    @classmethod
+    def of(cls, number: int, rnd: Round, question: str, quality: Quality | None) -> RoundTrace:
+        asked = list(zip(rnd.calls, rnd.requests))
+        followups = {c.site_id: r.question for c, r in asked if r.question != question}
+        return cls(round=number, kind=rnd.kind, sites=tuple(c.site_id for c in rnd.calls), ms=round(rnd.wait_ms, 1),
+                   bytes_out=sum(c.bytes_out for c in rnd.calls), bytes_in=sum(c.bytes_in for c in rnd.calls),
+                   modes={c.site_id: r.mode for c, r in asked} if rnd.requests else None,
+                   followups=followups or None, quality=quality)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryTrace(_Traced):
+    """The trace beside the answer, in the order its JSON lists it.
+
+    What the gateway always had: the sites considered, excluded and called, the selection, each
+    call (`per_site`), routing_ms (embedding the question included), calls_ms, fusion_ms,
+    fusion_measured (the sentences fusion embedded to verify relevance), total_ms, bytes_out,
+    bytes_in, and `note` (why there is no answer, when there is none). Then `embed_ms`,
+    `stages_ms` {route, gate, call, assess, refine, fuse, synthesize} (a stage that did not run is
+    absent), `rounds`, `waiting_ms` (wall time waiting for sites), `gateway_overhead_ms` (total
+    minus waiting), `finish_reserve_ms`, the `assessment` of every answer, `stop_reason`, `budget`
+    {given, spent} and the `policy`.
+
+    How the request was taken: `origin`, and the `gate`'s decision on the `origin_assessment`, when
+    an origin was given; `conversation_turns` and `standalone_question` for a follow-up turn (the
+    question with its conversation's salient words, query.request.standalone_question: what was
+    routed and retrieved); the `router` {name, model_version, ...}.
+
+    How the answer was made: the factors fusion weighed each site's citations by (`site_prior`)
+    and by how much of the question each site's answer uses (`answer_coverage`); with an LLM,
+    `synthesis` (query.synthesize: which answer was used, the tokens spent, also counted in
+    `budget.spent.tokens`); `abstained` and `abstention` {abstain, score, reason, threshold}
+    (query.abstain); with a reader, `reading`; the sentences refused as evidence (`screened`:
+    echoes, instructions, templates); the follow-ups second hops asked, in order (`second_hops`).
+
+    With a tiered router, `tiers` {site: tier}; with a refiner that judges answers, `best_round`
+    says whose answer was returned. The service adds the `query_id`."""
+
+    sites_considered: tuple[SiteScore, ...]
+    sites_excluded: tuple[Mapping[str, str], ...]
+    selection: str  # "routed" or "explicit"
+    sites_called: tuple[str, ...]
+    per_site: tuple[SiteCall, ...]
+    routing_ms: float
+    calls_ms: float
+    fusion_ms: float
+    fusion_measured: int
+    total_ms: float
+    bytes_out: int
+    bytes_in: int
+    embed_ms: float
+    stages_ms: Mapping[str, float]
+    rounds: tuple[RoundTrace, ...]
+    waiting_ms: float
+    gateway_overhead_ms: float
+    finish_reserve_ms: float
+    assessment: Assessment
+    stop_reason: str | None  # written even when None
+    budget: BudgetUse
+    policy: Mapping[str, str]
+    origin: str | None = None
+    gate: GateDecision | None = None
+    origin_assessment: Assessment | None = None
+    conversation_turns: int | None = None
+    standalone_question: str | None = None
+    router: Mapping[str, Any]
+    note: str | None = None
+    site_prior: Mapping[str, float] | None = None
+    answer_coverage: Mapping[str, float] | None = None
+    synthesis: SynthesisTrace | None = None
+    abstained: bool
+    abstention: AbstainDecision | None = None
+    reading: Mapping[str, Any] | None = None
+    screened: tuple[Screened, ...] = ()
+    second_hops: tuple[str, ...] = ()
+    tiers: Mapping[str, str] | None = None
+    best_round: int | None = None
+    query_id: str | None = None
 
 
 @dataclass(frozen=True)
 class QueryResult:
     answer: str
     citations: list[dict[str, Any]]
-    trace: dict[str, Any]
+    trace: QueryTrace
     fused: FusedAnswer = field(repr=False)
     calls: tuple[SiteCall, ...] = field(default=(), repr=False)  # every call, all rounds
     decision: GateDecision | None = None
@@ -89,8 +224,8 @@ class QueryResult:
     def to_json(self) -> dict[str, Any]:
         """The body of a POST /v1/query answer. `confidence` is the abstention score (higher: the
         evidence answers the question), for risk-coverage curves."""
-        out = {"answer": self.answer, "citations": self.citations, "trace": self.trace, "abstained": self.abstained,
-               "sites": self.sites}
+        out = {"answer": self.answer, "citations": self.citations, "trace": self.trace.to_json(),
+               "abstained": self.abstained, "sites": self.sites}
         if self.abstention is not None:
             out["confidence"] = round(self.abstention.score, 4)
         if self.fused.conflicts:
@@ -175,9 +310,10 @@ class QueryEngine:
                      discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels)
 
     def run(self, request: QueryRequest, *, policy: QueryPolicy | None = None,
-            allowed_origins: Collection[str] | None = None) -> QueryResult:
+            allowed_origins: Collection[str] | None = None, query_id: str | None = None) -> QueryResult:
         """Answer `request` under `policy` (default: the gateway's); `allowed_origins` are the
-        origins the asking client may speak for (None: any). The stages, in their fixed order."""
+        origins the asking client may speak for (None: any); `query_id` is the service's, for the
+        trace. The stages, in their fixed order."""
         q = self._route(request, policy or QueryPolicy(), allowed_origins)
         self._ask_origin(q)
         self._ask_routed(q)
@@ -186,8 +322,8 @@ class QueryEngine:
         self._learn(q)
         fused, calls = q.answer_fused, q.calls
         answer = q.synthesis.answer if q.synthesis is not None else fused.answer
-        return QueryResult(answer, fused.readable_citations(answer), _trace(q), fused, tuple(calls.calls), q.decision,
-                           q.assessment, q.abstention, extractive_answer=fused.answer,
+        return QueryResult(answer, fused.readable_citations(answer), _trace(q, query_id), fused, tuple(calls.calls),
+                           q.decision, q.assessment, q.abstention, extractive_answer=fused.answer,
                            sites=site_summary(calls.calls, calls.skipped), routing=q.routing)
 
     def _route(self, request: QueryRequest, policy: QueryPolicy, allowed_origins: Collection[str] | None) -> "_Query":
@@ -431,7 +567,7 @@ class _Query:
     fusion_prior: Mapping[str, float] | None = None
     second_hops: list[str] = field(default_factory=list)
     fused: FusedAnswer | None = None
-    synthesis: Any = None
+    synthesis: Synthesis | None = None
 
     def stage(self, name: str) -> None:
         """The stage that ran since the last one ended is `name` (its time goes to stages_ms)."""
@@ -448,80 +584,67 @@ class _Query:
         return self.fused
 
 
-def _trace(q: _Query) -> dict[str, Any]:
-    """The trace beside the answer (the module docstring lists its fields)."""
+def _trace(q: _Query, query_id: str | None) -> QueryTrace:
+    """The trace beside the answer, from the query's state once every stage ran."""
     request, calls, fused = q.request, q.calls, q.answer_fused
     total_ms = calls.elapsed_ms()
     bytes_out = sum(c.bytes_out for c in calls.calls)
     bytes_in = sum(c.bytes_in for c in calls.calls)
-    trace: dict[str, Any] = {
-        "sites_considered": [s.to_json() for s in q.routing.considered],
-        "sites_excluded": q.routing.excluded,
-        "selection": q.routing.selection,
-        "sites_called": [c.site_id for c in calls.calls],
-        "per_site": [c.trace_json() for c in calls.calls],
-        "routing_ms": round(q.routing_ms, 1),  # includes embedding the question
-        "calls_ms": round(calls.waiting_ms, 1),
-        "fusion_ms": round(calls.stages.get("fuse", 0.0), 1),
-        "fusion_measured": fused.measured,  # sentences fusion embedded to verify relevance
-        "total_ms": round(total_ms, 1),
-        "bytes_out": bytes_out,
-        "bytes_in": bytes_in,
-        "embed_ms": round(q.routing.embed_ms, 1),
-        "stages_ms": {k: round(v, 1) for k, v in calls.stages.items()},
-        "rounds": [r.trace_json(i) for i, r in enumerate(calls.rounds)],
-        "waiting_ms": round(calls.waiting_ms, 1),
-        "gateway_overhead_ms": round(max(total_ms - calls.waiting_ms, 0.0), 1),
-        "finish_reserve_ms": round(calls.reserve_ms, 1),
-        "assessment": q.evidence.to_json(),
-        "stop_reason": q.stop_reason,
-        "budget": {"given": request.budget.to_json(),
-                   "spent": {"time_ms": round(total_ms, 1), "sites": len(calls.calls), "bytes": bytes_out + bytes_in,
-                             "tokens": tokens_spent(q.synthesis) if q.synthesis is not None else 0}},
-        "policy": q.policy.to_json(q.router, q.gate, q.refiner, q.abstainer),
-    }
-    _trace_request(trace, q)
-    _trace_answer(trace, q)
-    _trace_refinement(trace, request.question, q.routing, calls.rounds, q.judged)
-    return trace
+    spent = Spent(time_ms=round(total_ms, 1), sites=len(calls.calls), bytes=bytes_out + bytes_in,
+                  tokens=q.synthesis.trace.tokens if q.synthesis is not None else 0)
+    return QueryTrace(
+        sites_considered=tuple(q.routing.considered),
+        sites_excluded=tuple(q.routing.excluded),
+        selection=q.routing.selection,
+        sites_called=tuple(c.site_id for c in calls.calls),
+        per_site=tuple(calls.calls),
+        routing_ms=round(q.routing_ms, 1),  # includes embedding the question
+        calls_ms=round(calls.waiting_ms, 1),
+        fusion_ms=round(calls.stages.get("fuse", 0.0), 1),
+        fusion_measured=fused.measured,
+        total_ms=round(total_ms, 1),
+        bytes_out=bytes_out,
+        bytes_in=bytes_in,
+        embed_ms=round(q.routing.embed_ms, 1),
+        stages_ms={k: round(v, 1) for k, v in calls.stages.items()},
+        rounds=tuple(RoundTrace.of(i, r, request.question, q.judged.measures.get(i))
+                     for i, r in enumerate(calls.rounds)),
+        waiting_ms=round(calls.waiting_ms, 1),
+        gateway_overhead_ms=round(max(total_ms - calls.waiting_ms, 0.0), 1),
+        finish_reserve_ms=round(calls.reserve_ms, 1),
+        assessment=q.evidence,
+        stop_reason=q.stop_reason,
+        budget=BudgetUse(request.budget, spent),
+        policy=q.policy.to_json(q.router, q.gate, q.refiner, q.abstainer),
+        **_request_trace(q),
+        **_answer_trace(q),
+        tiers={s.site_id: s.tier for s in q.routing.considered if isinstance(s, TieredScore)} or None,
+        best_round=q.judged.best_round,
+        query_id=query_id,
+    )
 
 
-def _trace_request(trace: dict[str, Any], q: _Query) -> None:
+def _request_trace(q: _Query) -> dict[str, Any]:
     """How the request was taken: its origin and the gate, the conversation, the standalone question."""
-    request = q.request
-    if request.origin is not None:
-        trace["origin"] = request.origin
-        if q.decision is not None:
-            trace["gate"] = q.decision.to_json()
-    if q.origin_assessment is not None:
-        trace["origin_assessment"] = q.origin_assessment.to_json()  # what the gate decided on
-    if request.conversation:
-        trace["conversation_turns"] = len(request.conversation)
-    if request.question != q.asked.question:
-        trace["standalone_question"] = request.question
-    trace["router"] = q.router.describe()
+    request, origin = q.request, q.request.origin
+    return dict(origin=origin, gate=q.decision if origin is not None else None, origin_assessment=q.origin_assessment,
+                conversation_turns=len(request.conversation) or None,
+                standalone_question=request.question if request.question != q.asked.question else None,
+                router=q.router.describe())
 
 
-def _trace_answer(trace: dict[str, Any], q: _Query) -> None:
+def _answer_trace(q: _Query) -> dict[str, Any]:
     """How the answer was made: fusion's weights, the reader, abstention, synthesis, second hops."""
     fused = q.answer_fused
-    if fused.note:
-        trace["note"] = fused.note
-    if q.fusion_prior is not None:  # the factors fusion weighed each site's citations by
-        trace["site_prior"] = {site: round(f, 4) for site, f in sorted(q.fusion_prior.items())}
-    if fused.site_coverage:  # ... and by how much of the question each site's answer uses
-        trace["answer_coverage"] = {site: round(f, 4) for site, f in sorted(fused.site_coverage.items())}
-    if q.synthesis is not None:
-        trace["synthesis"] = q.synthesis.trace
-    trace["abstained"] = q.abstention is not None and q.abstention.abstain
-    if q.abstention is not None:
-        trace["abstention"] = q.abstention.to_json()
-    if fused.reading is not None:
-        trace["reading"] = dict(fused.reading)
-    if fused.screened:  # sentences refused as evidence: echoes, instructions, templates (gateway.query.fusion)
-        trace["screened"] = [s.to_json() for s in fused.screened]
-    if q.second_hops:
-        trace["second_hops"] = q.second_hops  # the follow-ups asked, in order
+    prior = q.fusion_prior  # the factors fusion weighed each site's citations by
+    return dict(note=fused.note or None,
+                site_prior={site: round(f, 4) for site, f in sorted(prior.items())} if prior is not None else None,
+                # ... and by how much of the question each site's answer uses
+                answer_coverage={site: round(f, 4) for site, f in sorted(fused.site_coverage.items())} or None,
+                synthesis=q.synthesis.trace if q.synthesis is not None else None,
+                abstained=q.abstention is not None and q.abstention.abstain, abstention=q.abstention,
+                reading=dict(fused.reading) if fused.reading is not None else None,
+                screened=tuple(fused.screened), second_hops=tuple(q.second_hops))
 
 
 @dataclass(eq=False)
@@ -565,21 +688,3 @@ def _not_yet_asked(hop: Routing, called: set[str]) -> list[str]:
 def _followup(request: QueryRequest, question: str) -> RetrieveRequest:
     """A Depth follow-up: local mode, the query's top_k; clipped to what a site accepts."""
     return replace(request.retrieve_request("local"), question=question[:MAX_QUESTION_CHARS].strip() or request.question)
-
-
-def _trace_refinement(trace: dict[str, Any], question: str, routing: Routing, rounds: Sequence[Round],
-                      judged: _Judged) -> None:
-    """Tiers, each round's modes/follow-ups and quality, and which round's answer was returned."""
-    tiers = {s.site_id: s.tier for s in routing.considered if isinstance(s, TieredScore)}  # a tiered router's
-    if tiers:
-        trace["tiers"] = tiers
-    for i, (entry, rnd) in enumerate(zip(trace["rounds"], rounds)):
-        if rnd.requests:
-            entry["modes"] = {c.site_id: r.mode for c, r in zip(rnd.calls, rnd.requests)}
-            followups = {c.site_id: r.question for c, r in zip(rnd.calls, rnd.requests) if r.question != question}
-            if followups:
-                entry["followups"] = followups
-        if i in judged.measures:
-            entry["quality"] = judged.measures[i].to_json()
-    if judged.best_round is not None:
-        trace["best_round"] = judged.best_round

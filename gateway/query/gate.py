@@ -32,8 +32,13 @@ class GateDecision:
     threshold: float | None = None  # the confidence at or above which the origin answers alone
     features: Mapping[str, float] = field(default_factory=dict)  # what the confidence was computed from
 
+    @property
+    def decision(self) -> str:
+        """What the trace and the metrics call it: answer or escalate."""
+        return "answer" if self.answer else "escalate"
+
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"decision": "answer" if self.answer else "escalate", "reason": self.reason}
+        out: dict[str, Any] = {"decision": self.decision, "reason": self.reason}
         if self.confidence is not None:
             out["confidence"] = round(self.confidence, 4)
         if self.threshold is not None:

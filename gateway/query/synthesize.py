@@ -31,10 +31,10 @@ is capped at what is left.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
-from hansa.adapters.llm.base import LLM, completion_of, estimate_tokens
+from hansa.adapters.llm.base import LLM, Completion, completion_of, estimate_tokens
 from hansa.core.errors import HansaError
 from hansa.core.sentences import split_sentences
 from hansa.core.text import content_words  # the sites' own notion of a content word
@@ -56,10 +56,38 @@ SYSTEM = ("Answer the question using ONLY the numbered evidence. After every sen
 _QUOTE = str.maketrans({"<": "‹", ">": "›"})
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SynthesisTrace:
+    """The trace's `synthesis`: which answer was used (`answer`: llm or extractive) and why not the
+    LLM's (`reason`); once the LLM replied, the tokens it spent and the sentences dropped; for an
+    LLM answer, the sentences only one member stands behind (`single_source`)."""
+
+    reply: Completion | None = None  # the LLM's reply, for its token counts (None: not asked, or it failed)
+    dropped: tuple[Mapping[str, str], ...] = ()  # {sentence, reason}
+    answer: str
+    reason: str | None = None
+    single_source: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.reply.prompt_tokens + self.reply.completion_tokens if self.reply is not None else 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.reply is not None:
+            out.update(tokens=self.reply.tokens_json(), dropped=[dict(d) for d in self.dropped])
+        out["answer"] = self.answer
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.answer == "llm":
+            out["single_source"] = list(self.single_source)
+        return out
+
+
 @dataclass(frozen=True)
 class Synthesis:
     answer: str
-    trace: dict[str, Any] = field(default_factory=dict)
+    trace: SynthesisTrace
 
 
 def evidence(fused: FusedAnswer) -> dict[int, list[str]]:
@@ -126,32 +154,29 @@ def check(text: str, cited: dict[int, list[str]]) -> tuple[list[str], list[dict[
 
 def synthesize(llm: LLM | None, question: str, fused: FusedAnswer, *, max_tokens: int = MAX_TOKENS,
                token_budget: int | None = None) -> Synthesis:
-    """The checked LLM answer, or the extractive one (`trace["answer"]` says which)."""
+    """The checked LLM answer, or the extractive one (`trace.answer` says which)."""
     cited = evidence(fused)
     if llm is None or not cited:
-        return Synthesis(fused.answer, {"answer": "extractive", "reason": "no LLM" if llm is None else "no evidence"})
+        return Synthesis(fused.answer, SynthesisTrace(answer="extractive",
+                                                      reason="no LLM" if llm is None else "no evidence"))
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": f"Evidence:\n{quoted(cited)}\n\nQuestion: {question}"}]
     if token_budget is not None:
         left = token_budget - estimate_tokens(messages, "")[0]
         if left < 1:
-            return Synthesis(fused.answer, {"answer": "extractive",
-                                            "reason": f"the prompt alone exceeds the token budget ({token_budget})"})
+            return Synthesis(fused.answer, SynthesisTrace(
+                answer="extractive", reason=f"the prompt alone exceeds the token budget ({token_budget})"))
         max_tokens = min(max_tokens, left)
     try:
         reply = completion_of(llm, messages, max_tokens=max_tokens, temperature=0.0)
     except HansaError as exc:  # BackendError: timeout, refused, HTTP error — the extractive answer stands
-        return Synthesis(fused.answer, {"answer": "extractive", "reason": f"LLM failed: {exc}"})
+        return Synthesis(fused.answer, SynthesisTrace(answer="extractive", reason=f"LLM failed: {exc}"))
     kept, dropped = check(reply.text, cited)
-    trace: dict[str, Any] = {"tokens": reply.tokens_json(), "dropped": dropped}
     if not kept:
-        return Synthesis(fused.answer, {**trace, "answer": "extractive", "reason": "no LLM sentence was supported"})
+        return Synthesis(fused.answer, SynthesisTrace(reply=reply, dropped=tuple(dropped), answer="extractive",
+                                                      reason="no LLM sentence was supported"))
     behind = sources(fused)
     # a claim only one member stands behind: readers (and the adversarial bench) can tell it apart
     single = [s for s in kept if len(set().union(*(behind.get(int(n), set()) for n in MARKER.findall(s)))) == 1]
-    return Synthesis(" ".join(kept), {**trace, "answer": "llm", "single_source": single})
-
-
-def tokens_spent(synthesis: Synthesis | None) -> int:
-    tokens = (synthesis.trace.get("tokens") or {}) if synthesis is not None else {}
-    return int(tokens.get("total", tokens.get("prompt", 0) + tokens.get("completion", 0)))
+    return Synthesis(" ".join(kept), SynthesisTrace(reply=reply, dropped=tuple(dropped), answer="llm",
+                                                    single_source=tuple(single)))

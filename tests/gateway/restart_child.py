@@ -31,7 +31,7 @@ def main(home: str, spec_path: str) -> None:
     def routing(gw: Gateway) -> list[dict[str, Any]]:
         out = []
         for question in spec["questions"]:
-            trace = gw.query(QueryRequest(question=question), client="restart-test").trace
+            trace = gw.query(QueryRequest(question=question), client="restart-test").trace.to_json()
             out.append({"question": question, "considered": trace["sites_considered"],
                         "called": trace["sites_called"]})
         return out

@@ -108,8 +108,8 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     quantized, dequantized = (ort.InferenceSession(str(d)).run(None, feed)
                               for d in (second / "reader-int8.onnx", third / "reader.onnx"))
     assert np.allclose(quantized[0], dequantized[0], atol=0.1)
-    with pytest.raises(SystemExit, match="reader.onnx"):
-        train(["--squad", str(squad), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
+    with pytest.raises(SystemExit, match="reader.onnx"):  # before SQuAD is read: no SQuAD is there to read
+        train(["--squad", str(tmp_path / "no-squad"), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
                str(tmp_path / "missing"), "--questions", "4", "--layers", "1", "--threads", "1"])
 
 

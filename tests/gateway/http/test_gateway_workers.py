@@ -193,7 +193,7 @@ def test_every_worker_admin_page_shows_every_workers_recent_queries(pair) -> Non
     asked = a.query(QueryRequest(question=QUESTION, top_k_sites=1), client="tester")
     seen_by_b = admin_state(b)
     assert seen_by_b["shared"] is True
-    assert [q["query_id"] for q in seen_by_b["recent_queries"]] == [asked.trace["query_id"]]
+    assert [q["query_id"] for q in seen_by_b["recent_queries"]] == [asked.trace.query_id]
     assert seen_by_b["recent_queries"][0]["question"] == QUESTION and seen_by_b["recent_queries"][0]["client"] == "tester"
     site = next(s for s in seen_by_b["sites"] if s["site_id"] == SITE)
     assert [c["status"] for c in site["recent_calls"]] == ["invalid"]  # a's call, as b shows it

@@ -21,6 +21,7 @@ from hansa.gateway.query.route import QuestionWords
 from hansa.gateway.query.assess import Assessment, assess
 from hansa.gateway.query.request import Budget, QueryRequest
 from hansa.gateway.query.gate import GateDecision
+from hansa.gateway.query.engine import QueryTrace
 from hansa.gateway.query.policy import QueryPolicy
 from hansa.gateway.query.refine import RefineState, RefineStep
 from hansa.gateway.query.request import (
@@ -60,8 +61,8 @@ def gw(federation, keys) -> Iterator[Gateway]:
     service.close()
 
 
-def called(trace: dict[str, Any]) -> list[str]:
-    return [c["site_id"] for c in trace["per_site"]]
+def called(trace: QueryTrace) -> list[str]:
+    return [c.site_id for c in trace.per_site]
 
 
 # -- routing and the trace --------------------------------------------------------------------------
@@ -70,16 +71,16 @@ def test_routes_each_question_to_the_site_that_holds_it_and_traces_every_stage(g
     for question, site in ((GOVT_Q, "govt"), (RIVER_Q, "clapnq")):
         result = gw.query(QueryRequest(question=question), client="engine")
         trace = result.trace
-        assert called(trace) == trace["sites_called"] == [site], trace["sites_considered"]
-        assert trace["per_site"][0]["status"] == OK and result.citations and result.citations[0]["site_id"] == site
-        assert set(trace["stages_ms"]) == STAGES and "gate" not in trace
-        assert [(r["round"], r["kind"], r["sites"]) for r in trace["rounds"]] == [(0, "routed", [site])]
-        assert 0 < trace["waiting_ms"] <= trace["total_ms"]
-        assert trace["gateway_overhead_ms"] == pytest.approx(trace["total_ms"] - trace["waiting_ms"], abs=0.2)
-        assert trace["bytes_in"] == trace["per_site"][0]["bytes_in"] > 0
-        assert trace["budget"]["spent"]["sites"] == 1 and trace["policy"]["name"] == "hansa"
-        assert trace["assessment"]["passages"] > 0 and trace["assessment"]["best_relevance"] > 0.3
-        assert trace["stop_reason"] == "one round (no refinement)"
+        assert called(trace) == list(trace.sites_called) == [site], trace.sites_considered
+        assert trace.per_site[0].status == OK and result.citations and result.citations[0]["site_id"] == site
+        assert set(trace.stages_ms) == STAGES and trace.gate is None and "gate" not in trace.to_json()
+        assert [(r.round, r.kind, r.sites) for r in trace.rounds] == [(0, "routed", (site,))]
+        assert 0 < trace.waiting_ms <= trace.total_ms
+        assert trace.gateway_overhead_ms == pytest.approx(trace.total_ms - trace.waiting_ms, abs=0.2)
+        assert trace.bytes_in == trace.per_site[0].bytes_in > 0
+        assert trace.budget.spent.sites == 1 and trace.policy["name"] == "hansa"
+        assert trace.assessment.passages > 0 and trace.assessment.best_relevance > 0.3
+        assert trace.stop_reason == "one round (no refinement)"
 
 
 def test_routing_scores_each_site_by_its_published_terms_too(gw: Gateway) -> None:
@@ -87,14 +88,14 @@ def test_routing_scores_each_site_by_its_published_terms_too(gw: Gateway) -> Non
     routing by the words alone would pick the same site for these questions."""
     assert gw.sites_view()["sites"] and all(s["terms"] for s in gw.sites_view()["sites"])
     for question, site in ((GOVT_Q, "govt"), (RIVER_Q, "clapnq")):
-        considered = gw.query(QueryRequest(question=question), client="engine").trace["sites_considered"]
-        lexical = {s["site_id"]: s["lexical"] for s in considered}
+        considered = gw.query(QueryRequest(question=question), client="engine").trace.sites_considered
+        lexical = {s.site_id: s.lexical for s in considered}
         assert max(lexical, key=lexical.get) == site, considered
 
 
 def test_explicit_sites_are_called_as_named_and_unknown_ones_are_404(gw: Gateway) -> None:
     trace = gw.query(QueryRequest(question=GOVT_Q, sites=("clapnq", "govt")), client="engine").trace
-    assert trace["selection"] == "explicit" and sorted(called(trace)) == ["clapnq", "govt"]
+    assert trace.selection == "explicit" and sorted(called(trace)) == ["clapnq", "govt"]
     with pytest.raises(NotFoundError):
         gw.query(QueryRequest(question=GOVT_Q, sites=("nowhere",)), client="engine")
 
@@ -102,19 +103,19 @@ def test_explicit_sites_are_called_as_named_and_unknown_ones_are_404(gw: Gateway
 def test_a_follow_up_is_routed_with_its_conversation(gw: Gateway) -> None:
     follow_up = "What does it do after one?"
     alone = gw.query(QueryRequest(question=follow_up), client="engine").trace
-    assert "standalone_question" not in alone
+    assert alone.standalone_question is None
     trace = gw.query(QueryRequest(question=follow_up, conversation=("Tell me about FEMA and disaster relief.",)),
                      client="engine").trace
-    assert trace["standalone_question"].startswith(follow_up) and "fema" in trace["standalone_question"]
-    assert called(trace) == ["govt"] and trace["conversation_turns"] == 1
+    assert trace.standalone_question is not None and trace.standalone_question.startswith(follow_up)
+    assert "fema" in trace.standalone_question and called(trace) == ["govt"] and trace.conversation_turns == 1
 
 
 # -- origins ------------------------------------------------------------------------------------------
 
 def test_the_origin_is_asked_first_then_escalation_skips_it(gw: Gateway) -> None:
     trace = gw.query(QueryRequest(question=GOVT_Q, origin="clapnq", top_k_sites=2), client="engine").trace
-    assert trace["rounds"][0]["kind"] == "origin" and trace["rounds"][0]["sites"] == ["clapnq"]
-    assert trace["gate"]["decision"] == "escalate" and "gate" in trace["stages_ms"]
+    assert trace.rounds[0].kind == "origin" and trace.rounds[0].sites == ("clapnq",)
+    assert trace.gate is not None and trace.gate.decision == "escalate" and "gate" in trace.stages_ms
     assert called(trace).count("clapnq") == 1 and "govt" in called(trace)  # escalated, origin not asked twice
 
 
@@ -128,7 +129,7 @@ def test_a_gate_that_trusts_the_origin_answers_from_it_alone(gw: Gateway) -> Non
     policy = QueryPolicy(name="gated", gate=TrustOrigin())
     result = gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="engine", policy=policy)
     assert called(result.trace) == ["govt"] and result.decision is not None and result.decision.answer
-    assert result.trace["stop_reason"] == "answered by the origin" and result.trace["policy"]["gate"] == "trust-origin"
+    assert result.trace.stop_reason == "answered by the origin" and result.trace.policy["gate"] == "trust-origin"
     out_of_domain = gw.query(QueryRequest(question=RIVER_Q, origin="govt"), client="engine", policy=policy)
     assert "clapnq" in called(out_of_domain.trace)  # the origin's evidence is weak: escalate
 
@@ -140,7 +141,7 @@ def test_unknown_origin_is_404_and_a_key_speaks_only_for_its_origins(gw: Gateway
     assert keys.allowed_origins("govt-desk") == {"govt"} and keys.allowed_origins("engine") is None
     with pytest.raises(VerificationError, match="may not speak for origin 'clapnq'"):
         gw.query(QueryRequest(question=GOVT_Q, origin="clapnq"), client="govt-desk")
-    assert gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="govt-desk").trace["origin"] == "govt"
+    assert gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="govt-desk").trace.origin == "govt"
     client = create_gateway_app(gw).test_client()  # the same refusals over HTTP: statuses, never a 500
     auth = {"Authorization": f"Bearer {key}"}
     assert client.post("/v1/query", json={"question": GOVT_Q, "origin": "clapnq"}, headers=auth).status_code == 403
@@ -173,14 +174,14 @@ def test_bad_budgets_are_400(budget: Any, gw: Gateway, keys: ApiKeyStore) -> Non
 def test_the_budget_bounds_sites_bytes_and_time(gw: Gateway) -> None:
     both = ("clapnq", "govt")
     one = gw.query(QueryRequest(question=GOVT_Q, sites=both, budget=Budget(sites=1)), client="engine").trace
-    assert called(one) == ["clapnq"] and one["budget"]["given"] == {"sites": 1}
+    assert called(one) == ["clapnq"] and one.budget.given == Budget(sites=1)
     starved = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(bytes=10)), client="engine")
-    assert starved.trace["per_site"] == [] and starved.trace["stop_reason"] == "budget"
+    assert starved.trace.per_site == () and starved.trace.stop_reason == "budget"
     assert "budget" in starved.answer
     # a question the gateway's LRU has not seen: embedding it alone outlasts 1 ms
     late = gw.query(QueryRequest(question="What does FEMA do before a flood?", budget=Budget(time_ms=1)),
                     client="engine").trace
-    assert late["per_site"] == [] and late["stop_reason"] == "budget"
+    assert late.per_site == () and late.stop_reason == "budget"
 
 
 def test_skipped_counts_the_chosen_sites_the_budget_or_the_gate_left_uncalled(gw: Gateway) -> None:
@@ -200,7 +201,7 @@ def test_skipped_counts_the_chosen_sites_the_budget_or_the_gate_left_uncalled(gw
 
     answered = gw.query(QueryRequest(question=GOVT_Q, origin="govt", sites=both), client="engine",
                         policy=QueryPolicy(name="gated", gate=TrustOrigin()))
-    assert called(answered.trace) == ["govt"] and answered.trace["stop_reason"] == "answered by the origin"
+    assert called(answered.trace) == ["govt"] and answered.trace.stop_reason == "answered by the origin"
     assert answered.sites["skipped"] == 1 and answered.sites["total"] == 2  # clapnq: chosen, the gate kept it out
 
 
@@ -228,12 +229,12 @@ def test_a_refiner_adds_rounds_never_recalls_a_site_and_the_engine_stops_it(gw: 
             return RefineStep(tuple(rest[:1])) if rest else RefineStep(("govt",))  # then asks an old one
 
     result = gw.query(QueryRequest(question=GOVT_Q), client="engine", policy=QueryPolicy(refiner=NextBest()))
-    kinds = [r["kind"] for r in result.trace["rounds"]]
+    kinds = [r.kind for r in result.trace.rounds]
     assert kinds == ["routed", "refine"] and sorted(called(result.trace)) == ["clapnq", "govt"]
-    assert result.trace["stop_reason"] == "no new site to ask"
+    assert result.trace.stop_reason == "no new site to ask"
     capped = gw.query(QueryRequest(question=GOVT_Q, budget=Budget(sites=1)), client="engine",
                       policy=QueryPolicy(refiner=NextBest()))
-    assert called(capped.trace) == ["govt"] and capped.trace["stop_reason"] == "budget"
+    assert called(capped.trace) == ["govt"] and capped.trace.stop_reason == "budget"
 
 
 def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation, keys) -> None:
@@ -273,10 +274,10 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
                                policy=QueryPolicy(router=SlowRouter(0.4, 0.3), refiner=SlowRefiner()))
     finally:
         service.close()
-    assert [r["kind"] for r in result.trace["rounds"]] == ["routed", "refine"]
+    assert [r.kind for r in result.trace.rounds] == ["routed", "refine"]
     first, second = timeouts
     assert 5.0 - 1.5 < first <= 5.0 - 0.4 and 5.0 - 1.5 < second <= 5.0 - 0.3
-    assert result.trace["finish_reserve_ms"] == 0.0  # the service's first question: nothing seen yet
+    assert result.trace.finish_reserve_ms == 0.0  # the service's first question: nothing seen yet
     assert list(service.engine.finish._samples) == []  # every site answered in time: nothing to learn
 
     # a round that cut a call at its deadline records what the gateway's work after it took
@@ -295,7 +296,7 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
         recorded = list(service.engine.finish._samples)
     finally:
         service.close()
-    assert [c["status"] for c in cut.trace["per_site"]] == [TIMEOUT]
+    assert [c.status for c in cut.trace.per_site] == [TIMEOUT]
     assert len(recorded) == 1 and 0 <= recorded[0] < 1_000
 
     # a gateway whose recent questions needed 150 ms after their rounds stops waiting 150 ms earlier
@@ -309,7 +310,7 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
         kept = service.query(QueryRequest(question=GOVT_Q), client="engine", policy=QueryPolicy(router=SlowRouter(0.4, 0.3)))
     finally:
         service.close()
-    assert kept.trace["finish_reserve_ms"] == 150.0
+    assert kept.trace.finish_reserve_ms == 150.0
     (reserved,) = timeouts
     assert 5.0 - 1.5 < reserved <= 5.0 - 0.4 - 0.15
 
@@ -323,7 +324,7 @@ def test_each_round_deadline_counts_the_gateway_work_that_preceded_it(federation
         late = service.query(QueryRequest(question=GOVT_Q), client="engine", policy=QueryPolicy(router=SlowRouter(0.4, 0.3)))
     finally:
         service.close()
-    assert timeouts == [] and late.trace["per_site"] == [] and late.trace["stop_reason"] == "deadline"
+    assert timeouts == [] and late.trace.per_site == () and late.trace.stop_reason == "deadline"
     assert "site deadline" in late.answer and late.sites["skipped"] == 1  # the routed site, not asked
 
 
@@ -411,7 +412,7 @@ def test_a_repeated_question_embeds_nothing_new_at_the_gateway(gw: Gateway, fede
     gw.query(QueryRequest(question=RIVER_Q), client="engine")
     misses = gw.embedder.misses
     trace = gw.query(QueryRequest(question=RIVER_Q), client="engine").trace
-    assert trace["fusion_measured"] >= 1 and gw.embedder.misses == misses
+    assert trace.fusion_measured >= 1 and gw.embedder.misses == misses
     embedder = next(iter(federation.sites.values())).ctx.embedder
     plain = Gateway.open(GatewayConfig(embedding_memo_entries=0), embedder=embedder, vector_store=federation.gateway_vectors,
                          registry=federation.registry, api_keys=gw.api_keys)
@@ -502,11 +503,11 @@ def test_a_time_budget_that_cuts_every_call_says_so_instead_of_no_answer(federat
         embedder.embed([GOVT_Q])  # warm: the budget goes to the calls, not to a first embedding
         result = service.query(QueryRequest(question=GOVT_Q, sites=("clapnq", "govt"), budget=Budget(time_ms=600)),
                                client="engine")
-        assert [c["status"] for c in result.trace["per_site"]] == [TIMEOUT, TIMEOUT], result.trace["per_site"]
+        assert [c.status for c in result.trace.per_site] == [TIMEOUT, TIMEOUT], result.trace.per_site
         assert "holds no answer" not in result.answer
         assert "time budget (600 ms)" in result.answer and "clapnq, govt" in result.answer
         assert "not an absence of an answer" in result.answer and not result.citations
-        assert result.trace["abstained"] is False
+        assert result.trace.abstained is False
 
         key = keys.create("budget-cut")
         resp = create_gateway_app(service).test_client().post(
@@ -534,11 +535,12 @@ def test_the_site_prior_weighs_citations_by_routing_and_is_traced(gw: Gateway) -
     assert both == ["clapnq", "govt"]
     request = QueryRequest(question=RIVER_Q, sites=tuple(both))
     weighed = gw.query(request, client="engine", policy=QueryPolicy(site_prior=1.0))
-    prior = weighed.trace["site_prior"]
+    prior = weighed.trace.site_prior
+    assert prior is not None
     assert set(prior) == set(both) and prior["clapnq"] == 1.0 and prior["govt"] < 1.0
     assert weighed.citations[0]["site_id"] == "clapnq"
     plain = gw.query(request, client="engine", policy=QueryPolicy(site_prior=0.0))
-    assert "site_prior" not in plain.trace
+    assert plain.trace.site_prior is None
     assert {(c["site_id"], c["doc_id"]) for c in plain.citations} == {(c["site_id"], c["doc_id"]) for c in weighed.citations}
 
 
@@ -547,8 +549,9 @@ def test_answer_coverage_is_traced_per_answering_site_and_only_when_weighed(gw: 
     higher factor, and the trace says so; at weight 0 there is no such entry."""
     request = QueryRequest(question=RIVER_Q, sites=("clapnq", "govt"))
     weighed = gw.query(request, client="engine", policy=QueryPolicy(answer_coverage=1.0))
-    cover = weighed.trace["answer_coverage"]
+    cover = weighed.trace.answer_coverage
+    assert cover is not None
     assert set(cover) <= {"clapnq", "govt"} and 0.0 < cover["clapnq"] <= 1.0
     assert cover["clapnq"] > cover.get("govt", 0.0)
     plain = gw.query(request, client="engine", policy=QueryPolicy(answer_coverage=0.0))
-    assert "answer_coverage" not in plain.trace
+    assert plain.trace.answer_coverage is None

@@ -51,22 +51,22 @@ def ask(gw: Gateway, cal: Calibration, question: str = GOVT_Q, **kw: Any) -> Any
 
 
 def rounds(result: Any) -> list[tuple[str, list[str]]]:
-    return [(r["kind"], r["sites"]) for r in result.trace["rounds"]]
+    return [(r.kind, list(r.sites)) for r in result.trace.rounds]
 
 
 def test_confident_evidence_from_the_leader_stops_after_one_call(gw: Gateway) -> None:
     result = ask(gw, calibration(cut=-2.0))
     assert rounds(result) == [("routed", ["govt"])]
-    assert result.trace["stop_reason"].startswith("evidence confident")
+    assert result.trace.stop_reason.startswith("evidence confident")
     assert result.citations and all(c["site_id"] == "govt" for c in result.citations)
 
 
 def test_weak_evidence_escalates_to_the_next_ranked_site_and_keeps_the_best_answer(gw: Gateway) -> None:
     result = ask(gw, calibration(cut=2.0))
     assert rounds(result) == [("routed", ["govt"]), ("escalate", ["clapnq"])]
-    assert result.trace["stop_reason"].startswith(("escalation schedule done", "no ranked site left"))
+    assert result.trace.stop_reason.startswith(("escalation schedule done", "no ranked site left"))
     assert result.citations[0]["site_id"] == "govt"  # the second round's site does not push out the evidence
-    assert result.trace["budget"]["spent"]["sites"] == 2
+    assert result.trace.budget.spent.sites == 2
 
 
 def test_the_ranking_decides_who_is_asked_first(gw: Gateway) -> None:
@@ -76,12 +76,12 @@ def test_the_ranking_decides_who_is_asked_first(gw: Gateway) -> None:
 
 def test_a_request_that_names_its_sites_is_never_escalated_past_them(gw: Gateway) -> None:
     result = ask(gw, calibration(cut=2.0), sites=["clapnq"])
-    assert rounds(result) == [("routed", ["clapnq"])] and result.trace["stop_reason"] == "the request named its sites"
+    assert rounds(result) == [("routed", ["clapnq"])] and result.trace.stop_reason == "the request named its sites"
 
 
 def test_the_sites_budget_caps_escalation(gw: Gateway) -> None:
     result = ask(gw, calibration(cut=2.0), budget=Budget(sites=1))
-    assert rounds(result) == [("routed", ["govt"])] and result.trace["stop_reason"] == "budget"
+    assert rounds(result) == [("routed", ["govt"])] and result.trace.stop_reason == "budget"
     assert result.sites["skipped"] == 1  # clapnq was chosen, then not called
 
 
@@ -94,11 +94,11 @@ def test_a_calibration_with_an_escalation_model_becomes_the_gateways_routing(in_
         assert service.calibration.escalate is not None
         result = service.query(QueryRequest(question=GOVT_Q), client="escalate")
         assert rounds(result) == [("routed", ["govt"]), ("escalate", ["clapnq"])]
-        assert result.trace["policy"]["refiner"] == "escalation"
+        assert result.trace.policy["refiner"] == "escalation"
         # a policy naming its own refiner keeps it
         one = service.query(QueryRequest(question=GOVT_Q), client="escalate",
                             policy=QueryPolicy(name="one", refiner=OneRound()))
-        assert len(one.trace["rounds"]) == 1
+        assert len(one.trace.rounds) == 1
 
 
 def test_the_escalate_strategy_without_an_escalation_model_is_refused_clearly() -> None:
@@ -173,9 +173,9 @@ def test_an_origin_the_gate_escalated_is_followed_by_the_ranking_even_if_escalat
     """The gate (always escalate: no gate model) sends the question past its origin; escalation's
     own confidence (always confident) must not undo that with nobody else asked."""
     result = ask(gw, calibration(cut=-2.0), origin="govt")
-    assert result.trace["gate"]["decision"] == "escalate"
-    assert [c["site_id"] for c in result.trace["per_site"]] == ["govt", "clapnq"]
-    assert result.trace["stop_reason"].startswith("evidence confident")
+    assert result.trace.gate is not None and result.trace.gate.decision == "escalate"
+    assert [c.site_id for c in result.trace.per_site] == ["govt", "clapnq"]
+    assert result.trace.stop_reason.startswith("evidence confident")
 
 
 def test_fit_escalation_under_a_sites_budget_takes_the_best_recall_within_it() -> None:
@@ -192,7 +192,7 @@ def test_fit_escalation_under_a_sites_budget_takes_the_best_recall_within_it() -
 def test_a_requests_own_top_k_sites_bounds_escalation(gw: Gateway) -> None:
     """DGRAG's top-1 (a client asking for one site) stays one site under escalation."""
     result = ask(gw, calibration(cut=2.0), top_k_sites=1)
-    assert rounds(result) == [("routed", ["govt"])] and "top_k_sites" in result.trace["stop_reason"]
+    assert rounds(result) == [("routed", ["govt"])] and "top_k_sites" in result.trace.stop_reason
 
 
 def test_the_calibrate_command_fits_escalation_within_a_sites_budget(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from hansa.core.errors import InputError, NotFoundError, VerificationError
 from hansa.gateway.query import calibrate as fitting
 from hansa.gateway.trust.apikeys import API_KEYS_FILE, ApiKeyStore
 from hansa.gateway.http.app import create_gateway_app
-from hansa.gateway.query.gate import AlwaysEscalate, CalibratedGate
+from hansa.gateway.query.engine import QueryTrace
+from hansa.gateway.query.gate import AlwaysEscalate, CalibratedGate, GateDecision
 from hansa.gateway.query.abstain import CalibratedAbstainer
 from hansa.gateway.query.calibration import Calibration, LogisticModel, load_calibration
 from hansa.gateway.query.policy import QueryPolicy, gated
@@ -46,8 +47,13 @@ def gw(in_process_gateway, keys, tmp_path_factory) -> Iterator[Gateway]:
     service.close()
 
 
-def called(trace: dict[str, Any]) -> list[str]:
-    return [c["site_id"] for c in trace["per_site"]]
+def called(trace: QueryTrace) -> list[str]:
+    return [c.site_id for c in trace.per_site]
+
+
+def gate_of(trace: QueryTrace) -> GateDecision:
+    assert trace.gate is not None, "the gate decided"
+    return trace.gate
 
 
 # -- the gate ----------------------------------------------------------------------------------------
@@ -55,30 +61,38 @@ def called(trace: dict[str, Any]) -> list[str]:
 def test_the_calibrated_gate_answers_from_the_origin_that_holds_the_evidence_and_records_why(gw: Gateway) -> None:
     policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)))
     local = gw.query(QueryRequest(question=GOVT_Q, origin="govt"), client="gate", policy=policy)
-    assert called(local.trace) == ["govt"] and local.trace["stop_reason"] == "answered by the origin"
-    gate = local.trace["gate"]
-    assert gate["decision"] == "answer" and gate["confidence"] >= gate["threshold"] == 0.5
-    assert gate["features"] == {"best_relevance": local.trace["origin_assessment"]["best_relevance"]}
-    assert local.trace["policy"]["gate"] == "calibrated" and local.citations[0]["site_id"] == "govt"
+    assert called(local.trace) == ["govt"] and local.trace.stop_reason == "answered by the origin"
+    gate, seen = gate_of(local.trace), local.trace.origin_assessment
+    assert gate.answer and gate.confidence is not None and gate.confidence >= gate.threshold == 0.5
+    assert seen is not None and gate.features == {"best_relevance": seen.best_relevance}
+    assert local.trace.policy["gate"] == "calibrated" and local.citations[0]["site_id"] == "govt"
     assert not local.abstained and local.to_json()["abstained"] is False
 
 
 def test_the_calibrated_gate_escalates_when_the_origin_lacks_the_evidence(gw: Gateway) -> None:
     policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)))
     result = gw.query(QueryRequest(question=RIVER_Q, origin="govt"), client="gate", policy=policy)
-    gate = result.trace["gate"]
-    assert gate["decision"] == "escalate" and gate["confidence"] < gate["threshold"]
+    gate = gate_of(result.trace)
+    assert not gate.answer and gate.confidence is not None and gate.threshold is not None
+    assert gate.confidence < gate.threshold
     assert called(result.trace)[0] == "govt" and "clapnq" in called(result.trace)
-    assert [r["kind"] for r in result.trace["rounds"]] == ["origin", "routed"]
+    assert [r.kind for r in result.trace.rounds] == ["origin", "routed"]
     assert result.citations and result.citations[0]["site_id"] == "clapnq"
 
 
 def test_the_gated_strategy_without_a_calibration_always_escalates(gw: Gateway) -> None:
+    from prometheus_client import REGISTRY
+
+    def escalations() -> float:  # the gateway's metric of gate decisions, from each query's trace
+        return REGISTRY.get_sample_value("hansa_gateway_gate_decisions_total", {"decision": "escalate"}) or 0.0
+
     assert gw.calibration.gate is None and "not found" in gw.calibration.source
+    before = escalations()
     result = gw.query(QueryRequest(question=GOVT_Q, origin="clapnq", top_k_sites=2), client="gate",
                       policy=gated(gw.calibration))
-    assert result.trace["gate"]["decision"] == "escalate" and result.trace["policy"]["name"] == "gated"
-    assert "govt" in called(result.trace) and "origin_assessment" in result.trace
+    assert gate_of(result.trace).decision == "escalate" and result.trace.policy["name"] == "gated"
+    assert "govt" in called(result.trace) and result.trace.origin_assessment is not None
+    assert escalations() == before + 1
 
 
 def test_gated_refuses_an_unknown_origin_and_one_the_client_may_not_speak_for(gw: Gateway, keys: ApiKeyStore) -> None:
@@ -124,8 +138,8 @@ def test_a_calibration_round_trips_and_becomes_the_gateways_default(in_process_g
     service = in_process_gateway(keys, calibration_file=str(path), reader="none")
     try:
         trace = service.query(QueryRequest(question=GOVT_Q, origin="govt"), client="gate").trace
-        assert trace["policy"]["gate"] == "calibrated" and trace["policy"]["abstainer"] == "calibrated"
-        assert trace["gate"]["decision"] == "answer" and called(trace) == ["govt"]
+        assert trace.policy["gate"] == "calibrated" and trace.policy["abstainer"] == "calibrated"
+        assert gate_of(trace).decision == "answer" and called(trace) == ["govt"]
     finally:
         service.close()
 
@@ -137,11 +151,12 @@ def test_hi_abstains_plainly_and_says_what_was_searched(gw: Gateway, keys: ApiKe
     chosen = gated(Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.05))) if policy else None
     result = gw.query(QueryRequest(question="hi", origin="govt" if policy else None), client="gate", policy=chosen)
     body = result.to_json()
-    assert body["abstained"] is True and result.trace["abstained"] is True and body["citations"] == []
+    assert body["abstained"] is True and result.trace.abstained is True and body["citations"] == []
     assert body["answer"].startswith(NO_ANSWER)
     for site in called(result.trace):
         assert site in body["answer"]
-    assert result.trace["abstention"]["reason"] == "the question has no content word to look for"
+    assert result.trace.abstention is not None
+    assert result.trace.abstention.reason == "the question has no content word to look for"
     key = keys.create(f"hi-{policy or 'default'}")
     resp = create_gateway_app(gw).test_client().post("/v1/query", json={"question": "hi"},
                                                       headers={"Authorization": f"Bearer {key}"})
@@ -160,8 +175,10 @@ def test_the_calibrated_abstainer_abstains_below_its_threshold(gw: Gateway) -> N
     strict = QueryPolicy(abstainer=CalibratedAbstainer(relevance_rule(0.99)))  # nothing is that relevant
     result = gw.query(QueryRequest(question=GOVT_Q), client="gate", policy=strict)
     assert result.abstained and result.citations == [] and "0.99" not in result.answer
-    assert result.trace["abstention"]["score"] < result.trace["abstention"]["threshold"] == 0.5
-    assert "best evidence scored" in result.answer and result.trace["assessment"]["passages"] > 0
+    abstention = result.trace.abstention
+    assert abstention is not None and abstention.threshold is not None
+    assert abstention.score < abstention.threshold == 0.5
+    assert "best evidence scored" in result.answer and result.trace.assessment.passages > 0
 
 
 # -- fitting -----------------------------------------------------------------------------------------
@@ -223,8 +240,9 @@ def test_a_gate_row_holds_what_the_gate_sees_when_it_serves(in_process_gateway, 
         served = [service.engine.run(QueryRequest(question=q.text, origin=o), policy=QueryPolicy(gate=AlwaysEscalate()))
                   for q in questions for o in origins]
         for row, result in zip(rows, served):
-            seen = result.trace["origin_assessment"]
-            assert {k: pytest.approx(v, abs=1e-4) for k, v in seen.items()} == row.example.features
+            seen = result.trace.origin_assessment
+            assert seen is not None
+            assert {k: pytest.approx(v, abs=1e-4) for k, v in seen.to_json().items()} == row.example.features
         assert any(r.example.features["routing_gap"] > 0 for r in rows)
         assert any(r.example.features["weighted_coverage"] > 0 for r in rows)  # routing weighed the words
         assert any(r.example.features["routing_deficit"] > 0 for r in rows)  # an origin trailing the leader
@@ -245,9 +263,9 @@ def test_the_fit_rates_count_the_escalations_the_served_gate_makes(gw: Gateway, 
               for q in questions for o in origins}
     for label, key in ((True, "escalation_in_domain"), (False, "escalation_out_of_domain")):
         asks = [(r.example.question_id, r.origin) for r in rows if r.example.label is label]
-        escalated = sum(served[a].trace["gate"]["decision"] == "escalate" for a in asks)
+        escalated = sum(gate_of(served[a].trace).decision == "escalate" for a in asks)
         assert fitting.rates(cal, rows)[key] == pytest.approx(escalated / len(asks), abs=1e-4)
-    reasons = {served[a].trace["gate"]["reason"] for a in served}
+    reasons = {gate_of(served[a].trace).reason for a in served}
     assert any("would abstain" in r for r in reasons)  # the case this test is about occurred
 
 
@@ -350,6 +368,7 @@ def test_an_origin_that_would_abstain_escalates_before_the_federation_abstains(g
     policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)),
                          abstainer=CalibratedAbstainer(relevance_rule(0.99)))
     result = gw.query(QueryRequest(question=GOVT_Q, origin="govt", top_k_sites=2), client="gate", policy=policy)
-    assert result.trace["gate"]["decision"] == "escalate" and "the origin would abstain" in result.trace["gate"]["reason"]
+    gate = gate_of(result.trace)
+    assert gate.decision == "escalate" and "the origin would abstain" in gate.reason
     assert sorted(called(result.trace)) == ["clapnq", "govt"] and result.abstained
     assert "Searched 2 sites" in result.answer

@@ -50,13 +50,13 @@ def router_home(gw: Gateway) -> Path:
 def test_cold_start_routes_by_summaries_traces_the_router_and_logs_the_outcome(gw: Gateway) -> None:
     result = gw.query(QueryRequest(question=GOVT_Q), client="learned")
     trace = result.trace
-    assert trace["router"]["name"] == "learned" and trace["router"]["model_version"] is None
-    assert trace["router"]["fallback"].startswith("summary matching") and trace["sites_called"][0] == "govt"
+    assert trace.router["name"] == "learned" and trace.router["model_version"] is None
+    assert trace.router["fallback"].startswith("summary matching") and trace.sites_called[0] == "govt"
     records = list(OutcomeLog(router_home(gw)).records())
     assert records and GOVT_Q not in json.dumps(records[-1])
     sites = records[-1]["sites"]
     assert all(len(s["x"]) == len(FEATURE_NAMES) for s in sites)
-    contributed = {c["site_id"] for c in result.citations} & set(trace["sites_called"])
+    contributed = {c["site_id"] for c in result.citations} & set(trace.sites_called)
     assert any(s["called"] and s["contributed"] for s in sites) and contributed
 
 
@@ -68,11 +68,11 @@ def test_a_trained_model_is_used_and_a_corrupt_one_falls_back(gw: Gateway) -> No
     model = fit(x, y, [str(i // 4) for i in range(200)])
     model.save(home / MODEL_FILE)
     trace = gw.query(QueryRequest(question=GOVT_Q), client="learned").trace
-    assert trace["router"]["model_version"] == model.version and trace["router"]["fallback"] is None
-    assert all("probability" in s for s in trace["sites_considered"]) and trace["sites_called"]
+    assert trace.router["model_version"] == model.version and trace.router["fallback"] is None
+    assert all("probability" in s.to_json() for s in trace.sites_considered) and trace.sites_called
     (home / MODEL_FILE).write_text('{"format": "hansa-router-logreg/1", "weights": [1e999]}')
     broken = gw.query(QueryRequest(question=GOVT_Q), client="learned")
-    assert broken.trace["router"]["model_version"] is None and broken.trace["sites_called"][0] == "govt"
+    assert broken.trace.router["model_version"] is None and broken.trace.sites_called[0] == "govt"
     assert broken.citations
 
 
@@ -81,11 +81,11 @@ def test_the_eval_policy_and_an_explicit_router_choice(gw: Gateway) -> None:
     assert isinstance(policy, QueryPolicy) and policy.name == "learned" and policy.router.explore_share == 0.0
     assert policy.router.model_path == gw.router.model_path  # the gateway's own model and log
     trace = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=policy).trace
-    assert trace["policy"]["name"] == "learned" and trace["router"]["name"] == "learned"
+    assert trace.policy["name"] == "learned" and trace.router["name"] == "learned"
     from hansa.gateway.query.route import SummaryRouter
 
     plain = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=QueryPolicy(router=SummaryRouter())).trace
-    assert plain["router"] == {"name": "SummaryRouter", "model_version": None}
+    assert plain.router == {"name": "SummaryRouter", "model_version": None}
 
 
 def test_router_rows_describe_every_ranked_site_and_an_evals_model_file_is_used(gw: Gateway, tmp_path: Path,
@@ -119,4 +119,4 @@ def test_router_rows_describe_every_ranked_site_and_an_evals_model_file_is_used(
     policy = learned_policy(gw, model_path=path)
     assert isinstance(policy.router, LearnedRouter) and policy.router.outcomes is None
     trace = gw.query(QueryRequest(question=GOVT_Q), client="learned", policy=policy).trace
-    assert trace["router"]["model_version"] == model.version
+    assert trace.router["model_version"] == model.version

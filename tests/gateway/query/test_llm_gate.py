@@ -88,8 +88,9 @@ def test_the_engine_hands_the_origins_evidence_to_an_evidence_reading_gate(in_pr
         result = service.query(QueryRequest(question=QUESTION, origin="govt"), client="llm", policy=policy)
     finally:
         service.close()
-    assert result.trace["gate"]["decision"] == "answer" and result.trace["sites_called"] == ["govt"]
-    assert result.trace["policy"]["gate"] == "llm" and len(llm.prompts) == 2
+    assert result.trace.gate is not None and result.trace.gate.decision == "answer"
+    assert result.trace.sites_called == ("govt",)
+    assert result.trace.policy["gate"] == "llm" and len(llm.prompts) == 2
     assert result.citations and all(c["site_id"] == "govt" for c in result.citations)
     # the prompt carried the origin's own passages (the sentences it returned), not nothing
     assert any(s.text in llm.prompts[0] for s in result.fused.sentences)

@@ -247,6 +247,7 @@ def test_one_source_against_one_that_both_answer_is_shown_unresolved(embedder: H
 def test_a_policy_can_turn_the_reader_off_for_one_query(tmp_path) -> None:
     """What `hansa eval --strategies hansa,hansa_noreader` compares in one run (served: [gateway] reader = "none")."""
     from hansa.gateway.query.request import QueryRequest
+    from hansa.gateway.query.calibrate import LabelledQuestion, reader_rows
     from hansa.gateway.query.policy import named_policy
     from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
 
@@ -254,8 +255,12 @@ def test_a_policy_can_turn_the_reader_off_for_one_query(tmp_path) -> None:
     fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
     off = named_policy("hansa_noreader", fed.service)
     result = fed.service.query(QueryRequest(question=RIVER_Q), "t", policy=off)
-    assert "reading" not in result.trace and result.trace["policy"]["reading"] == "off" and not result.fused.short_answer
-    assert "reading" in fed.service.query(QueryRequest(question=RIVER_Q), "t").trace
+    assert result.trace.reading is None and result.trace.policy["reading"] == "off" and not result.fused.short_answer
+    read = fed.service.query(QueryRequest(question=RIVER_Q), "t").trace.reading
+    assert read is not None and read["best"] > 0
+    # the reader's calibration rows read the same verdict the trace shows
+    (row,) = reader_rows(fed.service, [LabelledQuestion("river", RIVER_Q)])
+    assert row.example.features["reader_best"] == read["best"]
     fed.service.close()
 
 

@@ -75,46 +75,47 @@ def ask(gw: Gateway, policy: QueryPolicy, question: str = GOVT_Q, **kw: Any) -> 
 def test_tiers_ask_high_sites_globally_and_moderate_ones_locally(gw: Gateway) -> None:
     result, asked = ask(gw, tiers_policy(gw, SPLIT))
     trace = result.trace
-    assert trace["tiers"] == {"govt": HIGH, "clapnq": MODERATE}
+    assert trace.tiers == {"govt": HIGH, "clapnq": MODERATE}
     assert sorted(asked) == sorted([("govt", "global", GOVT_Q), ("clapnq", "local", GOVT_Q)])
-    assert trace["rounds"][0]["modes"] == {"govt": "global", "clapnq": "local"}
-    considered = {s["site_id"]: s for s in trace["sites_considered"]}
-    assert considered["govt"]["tier"] == HIGH and considered["govt"]["gap"] == 0
-    assert considered["clapnq"]["similarity"] < considered["govt"]["similarity"]
-    assert trace["stop_reason"] == "one round (no refinement)" and trace["policy"]["name"] == "tiers"
+    assert trace.rounds[0].modes == {"govt": "global", "clapnq": "local"}
+    considered = {s.site_id: s for s in trace.sites_considered}
+    assert all(isinstance(s, TieredScore) for s in considered.values())
+    assert considered["govt"].tier == HIGH and considered["govt"].gap == 0
+    assert considered["clapnq"].similarity < considered["govt"].similarity
+    assert trace.stop_reason == "one round (no refinement)" and trace.policy["name"] == "tiers"
 
 
 def test_potential_sites_are_held_back_by_tiers_and_asked_by_breadth(gw: Gateway) -> None:
     held, asked = ask(gw, tiers_policy(gw, HELD))
-    assert held.trace["tiers"] == {"govt": HIGH, "clapnq": POTENTIAL} and asked == [("govt", "global", GOVT_Q)]
+    assert held.trace.tiers == {"govt": HIGH, "clapnq": POTENTIAL} and asked == [("govt", "global", GOVT_Q)]
     refined, asked = ask(gw, refine_policy(gw, HELD, BudgetedRefiner(**BREADTH)))
-    rounds = refined.trace["rounds"]
-    assert [(r["kind"], r["sites"]) for r in rounds] == [("routed", ["govt"]), ("breadth", ["clapnq"])]
+    rounds = refined.trace.rounds
+    assert [(r.kind, r.sites) for r in rounds] == [("routed", ("govt",)), ("breadth", ("clapnq",))]
     assert asked[1] == ("clapnq", "local", GOVT_Q)  # SCOUT-RAG Eq. 7: POTENTIAL sites locally
-    assert all("quality" in r and "ms" in r and "bytes_in" in r for r in rounds)
-    assert refined.trace["best_round"] in (0, 1)
+    assert all(r.quality is not None and "ms" in r.to_json() and "bytes_in" in r.to_json() for r in rounds)
+    assert refined.trace.best_round in (0, 1)
 
 
 def test_hybrid_is_chosen_before_depth_and_asks_follow_ups_locally(gw: Gateway) -> None:
     result, asked = ask(gw, refine_policy(gw, HELD, BudgetedRefiner(**ALWAYS)), UNCOVERED_Q)
-    first = result.trace["rounds"][0]["quality"]
-    assert "zanzibar" in first["uncovered"] and first["completeness"] < 1
-    second = result.trace["rounds"][1]
-    assert second["kind"] == "hybrid" and sorted(second["sites"]) == ["clapnq", "govt"]
-    followup = second["followups"]["govt"]
+    first = result.trace.rounds[0].quality
+    assert first is not None and "zanzibar" in first.uncovered and first.completeness < 1
+    second = result.trace.rounds[1]
+    assert second.kind == "hybrid" and sorted(second.sites) == ["clapnq", "govt"] and second.followups is not None
+    followup = second.followups["govt"]
     terms, _, rest = followup.partition(": ")  # the uncovered key terms, then the question
-    assert "zanzibar" in terms.split() and set(terms.split()) == set(first["uncovered"]) and rest == UNCOVERED_Q
+    assert "zanzibar" in terms.split() and set(terms.split()) == set(first.uncovered) and rest == UNCOVERED_Q
     assert ("govt", "local", followup) in asked and ("clapnq", "local", UNCOVERED_Q) in asked
-    assert result.trace["budget"]["spent"]["sites"] == 3  # calls, the follow-up included
+    assert result.trace.budget.spent.sites == 3  # calls, the follow-up included
 
 
 def test_depth_follows_up_at_high_sites_when_nothing_is_left_for_breadth(gw: Gateway) -> None:
     result, asked = ask(gw, refine_policy(gw, SPLIT, BudgetedRefiner(**ALWAYS)), UNCOVERED_Q)
-    kinds = [(r["kind"], r["sites"]) for r in result.trace["rounds"]]
-    assert kinds[:2] == [("routed", ["govt", "clapnq"]), ("depth", ["govt"])]
+    kinds = [(r.kind, r.sites) for r in result.trace.rounds]
+    assert kinds[:2] == [("routed", ("govt", "clapnq")), ("depth", ("govt",))]
     assert [a[:2] for a in asked].count(("govt", "local")) == 1  # first asked globally, then the follow-up
     assert len(kinds) == 2  # each HIGH site is followed up once; no POTENTIAL site: stop
-    assert result.trace["stop_reason"] == "nothing left to ask within the budget" or "no gain" in result.trace["stop_reason"]
+    assert result.trace.stop_reason == "nothing left to ask within the budget" or "no gain" in result.trace.stop_reason
 
 
 # -- budget and stopping ------------------------------------------------------------------------------
@@ -122,19 +123,19 @@ def test_depth_follows_up_at_high_sites_when_nothing_is_left_for_breadth(gw: Gat
 def test_refinement_stops_on_the_sites_budget(gw: Gateway) -> None:
     result, asked = ask(gw, refine_policy(gw, HELD, BudgetedRefiner(**BREADTH)),
                         budget=Budget(sites=1))
-    assert [a[0] for a in asked] == ["govt"] and result.trace["stop_reason"] == "budget"
+    assert [a[0] for a in asked] == ["govt"] and result.trace.stop_reason == "budget"
     assert result.citations  # the first round's answer stands
 
 
 def test_refinement_stops_on_the_bytes_budget(gw: Gateway) -> None:
     policy = refine_policy(gw, HELD, BudgetedRefiner(**BREADTH))
     free, _ = ask(gw, policy)
-    first = free.trace["rounds"][0]
-    assert len(free.trace["rounds"]) == 2  # unbudgeted, breadth runs
-    budget = first["bytes_out"] + first["bytes_in"] + 50  # room for round one, not for another request
+    first = free.trace.rounds[0]
+    assert len(free.trace.rounds) == 2  # unbudgeted, breadth runs
+    budget = first.bytes_out + first.bytes_in + 50  # room for round one, not for another request
     capped, asked = ask(gw, policy, budget=Budget(bytes=budget))
-    assert [a[0] for a in asked] == ["govt"] and capped.trace["stop_reason"] == "budget"
-    assert capped.trace["budget"]["spent"]["bytes"] <= budget
+    assert [a[0] for a in asked] == ["govt"] and capped.trace.stop_reason == "budget"
+    assert capped.trace.budget.spent.bytes <= budget
 
 
 def _state(quality: Quality | None, qualities: Sequence[float], time_left_ms: float | None,
@@ -163,10 +164,10 @@ def test_the_refiner_stops_on_quality_no_gain_and_time_and_picks_by_eq6() -> Non
 def test_the_time_budget_bounds_refinement(gw: Gateway) -> None:
     policy = refine_policy(gw, HELD, BudgetedRefiner(**BREADTH))
     free, _ = ask(gw, policy)
-    spent = free.trace["total_ms"]
-    tight = max(1, int(free.trace["rounds"][0]["ms"] + free.trace["routing_ms"]))  # little beyond round one
+    spent = free.trace.total_ms
+    tight = max(1, int(free.trace.rounds[0].ms + free.trace.routing_ms))  # little beyond round one
     result, asked = ask(gw, policy, budget=Budget(time_ms=tight))
-    assert len(asked) <= 1 and result.trace["stop_reason"] in ("budget", "nothing left to ask within the budget")
+    assert len(asked) <= 1 and result.trace.stop_reason in ("budget", "nothing left to ask within the budget")
     assert spent > 0
 
 
@@ -191,10 +192,11 @@ def test_the_best_answer_seen_is_returned_when_a_later_round_is_worse(gw: Gatewa
     # without the reader: it re-reads the chosen round's answer (and may hop), so the object returned
     # is no longer the round's own; this pins which round refinement keeps
     result, _ = ask(gw, replace(refine_policy(gw, HELD, refiner), reading=False))
-    rounds = result.trace["rounds"]
-    assert len(rounds) == 2 and rounds[1]["quality"]["q"] < rounds[0]["quality"]["q"]
-    assert result.trace["best_round"] == 0 and result.fused is refiner.seen[0]
-    assert {c["site_id"] for c in result.citations} == {"govt"} and "no gain" in result.trace["stop_reason"]
+    rounds = result.trace.rounds
+    first, second = (r.quality for r in rounds)
+    assert first is not None and second is not None and second.value < first.value
+    assert result.trace.best_round == 0 and result.fused is refiner.seen[0]
+    assert {c["site_id"] for c in result.citations} == {"govt"} and "no gain" in result.trace.stop_reason
 
 
 # -- quality, cut-offs, history, transport --------------------------------------------------------------

@@ -39,8 +39,8 @@ def test_supported_cited_sentences_survive_and_the_rest_is_dropped() -> None:
                    "FEMA coordinates the disaster response [3]. Rivers are wet.")
     out = synthesize(llm, "Where does the Saone join the Rhone?", FUSED)
     assert out.answer == "The Saone joins the Rhone at Lyon [1]."
-    assert out.trace["answer"] == "llm" and out.trace["tokens"]["completion"] > 0
-    reasons = [d["reason"] for d in out.trace["dropped"]]
+    assert out.trace.answer == "llm" and out.trace.reply is not None and out.trace.reply.completion_tokens > 0
+    reasons = [d["reason"] for d in out.trace.dropped]
     assert "words are in the cited evidence" in reasons[0] and "[3]" in reasons[1] and reasons[2] == "no [n] marker"
     prompt = llm.seen[0][-1]["content"]
     assert f"<evidence id=\"1\">{RHONE}</evidence>" in prompt and f"<evidence id=\"2\">{FEMA}</evidence>" in prompt  # the evidence, and only it
@@ -49,11 +49,11 @@ def test_supported_cited_sentences_survive_and_the_rest_is_dropped() -> None:
 @pytest.mark.parametrize("reply", [BackendError("LLM timed out"), "Nothing I say is cited.", ""])
 def test_failures_and_unsupported_answers_fall_back_to_the_extractive_answer(reply) -> None:
     out = synthesize(Scripted(reply), "Where does the Saone join the Rhone?", FUSED)
-    assert out.answer == FUSED.answer and out.trace["answer"] == "extractive" and out.trace["reason"]
+    assert out.answer == FUSED.answer and out.trace.answer == "extractive" and out.trace.reason
 
 
 def test_without_an_llm_or_evidence_nothing_is_asked() -> None:
-    assert synthesize(None, "q", FUSED).trace == {"answer": "extractive", "reason": "no LLM"}
+    assert synthesize(None, "q", FUSED).trace.to_json() == {"answer": "extractive", "reason": "no LLM"}
     empty = FusedAnswer(answer="No answer: nothing.", citations=(), sentences=())
     llm = Scripted("x [1].")
     assert synthesize(llm, "q", empty).answer == "No answer: nothing." and not llm.seen
@@ -65,10 +65,11 @@ def test_smollm2_answers_only_with_checked_sentences(llm_base_url: str, llm_mode
 
     llm = OpenAICompatibleLLM(llm_base_url + "/v1", model=llm_model, timeout_s=120, max_retries=0)
     out = synthesize(llm, "Where does the Saone join the Rhone?", FUSED, max_tokens=64)
-    assert out.trace["answer"] in {"llm", "extractive"} and "tokens" in out.trace
-    tokens = out.trace["tokens"]  # the server's own usage counts, not a word estimate
+    trace = out.trace.to_json()
+    assert trace["answer"] in {"llm", "extractive"} and "tokens" in trace
+    tokens = trace["tokens"]  # the server's own usage counts, not a word estimate
     assert tokens["estimated"] is False and tokens["prompt"] > 0 and tokens["total"] == tokens["prompt"] + tokens["completion"]
-    if out.trace["answer"] == "llm":  # whatever the tiny model wrote, what is kept passes the check
+    if trace["answer"] == "llm":  # whatever the tiny model wrote, what is kept passes the check
         kept, dropped = check(out.answer, evidence(FUSED))
         assert " ".join(kept) == out.answer and not dropped
     else:
@@ -88,11 +89,12 @@ def test_a_token_budget_caps_the_completion_and_refuses_a_prompt_it_cannot_pay()
 
     llm = Capped("The Saone joins the Rhone at Lyon [1].")
     out = synthesize(llm, "Where does the Saone join the Rhone?", FUSED, token_budget=100)
-    prompt = out.trace["tokens"]["prompt"]
-    assert out.trace["answer"] == "llm" and llm.max_tokens == 100 - prompt and out.trace["tokens"]["estimated"]
+    reply = out.trace.reply
+    assert reply is not None and reply.estimated and out.trace.answer == "llm"
+    assert llm.max_tokens == 100 - reply.prompt_tokens
     poor = Capped("x [1].")
     out = synthesize(poor, "Where does the Saone join the Rhone?", FUSED, token_budget=5)
-    assert out.answer == FUSED.answer and "token budget" in out.trace["reason"] and not poor.seen
+    assert out.answer == FUSED.answer and out.trace.reason and "token budget" in out.trace.reason and not poor.seen
 
 
 def test_an_llm_sentence_that_reads_as_an_instruction_is_dropped_and_evidence_cannot_close_its_quote() -> None:
