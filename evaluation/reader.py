@@ -37,6 +37,8 @@ from hansa.evaluation.split import sample, split_of
 
 SOURCES = ("squad1.1-dev+squad2.0-dev", "squad2.0-dev")  # the 11,873 SQuAD 2.0 dev questions
 INT8_TOLERANCE = 0.01
+OFF_TOPIC_QUESTIONS = 600  # report-split answerable questions the off-topic figure reads (4 sentences each)
+OFF_TOPIC_PER_QUESTION = 4
 FLOOR_ANSWERED = 0.92  # the gateway's floor answers this share of answerable fit questions (target 0.90)
 
 
@@ -132,7 +134,37 @@ def measure(reader: Any, squad_dir: Path, limit: int = 0) -> dict[str, Any]:
             "report_answer_all": scores(report, 0.0),  # the span's quality alone: every question answered
             "report_auroc": auroc([r.score for r in report], [r.answerable for r in report]),
             "held_out_auroc": auroc([r.score for r in held_out], [r.answerable for r in held_out]),
+            "off_topic": off_topic(reader, squad_dir, [r for r in report if r.answerable], floor),
             "pairs_per_s": round(rate, 1), "reads": reads}
+
+
+def off_topic(reader: Any, squad_dir: Path, answerable: Sequence[Read], floor: float) -> dict[str, Any]:
+    """How the reader scores filler: for OFF_TOPIC_QUESTIONS report-split answerable questions, the
+    OFF_TOPIC_PER_QUESTION sentences of *other* dev articles sharing the most words with the question
+    (reader_contrast.off_topic_sentences, what a site sends beside its answer when the question is
+    not its topic), against the question's best sentence of its own paragraph: their AUROC, and the
+    share of such sentences at or above the gateway's floor (each would fill an answer slot)."""
+    import random
+
+    from hansa.evaluation.metrics import auroc
+    from hansa.evaluation.reader_contrast import off_topic_sentences
+
+    paragraphs = load_paragraphs(squad_dir)
+    rows = {r["id"]: r for r in load_questions(squad_dir)}
+    dev_docs = {paragraphs[r["context_passage"] or r["gold_passages"][0]].doc_id for r in rows.values()
+                if r["source"] in SOURCES and (r["context_passage"] or r["gold_passages"])}
+    pool = [p for p in paragraphs.values() if p.doc_id in dev_docs and p.sentences]
+    rng = random.Random(OFF_TOPIC_QUESTIONS)
+    best, filler = [], []
+    for r in sorted(answerable, key=lambda r: r.id)[:OFF_TOPIC_QUESTIONS]:
+        text = rows[r.id]["question"]
+        sentences = off_topic_sentences(text, r.doc_id, pool, OFF_TOPIC_PER_QUESTION, rng)
+        best.append(r.score)
+        filler += [x.score for x in reader.read(text, sentences)]
+    return {"questions": len(best), "sentences": len(filler),
+            "auroc": auroc(best + filler, [True] * len(best) + [False] * len(filler)),
+            "share_at_floor": round(float(np.mean([s >= floor for s in filler])), 4) if filler else None,
+            "mean": round(float(np.mean(filler)), 4) if filler else None}
 
 
 def _entry(path: Path) -> dict[str, Any]:
@@ -171,7 +203,7 @@ def write_model(model_dir: Path, squad_dir: Path, limit: int, fp32_limit: int = 
     (model_dir / META).write_text(json.dumps(meta, indent=1) + "\n")
     summary = {v: {k: r[k] for k in ("threshold_fit", "fit", "report", "all", "floor_fit", "report_at_floor",
                                      "held_out_at_floor", "report_answer_all", "report_auroc", "held_out_auroc",
-                                     "pairs_per_s")} for v, r in results.items()}
+                                     "off_topic", "pairs_per_s")} for v, r in results.items()}
     if same is not None:
         summary["reader-int8.onnx"]["report_on_fp32_sample"] = same
     (model_dir / "README.md").write_text(card_text(meta, train, summary, chosen, limit))

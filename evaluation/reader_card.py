@@ -17,16 +17,40 @@ def _row(name: str, r: Mapping[str, Any]) -> str:
 
 
 def _command(args: Mapping[str, Any]) -> str:
-    flags = ("stage", "init", "questions", "layers", "freeze_layers", "lr")
-    named = " ".join(f"--{k.replace('_', '-')} {'BASE_DIR' if k == 'init' else v}" for k, v in args.items()
-                     if k in flags and v and not (k == "stage" and v == "base"))
+    flags = ("stage", "init", "questions", "dev_questions", "off_topic", "layers", "freeze_layers", "lr", "seed")
+    named = " ".join(f"--{k.replace('_', '-')} {'PREVIOUS_DIR' if k == 'init' else v}" for k, v in args.items()
+                     if k in flags and v and not (k == "stage" and v == "base") and not (k == "seed" and v == 13))
     return f"`python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR {named}`"
 
 
+def _stages(train: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The runs that made the model, first to last: each train.json holds the one it continued (`init`)."""
+    chain: list[Mapping[str, Any]] = []
+    while train:
+        chain.insert(0, train)
+        train = train.get("init") or {}
+    return chain
+
+
+ORDINAL = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def _contrast(n: int, stage: Mapping[str, Any]) -> str:
+    a = stage["args"]
+    dev = f"the first {a['dev_questions']} of " if a.get("dev_questions") else ""
+    off = (f"; and {a['off_topic']} sentences of other articles sharing the most words with each train question, "
+           "as negatives (filler)" if a.get("off_topic") else "")
+    return (f"- Stage {ORDINAL.get(n, n)} (from stage {ORDINAL.get(n - 1, n - 1)}'s graph), data: {a['questions']} fit-split train questions of a sample "
+            f"seeded {a['seed']}, each with a *contrast twin* (one detail changed: an entity or number the answer "
+            "sentence states, an antonym, a negation) whose negative is the same answer sentence; plus " + dev
+            + "the fit-split SQuAD 2.0 dev questions of half the dev articles (a hash of the article): unanswerable ones "
+            f"against their near-miss paragraph's sentences{off} (evaluation/reader_contrast.py): {stage['pairs']:,} "
+            f"pairs, {stage['positives']:,} positive.")
+
+
 def _training(train: Mapping[str, Any]) -> list[str]:
-    """How the model was made: stage one, then stage two when this run continued one (`init`)."""
-    args = train["args"]
-    stages = [train["init"], train] if "init" in train else [train]
+    """How the model was made: stage one, then each stage that continued it."""
+    stages = _stages(train)
     first = stages[0]
     lines = [f"- Base: {first['base']} (Apache-2.0), first {first['layers']} layers; word embeddings and the lowest "
              f"{first['args'].get('freeze_layers', 0)} layers frozen.",
@@ -35,13 +59,7 @@ def _training(train: Mapping[str, Any]) -> list[str]:
              f"{first['positives']:,} positive (the gold sentence holding a reference answer); hard negatives are the other "
              "sentences of the gold paragraph and the sentences of other paragraphs of the same article with the most question "
              "words, plus one sentence of another article (evaluation/reader_pairs.py)."]
-    if len(stages) == 2:
-        lines.append(
-            f"- Stage two (from stage one's graph), data: the first {args['questions']} fit-split train questions of the "
-            f"same seeded sample (seed {args['seed']}), each with a *contrast twin* (one detail changed: an entity or number the answer sentence "
-            "states, an antonym, a negation) whose negative is the same answer sentence; plus the fit-split SQuAD 2.0 dev "
-            "questions of half the dev articles (a hash of the article): unanswerable ones against their near-miss "
-            f"paragraph's sentences (evaluation/reader_contrast.py): {train['pairs']:,} pairs, {train['positives']:,} positive.")
+    lines += [_contrast(n, stage) for n, stage in enumerate(stages[1:], 2)]
     lines.append("- SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from Wikipedia); no report-split question "
                  "was read in training.")
     for n, stage in enumerate(stages, 1):
@@ -80,7 +98,7 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         "(max F1), figures on the report part; official SQuAD 2.0 rules (an unanswerable question is right only "
         "when the prediction is empty). Published MiniLM-size SQuAD 2.0 readers reach ~76-79 F1 with a full "
         "paragraph, trained on SQuAD 2.0 train (with its unanswerables); this one sees one sentence at a time"
-        + ("; stage two trained on the fit questions of half the dev articles, so the threshold and floor are fit "
+        + ("; from stage two on, training read the fit questions of half the dev articles, so the threshold and floor are fit "
            "on the other fit questions, and *held out* rows are report questions of articles training never read."
            if args.get("stage") == "contrast" else " and never saw an unanswerable question in training."),
         "",
@@ -104,6 +122,12 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         + ", ".join(f"{v} {r['report_auroc']:.3f}" for v, r in results.items() if r.get("report_auroc") is not None)
         + "; held out: " + ", ".join(f"{v} {r['held_out_auroc']:.3f}" for v, r in results.items()
                                      if r.get("held_out_auroc") is not None) + ".",
+        "",
+        "Filler (the sentences of other dev articles sharing the most words with a report question; "
+        "evaluation/reader.py `off_topic`): " + "; ".join(
+            f"{v} AUROC {o['auroc']:.3f} against the question's best sentence, {o['share_at_floor']:.3f} of them at "
+            f"or above the floor" for v, r in results.items() if (o := r.get("off_topic")) and o.get("auroc") is not None)
+        + ".",
         "",
         f"Shipped: `{chosen}` (int8 when its report F1 is within 0.01 of fp32). Reading speed on this machine: "
         + ", ".join(f"{v} {r['pairs_per_s']} pairs/s" for v, r in results.items()) + ".",

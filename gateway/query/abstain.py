@@ -25,6 +25,21 @@ from hansa.gateway.query.calibration import LogisticModel
 from hansa.core.text import content_words  # the sites' own notion of a content word
 
 NO_ANSWER = "The federation holds no answer to this question"
+# Why a question none of whose content words appears in the best passages is not answered
+# (`[gateway] abstain_without_question_words`): the sites hold nothing on it, and what they sent is
+# their nearest filler ("How do I bake a tiramisu?" -> a court's "You can follow the instructions
+# in this guide."), which neither cosine nor the reader tells apart from an answer well enough
+# (benchmarks/README.md, "Questions no site holds"). Only for the final answer: an origin whose
+# passages share no word is left to the gate, whose fit (calibrate.py) reads the same features.
+NO_SHARED_WORD = "no passage the sites returned holds a word of the question"
+
+
+def shares_no_word(question: str, assessment: Assessment) -> AbstainDecision | None:
+    """An abstention when the best passages hold none of the question's content words (None
+    when they hold some, or when nothing came back: the abstainers say so themselves)."""
+    if assessment.passages and assessment.coverage == 0.0 and content_words(question):
+        return AbstainDecision(True, 0.0, NO_SHARED_WORD)
+    return None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError, VerificationError
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
-from hansa.gateway.query.abstain import AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text
+from hansa.gateway.query.abstain import (AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text,
+                                        shares_no_word)
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.calibration import Calibration
 from hansa.gateway.query.request import standalone_question
@@ -448,6 +449,8 @@ class QueryEngine:
             q.fused = q.judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
         else:
             q.abstention = q.abstainer.judge(request.question, q.evidence)
+            if not q.abstention.abstain and self.cfg.abstain_without_question_words:
+                q.abstention = shares_no_word(request.question, q.evidence) or q.abstention
             q.stage("abstain")
             if q.abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
                 q.fused = FusedAnswer(answer=no_answer_text(calls.called, q.evidence.best_relevance), citations=(),

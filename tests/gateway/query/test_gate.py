@@ -163,6 +163,32 @@ def test_hi_abstains_plainly_and_says_what_was_searched(gw: Gateway, keys: ApiKe
     assert resp.status_code == 200 and resp.get_json()["abstained"] is True
 
 
+@pytest.mark.parametrize("policy", [None, "gated"])
+def test_a_question_no_passage_shares_a_word_with_abstains(gw: Gateway, policy: str | None) -> None:
+    """The demo's failure: a question the sites hold nothing on got their nearest filler as an
+    answer. Sites answer with something; none of it holds a word of the question."""
+    from hansa.gateway.query.abstain import NO_SHARED_WORD
+
+    chosen = gated(Calibration(gate=relevance_rule(0.3), abstain=relevance_rule(0.05))) if policy else None
+    result = gw.query(QueryRequest(question="What do firefighters do in a blaze?", origin="govt" if policy else None,
+                                   sites=("govt", "clapnq")), client="gate", policy=chosen)
+    assert result.trace.assessment.passages > 0 and result.trace.assessment.coverage == 0.0  # filler came back
+    assert result.abstained and result.to_json()["citations"] == []
+    assert result.trace.abstention is not None and result.trace.abstention.reason == NO_SHARED_WORD
+    assert result.answer.startswith(NO_ANSWER)
+
+
+def test_without_the_shared_word_rule_the_filler_is_the_answer(in_process_gateway, keys: ApiKeyStore,
+                                                                tmp_path: Path) -> None:
+    service = in_process_gateway(keys, calibration_file=str(tmp_path / "absent.json"), abstain_without_question_words=False)
+    try:
+        result = service.query(QueryRequest(question="What do firefighters do in a blaze?", sites=("govt", "clapnq")),
+                               client="gate")
+        assert result.trace.assessment.coverage == 0.0 and not result.abstained and result.citations  # what it was before
+    finally:
+        service.close()
+
+
 def test_an_answerable_question_is_answered_with_its_confidence(gw: Gateway) -> None:
     body = gw.query(QueryRequest(question=GOVT_Q), client="gate").to_json()
     assert body["abstained"] is False and body["citations"] and not body["answer"].startswith(NO_ANSWER)
@@ -367,7 +393,8 @@ def test_gate_targets_choose_the_share_with_the_most_room_to_both_and_reproduce_
 def test_an_origin_that_would_abstain_escalates_before_the_federation_abstains(gw: Gateway) -> None:
     policy = QueryPolicy(name="gated", gate=CalibratedGate(relevance_rule(0.3)),
                          abstainer=CalibratedAbstainer(relevance_rule(0.99)))
-    result = gw.query(QueryRequest(question=GOVT_Q, origin="govt", top_k_sites=2), client="gate", policy=policy)
+    result = gw.query(QueryRequest(question=GOVT_Q, origin="govt", sites=("govt", "clapnq")), client="gate",
+                      policy=policy)
     gate = gate_of(result.trace)
     assert gate.decision == "escalate" and "the origin would abstain" in gate.reason
     assert sorted(called(result.trace)) == ["clapnq", "govt"] and result.abstained
