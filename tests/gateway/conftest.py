@@ -14,9 +14,11 @@ from hansa.federation.local import LocalFederation
 FEDERATION_SITES = ("clapnq", "govt")
 PASSAGES_PER_SITE = 6
 # Passages each site holds first, then the sample's own order: the govt site must hold an answer to
-# the tests' govt question ("What does FEMA do after a disaster?"), whose words the sample's first
-# six govt passages do not hold (the gateway abstains on such filler: gateway/query/abstain.py).
-ANSWERING = ("FEMA: Assemble a Disaster Supplies Kit",)
+# the tests' govt questions ("What does FEMA do after a disaster?", "What does the Federal Emergency
+# Management Agency do?"), whose words the sample's first six govt passages do not hold (the gateway
+# abstains on such filler: gateway/query/abstain.py). The sample's FEMA page and a FAQ that names
+# the agency in full.
+ANSWERING = ("88aca7ee734372ad-0-1462", "c8db6e06ff46669e-50302-52227")
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +33,7 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFedera
     API keys and read state; they must not revoke or republish its sites."""
     passages, _ = bundled_sample()
     docs: dict[str, list[dict[str, str]]] = {site: [] for site in FEDERATION_SITES}
-    chosen = [p for p in passages if p["title"] in ANSWERING] + passages
+    chosen = [p for p in passages if p["id"] in ANSWERING] + passages
     for p in chosen:
         if p["site"] in docs and len(docs[p["site"]]) < PASSAGES_PER_SITE and p["id"] not in {d["id"] for d in docs[p["site"]]}:
             docs[p["site"]].append({"id": p["id"], "title": p["title"], "text": p["text"]})
