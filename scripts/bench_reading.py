@@ -29,6 +29,7 @@ batching (evaluation/reader.py, official rules) and reports what each decides, s
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -109,7 +110,8 @@ def _quality(readers: dict[str, Any], limit: int) -> dict[str, dict[str, Any]]:
     first: list[Any] = []
     for batching, reader in readers.items():
         start = time.perf_counter()
-        got = measure(reader, benchlib.dataset_dir("squad"), limit)
+        with contextlib.redirect_stdout(sys.stderr):  # its progress lines; stdout carries the document
+            got = measure(reader, benchlib.dataset_dir("squad"), limit)
         reads = got.pop("reads")
         floor = float(reader.calibration["floor"])
         row = {**got, "seconds": round(time.perf_counter() - start, 1), "shipped_floor": floor,

@@ -13,11 +13,12 @@ sigmoid, and the span is the best (start, end) over the sentence's tokens at mos
 apart, mapped back to the sentence's characters by the tokenizer's offsets.
 
 Why micro-batches: the graph's cost is about linear in the tokens it is fed, padding included, and
-one batch of a pool padded to its longest pair fed about twice the pair's own tokens (20 SQuAD
+one batch of a pool padded to its longest pair fed about twice the pairs' own tokens (20 SQuAD
 sentences: 87 tokens a row padded, 45 real); a run of its own for every pair pays ONNX Runtime's
 fixed cost per run instead. The graph is dynamically quantized (one int8 scale per activation
-tensor, padding rows included), so a pair's score moves with the company it is read in at the
-level of numerical noise, not more: benchmarks/README.md, "The reader", gives the measured shift.
+tensor, padding rows included), so a pair's score moves with the pairs it is read with, under any
+batching: micro-batches move scores as much as reading the same sentences in a pool of 8 or of 20
+already did (benchmarks/README.md, "The reader", gives both).
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ META = "reader.json"
 MAX_SPAN_TOKENS = 30
 BATCH = 32  # pairs per run at most
 # ONNX Runtime's fixed cost of one run, in tokens' worth of the graph's work (~1 ms against ~0.1 ms a
-# token on one core of the 2-core bench machine; scripts/bench_reading.py): plan_batches pads a
-# pair rather than start a run for it when padding costs fewer tokens than this
+# token on one core of the 2-core bench machine, fit over batch shapes): plan_batches pads a pair
+# rather than start a run for it when padding costs fewer tokens than this
 RUN_COST_TOKENS = 12
 PADDED_RUN_COST = 10**9  # plan_batches then makes the fewest runs: the one padded batch of before
 TRAIN_COMMAND = ("python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out BASE, then "
@@ -149,7 +150,8 @@ def plan_batches(lengths: Sequence[int], run_cost: int = RUN_COST_TOKENS, max_ba
     `run_cost` plus its rows times its longest row: runs are consecutive in order of length
     (longest first), found by dynamic programming over the cut points. A `run_cost` above
     `max_batch` times the longest length gives the fewest runs, each padded to its longest: for up
-    to `max_batch` pairs the one padded batch the reader ran before micro-batches."""
+    to `max_batch` pairs the one padded batch the reader ran before micro-batches; a negative one
+    reads every pair alone (a score then independent of the other pairs, at ~1 ms a pair)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     n = len(order)
     cost = [0.0] + [float("inf")] * n  # cost[k]: the cheapest plan of the k longest
