@@ -467,10 +467,22 @@ def test_byograph_smoke(tmp_path: Path, neo4j_uri: str) -> None:
 
 
 def test_reading_smoke(tmp_path: Path) -> None:
-    doc = run_bench("reading", tmp_path)
+    doc = run_bench("reading", tmp_path, "--cap", "64")
     rows = doc["results"]["variants"]
-    assert {(r["threads"], r["pool"]) for r in rows} == {(t, p) for t in ("ort_default_threads", "one_thread") for p in (8, 12)}
+    batchings = ("padded", "micro_batches", "micro_batches_cap64")
+    assert {(r["threads"], r["batching"], r["pool"]) for r in rows} == {
+        (t, b, p) for t in ("ort_default_threads", "one_thread") for b in batchings for p in (8, 12)}
     assert all(r["n"] == 6 and r["p50_ms"] > 0 for r in rows)
+    agreement = doc["results"]["agreement"]
+    assert set(agreement) == {"padded_vs_micro_batches_pool_8", "padded_vs_micro_batches_pool_12",
+                              "padded_pool8_vs_padded_pool_max"}
+    assert all(a["pools"] == 6 and 0.0 <= a["same_span_share"] <= 1.0 for a in agreement.values())
+    # the first 8 sentences of one question's pool read at pool 8 and at pool 12
+    assert agreement["padded_pool8_vs_padded_pool_max"]["sentences"] == 6 * 8
+    quality = doc["results"]["quality"]
+    assert tuple(quality) == batchings and all(q["report"]["questions"] > 0 for q in quality.values())
+    assert "against_padded" not in quality["padded"]
+    assert 0.0 <= quality["micro_batches"]["against_padded"]["same_answer_span"] <= 1.0
     assert set(doc["targets"]) == {"reading_p50_ms_default_pool", "reading_p50_ms_max_pool"}
 
 

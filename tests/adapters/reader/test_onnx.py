@@ -2,6 +2,7 @@
 and the training command makes a usable model (a tiny one: the CI smoke of training)."""
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hansa.adapters.reader.onnx import META, PACKAGED_DIR, OnnxReader, best_span, load_files
+from hansa.adapters.reader.onnx import (META, PACKAGED_DIR, PADDED_RUN_COST, OnnxReader, best_span, best_spans,
+                                        load_files, plan_batches)
 from hansa.core.errors import BackendError
 from hansa.gateway.query.reading import open_reading
 
@@ -31,6 +33,61 @@ def test_best_span_keeps_order_length_and_the_allowed_tokens() -> None:
     assert best_span(start, end, np.zeros(5, dtype=bool)) == (-1, -1)
 
 
+def _brute_force_span(start: np.ndarray, end: np.ndarray, allowed: np.ndarray, max_tokens: int) -> tuple[int, int]:
+    best, at = -np.inf, (-1, -1)
+    for i in range(len(start)):
+        for j in range(i, min(len(start), i + max_tokens)):
+            if allowed[i] and allowed[j] and start[i] + end[j] > best:  # strict: the first (i, j) keeps a tie
+                best, at = start[i] + end[j], (i, j)
+    return at
+
+
+def test_best_spans_of_a_batch_are_the_brute_force_spans_of_each_row() -> None:
+    rng = np.random.default_rng(30)
+    for trial in range(200):
+        rows, width, max_tokens = int(rng.integers(1, 6)), int(rng.integers(1, 50)), int(rng.integers(1, 40))
+        # integer logits half the time: ties, which must go to the smallest start, then the smallest end
+        draw = (lambda: rng.integers(-3, 4, (rows, width))) if trial % 2 else (lambda: rng.normal(size=(rows, width)))
+        start, end = draw().astype(np.float32), draw().astype(np.float32)
+        allowed = rng.random((rows, width)) < rng.random()
+        got = best_spans(start, end, allowed, max_tokens)
+        want = [_brute_force_span(start[r], end[r], allowed[r], max_tokens) for r in range(rows)]
+        assert [tuple(map(int, g)) for g in got] == want
+
+
+def _plan_cost(lengths: list[int], runs: list[list[int]], run_cost: int) -> int:
+    return sum(run_cost + len(run) * max(lengths[i] for i in run) for run in runs)
+
+
+def _cheapest_plan_cost(lengths: list[int], run_cost: int, max_batch: int) -> int:
+    """Every way to cut the pairs, longest first, into consecutive runs."""
+    ordered = sorted(lengths, reverse=True)
+    n, best = len(ordered), None
+    for cuts in itertools.product((False, True), repeat=max(0, n - 1)):
+        bounds = [0] + [k + 1 for k, cut in enumerate(cuts) if cut] + [n]
+        runs = [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+        if all(len(run) <= max_batch for run in runs):
+            cost = _plan_cost(ordered, runs, run_cost)
+            best = cost if best is None else min(best, cost)
+    return best or 0
+
+
+def test_plan_batches_reads_every_pair_once_at_the_least_cost() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        lengths = [int(x) for x in rng.integers(8, 97, int(rng.integers(1, 11)))]
+        run_cost = int(rng.integers(0, 40))
+        runs = plan_batches(lengths, run_cost, max_batch=4)
+        assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+        assert all(0 < len(run) <= 4 for run in runs)
+        assert _plan_cost(lengths, runs, run_cost) == _cheapest_plan_cost(lengths, run_cost, 4)
+    lengths = [20, 60, 21, 59, 58]
+    assert plan_batches(lengths, 12) == [[1, 3, 4], [2, 0]]  # longest first; 20 and 21 padded together
+    assert plan_batches(lengths, PADDED_RUN_COST) == [[1, 3, 4, 2, 0]]  # the one padded batch of before
+    assert plan_batches(lengths, -1) == [[1], [3], [4], [2], [0]]  # each pair alone
+    assert plan_batches([], 12) == []
+
+
 def test_the_packaged_reader_finds_the_answer_and_its_words() -> None:
     reader = OnnxReader()
     floor = reader.calibration["floor"]
@@ -44,6 +101,18 @@ def test_the_packaged_reader_finds_the_answer_and_its_words() -> None:
     assert reader.read(QUESTION, []) == []
     stage = open_reading("packaged")
     assert stage is not None and stage.floor == floor and stage.reader.model_sha256 == load_files().sha256
+
+
+def test_readings_come_back_in_the_order_of_their_sentences_whatever_runs_read_them() -> None:
+    """Runs go longest first; each reading must still land at its own sentence's place."""
+    pool = [FILLER, NEAR, "", ANSWER, FILLER + " " + NEAR, "Warsaw.", FILLER]
+    for run_cost in (-1, 12, PADDED_RUN_COST):
+        readings = OnnxReader(run_cost=run_cost).read(QUESTION, pool)
+        assert len(readings) == len(pool) and readings[2].score == 0.0
+        assert readings[3].span == "1745" and readings[3].score == max(r.score for r in readings)
+        assert all(r.span == s[r.start:r.end] for r, s in zip(readings, pool) if r.span)
+    alone = OnnxReader(run_cost=-1)
+    assert alone.read(QUESTION, pool[::-1]) == alone.read(QUESTION, pool)[::-1]  # no company, no order
 
 
 def _copy(tmp_path: Path) -> Path:
