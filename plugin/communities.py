@@ -42,7 +42,8 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from functools import partial
+from typing import Callable, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -377,24 +378,26 @@ def drift(modularity: float, modularity_full: float, largest: int, largest_full:
     return ""
 
 
-def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]],
-           changed: set[str]) -> tuple[dict[int, set[str]], dict[str, Community], int] | None:
+def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]], changed: set[str],
+           stored: Sequence[Community], widen: bool) -> tuple[dict[int, set[str]], dict[str, Community], int]:
     """A local refresh's partition (see the module doc): the stored communities no changed document
     touched, as they are, beside Leiden's communities of everything else; with those kept ones by
-    id and the number of entities clustered again. None when no community is stored.
+    id and the number of entities clustered again.
 
     A stored community is touched when it holds an entity a changed document mentions now, when its
     chunks came from a changed (removed or replaced) document, or when one of its entities has no
-    relation left (`full`, the unseeded run, assigns every related entity). Entities of the region
-    that Leiden leaves out (related only to kept communities) stay alone here; merge_small then
-    joins them to the community they are most related to, as it does any small community."""
-    stored = [c for c in ctx.graph.communities() if c.level == LEVEL]
-    if not stored:
-        return None
+    relation left (`full`, the unseeded run, assigns every related entity). `widen` also re-clusters
+    the communities that share a document with a touched one (a relation is a shared chunk, so
+    these are its neighbours): the second try when the first drifted. Entities of the region that
+    Leiden leaves out (related only to kept communities) stay alone here; merge_small then joins
+    them to the community they are most related to, as it does any small community."""
     related = {e for members in full.values() for e in members}
     edited = ctx.graph.document_entities(sorted(changed)) if changed else set()
     kept = {c.id: c for c in stored
             if not changed.intersection(c.doc_ids) and all(e in related and e not in edited for e in c.entity_ids)}
+    if widen:
+        near = changed.union(*(c.doc_ids for c in stored if c.id not in kept))
+        kept = {cid: c for cid, c in kept.items() if not near.intersection(c.doc_ids)}
     groups = {i: set(c.entity_ids) for i, c in enumerate(kept.values())}
     region = related.difference(*groups.values())
     if region == related:
@@ -411,33 +414,34 @@ def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]],
 def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None) -> Detection:
     """Leiden's partition for this build: unseeded, or (incremental) local where `changed` (the
     documents changed since the stored set was built) is known and else seeded from the stored
-    communities, unless that drifted from an unseeded run on the same graph (see the module doc)."""
+    communities, unless that drifted from an unseeded run on the same graph (see the module doc). A
+    local refresh that drifted is tried once more over a wider region before the full run is used."""
     site = ctx.cfg.site
     params = LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed)
     full = final_partition(ctx.graph.detect_communities(params))
-    kept: dict[str, Community] = {}
-    reclustered: int | None = None
+    tries: list[Callable[[], tuple[dict[int, set[str]], dict[str, Community], int | None]]] = []
     what = "seeded Leiden"
-    candidate: dict[int, set[str]] | None = None
     if incremental and changed is not None:
-        local = _local(ctx, params, full, changed)
-        if local is not None:
-            candidate, kept, reclustered = local
+        stored = [c for c in ctx.graph.communities() if c.level == LEVEL]
+        if stored:
+            tries = [partial(_local, ctx, params, full, changed, stored, widen) for widen in (False, True)]
             what = "the local refresh"
     elif incremental:
         seeds = stored_partition(ctx)
         if seeds:
-            candidate = final_partition(ctx.graph.detect_communities(params, seeds=seeds))
-    if candidate is None:
+            tries = [lambda: (final_partition(ctx.graph.detect_communities(params, seeds=seeds)), {}, None)]
+    if not tries:
         return Detection(full, ctx.graph.modularity(_labels(full), site.leiden_gamma))
-    q_candidate, q_full = ctx.graph.modularities([_labels(candidate), _labels(full)], site.leiden_gamma)
-    largest = max(map(len, candidate.values()), default=0)
     largest_full = max(map(len, full.values()), default=0)
-    reason = drift(q_candidate, q_full, largest, largest_full, what)
-    if reason:
-        log.warning("communities.drift_fallback", reason=reason, incremental=len(candidate), full=len(full))
-        return Detection(full, q_full, q_full, f"full build: {reason}")
-    return Detection(candidate, q_candidate, q_full, kept=kept, reclustered=reclustered)
+    for attempt in tries:
+        candidate, kept, reclustered = attempt()
+        q_candidate, q_full = ctx.graph.modularities([_labels(candidate), _labels(full)], site.leiden_gamma)
+        reason = drift(q_candidate, q_full, max(map(len, candidate.values()), default=0), largest_full, what)
+        if not reason:
+            return Detection(candidate, q_candidate, q_full, kept=kept, reclustered=reclustered)
+        log.info("communities.drifted", reason=reason, reclustered=reclustered)
+    log.warning("communities.drift_fallback", reason=reason, incremental=len(candidate), full=len(full))
+    return Detection(full, q_full, q_full, f"full build: {reason}")
 
 
 def plan(ctx: SiteContext, incremental: bool, stats: GraphStats,

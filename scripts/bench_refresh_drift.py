@@ -96,8 +96,8 @@ def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
     vouched = record.read_bytes() if record.exists() else None
     vectors = ctx.vectors.get(SUMMARIES, [c.id for c in kept]) if kept else {}
     with Stopwatch() as sw:
-        build_communities(ctx, incremental=False)
-    full = figures(ctx)
+        built = build_communities(ctx, incremental=False)
+    full = figures(ctx) | {"summaries_embedded": built.summaries_embedded}
     ctx.graph.replace_communities(kept)
     community_state.forget(ctx)
     if vouched is not None:
@@ -174,6 +174,8 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 "communities_kept": len(before & after),
                 "kept_unchanged": bool(getattr(report, "unchanged", False)) if report else None,
                 "summaries_embedded": getattr(report, "summaries_embedded", None) if report else None,
+                # the full rebuild also reuses the stored vector of every summary it makes unchanged
+                "summaries_embedded_full_rebuild": full["summaries_embedded"],
                 # a local refresh: communities kept as stored, and entities clustered again
                 "local_kept": getattr(report, "kept", None) if report else None,
                 "reclustered": getattr(report, "reclustered", None) if report else None,
