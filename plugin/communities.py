@@ -23,8 +23,9 @@ starts from the stored communities.
 Either way the result is checked against an unseeded run on the same graph: when its modularity (at
 `leiden_gamma`) falls below DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community
 grows past DRIFT_LARGEST_FACTOR times the unseeded run's, the unseeded (full) partition is used
-instead and the report says so (`fallback`). Leiden is the cheap part of a build (summaries and
-vectors are not), so the check costs little, and a site that syncs for months cannot drift into a
+instead and the report says so (`fallback`); a local partition that drifted is first tried once
+more over a wider region (also the communities that share a document with a touched one). Leiden is
+the cheap part of a build (summaries and vectors are not), so the check costs little, and a site that syncs for months cannot drift into a
 few giant communities whatever the engine does (issue 34: GDS's seeded Leiden took a site from 80
 communities to 12 in three unchanged runs; its cause, GDS mislabelling a seeded run's later levels,
 is dealt with in adapters/graph/neo4j_gds.py).
