@@ -8,15 +8,27 @@ community it shares the most relation weight with (the DGRAG practice of merging
 too small), and a small group with no neighbour at all is left out.
 
 An incremental run (`incremental=True`: `ingest --sync`, `delete`, `communities --incremental`)
-starts Leiden from the stored communities so that untouched ones keep their ids, and is checked
-against an unseeded run on the same graph: when its modularity (at `leiden_gamma`) falls below
-DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community grows past
-DRIFT_LARGEST_FACTOR times the unseeded run's, the unseeded (full) partition is used instead and the
-report says so (`fallback`). Leiden is the cheap part of a build (summaries and vectors are not), so
-the check costs little, and a site that syncs for months cannot drift into a few giant communities
-whatever the engine does (issue 34: GDS's seeded Leiden took a site from 80 communities to 12 in
-three unchanged runs; its cause, GDS mislabelling a seeded run's later levels, is dealt with in
-adapters/graph/neo4j_gds.py).
+is local where the stored set's record (plugin/community_state.py) says which documents changed
+since it was built: every stored community that holds no entity of a changed document (nor one
+whose chunks named a removed or replaced document, nor an entity that lost all its relations) keeps
+its exact membership, id, summary and vector; Leiden runs only on the subgraph of the other entities
+(the touched communities' members and new entities, `GraphStore.detect_communities(within=...)`, at
+the resolution that weighs that subgraph as the whole graph's modularity does), and only the
+communities it forms are summarized again. Why not seeded Leiden over the whole graph, as before:
+it renames or reshapes communities far from the edit (with 1% of a site's documents edited, 37 of
+127 summaries were embedded again; a refresh after 5% edits cost a full rebuild's time, most of it
+embedding summaries). Without such a record (none yet, or a mapped graph) the run is seeded: Leiden
+starts from the stored communities.
+
+Either way the result is checked against an unseeded run on the same graph: when its modularity (at
+`leiden_gamma`) falls below DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community
+grows past DRIFT_LARGEST_FACTOR times the unseeded run's, the unseeded (full) partition is used
+instead and the report says so (`fallback`); a local partition that drifted is first tried once
+more over a wider region (also the communities that share a document with a touched one). Leiden is
+the cheap part of a build (summaries and vectors are not), so the check costs little, and a site that syncs for months cannot drift into a
+few giant communities whatever the engine does (issue 34: GDS's seeded Leiden took a site from 80
+communities to 12 in three unchanged runs; its cause, GDS mislabelling a seeded run's later levels,
+is dealt with in adapters/graph/neo4j_gds.py).
 
 Writes are ordered so that a crash leaves nothing inconsistent behind: summary vectors first, then
 the graph's community set (the commit point), then stale vectors are deleted; a final count check
@@ -31,7 +43,8 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from functools import partial
+from typing import Callable, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -98,6 +111,10 @@ class CommunityReport:
     # An incremental run found the graph and settings as the stored set was built from, and kept it
     # (plugin/community_state.py); the figures above are that build's.
     unchanged: bool = False
+    # A local refresh: the communities it kept exactly as stored (summary and vector untouched), and
+    # how many entities it clustered again (None: not a local refresh).
+    kept: int = 0
+    reclustered: int | None = None
 
 
 def community_id(entity_ids: set[str] | frozenset[str] | list[str], level: int = LEVEL) -> str:
@@ -336,54 +353,106 @@ def stored_partition(ctx: SiteContext) -> dict[str, int]:
 class Detection:
     groups: dict[int, set[str]]  # entities per community of the partition used
     modularity: float
-    modularity_full: float | None = None  # the unseeded run's, when the run was seeded
+    modularity_full: float | None = None  # the unseeded run's, when the run was incremental
     fallback: str = ""
+    # A local refresh's stored communities kept as they were, by id (their summaries are reused),
+    # and the number of entities it clustered again (None: not a local refresh).
+    kept: dict[str, Community] = field(default_factory=dict)
+    reclustered: int | None = None
 
 
 def _labels(groups: dict[int, set[str]]) -> dict[str, int]:
     return {e: c for c, members in groups.items() for e in members}
 
 
-def drift(modularity: float, modularity_full: float, largest: int, largest_full: int) -> str:
-    """Why a seeded partition counts as drifted from the unseeded one ("" when it does not). The
-    modularity floor is taken on |Q| so that it also holds for a (tiny) graph whose Q is negative."""
+def drift(modularity: float, modularity_full: float, largest: int, largest_full: int, what: str = "seeded Leiden") -> str:
+    """Why an incremental partition (`what` made it) counts as drifted from the unseeded one (""
+    when it does not). The modularity floor is taken on |Q| so that it also holds for a (tiny)
+    graph whose Q is negative."""
     floor = modularity_full - (1.0 - DRIFT_MODULARITY_RATIO) * abs(modularity_full)
     if modularity < floor:
-        return (f"seeded Leiden's modularity {modularity:.4f} is below {DRIFT_MODULARITY_RATIO} of a full "
+        return (f"{what}'s modularity {modularity:.4f} is below {DRIFT_MODULARITY_RATIO} of a full "
                 f"run's {modularity_full:.4f}")
     if largest > DRIFT_LARGEST_FACTOR * largest_full:
-        return (f"seeded Leiden's largest community ({largest} entities) is over {DRIFT_LARGEST_FACTOR:g}x "
+        return (f"{what}'s largest community ({largest} entities) is over {DRIFT_LARGEST_FACTOR:g}x "
                 f"a full run's ({largest_full})")
     return ""
 
 
-def detect(ctx: SiteContext, incremental: bool) -> Detection:
-    """Leiden's partition for this build: unseeded, or (incremental) seeded from the stored
-    communities unless that drifted from an unseeded run on the same graph (see the module doc)."""
+def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]], changed: set[str],
+           stored: Sequence[Community], widen: bool) -> tuple[dict[int, set[str]], dict[str, Community], int]:
+    """A local refresh's partition (see the module doc): the stored communities no changed document
+    touched, as they are, beside Leiden's communities of everything else; with those kept ones by
+    id and the number of entities clustered again.
+
+    A stored community is touched when it holds an entity a changed document mentions now, when its
+    chunks came from a changed (removed or replaced) document, or when one of its entities has no
+    relation left (`full`, the unseeded run, assigns every related entity). `widen` also re-clusters
+    the communities that share a document with a touched one (a relation is a shared chunk, so
+    these are its neighbours): the second try when the first drifted. Entities of the region that
+    Leiden leaves out (related only to kept communities) stay alone here; merge_small then joins
+    them to the community they are most related to, as it does any small community."""
+    related = {e for members in full.values() for e in members}
+    edited = ctx.graph.document_entities(sorted(changed)) if changed else set()
+    kept = {c.id: c for c in stored
+            if not changed.intersection(c.doc_ids) and all(e in related and e not in edited for e in c.entity_ids)}
+    if widen:
+        near = changed.union(*(c.doc_ids for c in stored if c.id not in kept))
+        kept = {cid: c for cid, c in kept.items() if not near.intersection(c.doc_ids)}
+    groups = {i: set(c.entity_ids) for i, c in enumerate(kept.values())}
+    region = related.difference(*groups.values())
+    if region == related:
+        return dict(full), {}, len(region)  # the edit touched every community: a full run's partition
+    if region:
+        found = final_partition(ctx.graph.detect_communities(params, within=region))
+        for members in found.values():
+            groups[len(groups)] = set(members)
+        for entity in sorted(region.difference(*found.values())):
+            groups[len(groups)] = {entity}
+    return groups, kept, len(region)
+
+
+def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None) -> Detection:
+    """Leiden's partition for this build: unseeded, or (incremental) local where `changed` (the
+    documents changed since the stored set was built) is known and else seeded from the stored
+    communities, unless that drifted from an unseeded run on the same graph (see the module doc). A
+    local refresh that drifted is tried once more over a wider region before the full run is used."""
     site = ctx.cfg.site
     params = LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed)
     full = final_partition(ctx.graph.detect_communities(params))
-    q_full = ctx.graph.modularity(_labels(full), site.leiden_gamma)
-    seeds = stored_partition(ctx) if incremental else None
-    if not seeds:
-        return Detection(full, q_full)
-    seeded = final_partition(ctx.graph.detect_communities(params, seeds=seeds))
-    q_seeded = ctx.graph.modularity(_labels(seeded), site.leiden_gamma)
-    largest = max(map(len, seeded.values()), default=0)
+    tries: list[Callable[[], tuple[dict[int, set[str]], dict[str, Community], int | None]]] = []
+    what = "seeded Leiden"
+    if incremental and changed is not None:
+        stored = [c for c in ctx.graph.communities() if c.level == LEVEL]
+        if stored:
+            tries = [partial(_local, ctx, params, full, changed, stored, widen) for widen in (False, True)]
+            what = "the local refresh"
+    elif incremental:
+        seeds = stored_partition(ctx)
+        if seeds:
+            tries = [lambda: (final_partition(ctx.graph.detect_communities(params, seeds=seeds)), {}, None)]
+    if not tries:
+        return Detection(full, ctx.graph.modularity(_labels(full), site.leiden_gamma))
     largest_full = max(map(len, full.values()), default=0)
-    reason = drift(q_seeded, q_full, largest, largest_full)
-    if reason:
-        log.warning("communities.drift_fallback", reason=reason, seeded=len(seeded), full=len(full))
-        return Detection(full, q_full, q_full, f"full build: {reason}")
-    return Detection(seeded, q_seeded, q_full)
+    for attempt in tries:
+        candidate, kept, reclustered = attempt()
+        q_candidate, q_full = ctx.graph.modularities([_labels(candidate), _labels(full)], site.leiden_gamma)
+        reason = drift(q_candidate, q_full, max(map(len, candidate.values()), default=0), largest_full, what)
+        if not reason:
+            return Detection(candidate, q_candidate, q_full, kept=kept, reclustered=reclustered)
+        log.info("communities.drifted", reason=reason, reclustered=reclustered)
+    log.warning("communities.drift_fallback", reason=reason, incremental=len(candidate), full=len(full))
+    return Detection(full, q_full, q_full, f"full build: {reason}")
 
 
-def plan(ctx: SiteContext, incremental: bool, stats: GraphStats) -> tuple[Detection, _Merge]:
+def plan(ctx: SiteContext, incremental: bool, stats: GraphStats,
+         changed: set[str] | None = None) -> tuple[Detection, _Merge]:
     """The communities a build would publish (Leiden, then small ones merged), nothing written:
     what a build stores, and what a check can compare an incremental set against. `stats`: the
-    graph's counts, as the caller read them (each read is a count query on Neo4j)."""
+    graph's counts, as the caller read them (each read is a count query on Neo4j); `changed`: the
+    documents changed since the stored set was built, for a local refresh (`detect`)."""
     site = ctx.cfg.site
-    detection = detect(ctx, incremental)
+    detection = detect(ctx, incremental, changed)
     detected = detection.groups
     merge = _Merge(dict(detected))
     budget = summary_budget(stats.chunks, site.chunks_per_summary)
@@ -417,19 +486,24 @@ def clear_communities(ctx: SiteContext) -> None:
     build_terms(ctx)
 
 
-def build_communities(ctx: SiteContext, progress: bool = False, incremental: bool = False) -> CommunityReport:
+def build_communities(ctx: SiteContext, progress: bool = False, incremental: bool = False,
+                      stats: GraphStats | None = None) -> CommunityReport:
     """Detect, merge, summarize, embed and store the site's communities (replacing the old set).
 
-    `incremental` starts Leiden from the stored communities instead of from singletons: after a
-    small change (a deletion, a few new documents) most communities come out as they were, keep
-    their ids, and are neither re-embedded nor re-published. The seeded partition is used only if
-    it has not drifted from an unseeded run (`detect`); otherwise the report's `fallback` says why not."""
+    `incremental` refreshes the stored set after a small change (a deletion, a few new documents):
+    locally where the stored set's record says which documents changed, else with Leiden seeded
+    from the stored communities (see the module doc), so most communities keep their ids and are
+    neither summarized, re-embedded nor re-published. That partition is used only if it has not
+    drifted from an unseeded run (`detect`); otherwise the report's `fallback` says why not.
+    `stats`: the graph's counts when the caller already read them (each read is a count query on
+    Neo4j); nothing may have written to the graph since."""
     started = time.perf_counter()
-    stats = ctx.graph.stats()  # read once: each read is a count query on Neo4j, and nothing writes before detection
+    if stats is None:
+        stats = ctx.graph.stats()  # read once, and nothing writes before detection
     if stats.documents == 0:
         raise InputError("the graph holds no documents: run `hansa site ingest <paths>` before building communities")
-    current = community_state.fingerprint(ctx, stats)
-    kept = community_state.unchanged_report(ctx, current) if incremental else None
+    current = community_state.basis(ctx, stats)
+    kept = community_state.unchanged_report(ctx, current.fingerprint if current else None) if incremental else None
     if kept is not None and stats.communities:
         names = {f.name for f in dataclasses.fields(CommunityReport)}
         figures = {k: v for k, v in kept.items() if k in names} | {"coarser": tuple(kept.get("coarser", ()))}
@@ -437,8 +511,9 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
                          unchanged=True, seconds=round(time.perf_counter() - started, 3))
         log.info("communities.unchanged", communities=report.communities)
         return report
+    changed = community_state.changed_documents(ctx, current) if incremental else None
     community_state.forget(ctx)
-    detection, merge = plan(ctx, incremental, stats)
+    detection, merge = plan(ctx, incremental, stats, changed)
     detected = detection.groups
 
     ids = {k: community_id(members) for k, members in merge.groups.items()}
@@ -450,6 +525,9 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     communities: list[Community] = []
     methods: dict[str, int] = defaultdict(int)
     for cid, level, members in tqdm(memberships, desc="communities", unit="community", disable=not progress):
+        if level == LEVEL and cid in detection.kept:  # the same members, untouched by the edit
+            communities.append(replace(detection.kept[cid], parent=parent_of.get(cid, "")))
+            continue
         context = ctx.graph.community_context(
             sorted(members), max_entities=SUMMARY_ENTITIES, max_relations=SUMMARY_RELATIONS,
             max_chunks=MAX_COMMUNITY_CHUNKS
@@ -492,6 +570,8 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         fallback=detection.fallback,
         coarser=tuple(len(level) for level in parents),
         seconds=round(time.perf_counter() - started, 3),
+        kept=sum(1 for cid in finest if cid in detection.kept),
+        reclustered=detection.reclustered,
     )
     log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})
     community_state.record(ctx, current, dataclasses.asdict(report))

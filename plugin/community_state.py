@@ -9,6 +9,10 @@ to be done). A refresh now first compares what a build reads (the documents and 
 graph's counts, the settings that shape communities and summaries, the embedder and the LLM) with
 what the stored set was built from, and keeps the set when they match.
 
+The record also keeps each document's hash and a digest of the settings, embedder and LLM alone: a
+refresh after an edit diffs the documents to find what changed, and re-clusters only the communities
+the changed documents touch (plugin/communities.py, "local refresh") while the settings are the same.
+
 The record lives in the site's home (`communities-state.json`), is removed before a build writes
 anything and written after it succeeded, so a crashed build never leaves a record that vouches for
 a half-written set. An organization's mapped graph (`[site.graph_map]`) can change relations
@@ -36,41 +40,81 @@ def _path(ctx: SiteContext) -> Path:
     return ctx.cfg.home / FILENAME
 
 
-def fingerprint(ctx: SiteContext, stats: GraphStats) -> str | None:
-    """A digest of what a build would read; None where no digest can vouch for it (a mapped graph).
+@dataclasses.dataclass(frozen=True)
+class Basis:
+    """What a build reads, as `record` keeps it beside the set it built."""
+
+    fingerprint: str  # everything: an equal one keeps the set as it is
+    shape: str  # the settings, embedder and LLM alone: an equal one lets a refresh stay local
+    documents: dict[str, str]  # document id -> sha256: which documents an edit touched
+
+
+def basis(ctx: SiteContext, stats: GraphStats) -> Basis | None:
+    """What a build would read; None where no record can vouch for it (a mapped graph).
     `stats`: the graph's counts as the build read them (one count query on Neo4j, read once)."""
     if ctx.cfg.site.graph_map.enabled:
         return None
     doc_ids = sorted(ctx.graph.documents_by_source(""))
     hashes = ctx.graph.document_hashes(doc_ids) if doc_ids else {}
     llm = ctx.cfg.llm
-    basis: dict[str, Any] = {
-        "documents": [[d, hashes.get(d, "")] for d in doc_ids],
-        "stats": dataclasses.asdict(stats) | {"communities": None},
+    shape: dict[str, Any] = {
         "settings": {k: getattr(ctx.cfg.site, k) for k in _SETTINGS},
         "embedder": [ctx.embedder.model_id, ctx.embedder.model_sha256],
         "llm": [llm.base_url, llm.model] if ctx.llm is not None else None,
     }
-    return hashlib.sha256(json.dumps(basis, sort_keys=True).encode("utf-8")).hexdigest()
+    documents = {d: hashes.get(d, "") for d in doc_ids}
+    whole = shape | {"documents": [[d, h] for d, h in documents.items()],
+                     "stats": dataclasses.asdict(stats) | {"communities": None}}
+    return Basis(_digest(whole), _digest(shape), documents)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def fingerprint(ctx: SiteContext, stats: GraphStats) -> str | None:
+    """A digest of what a build would read; None where no digest can vouch for it (a mapped graph)."""
+    found = basis(ctx, stats)
+    return None if found is None else found.fingerprint
+
+
+def _stored(ctx: SiteContext) -> dict[str, Any] | None:
+    try:
+        stored = json.loads(_path(ctx).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return stored if isinstance(stored, dict) else None
 
 
 def unchanged_report(ctx: SiteContext, current: str | None) -> dict[str, Any] | None:
     """The stored build's report when the communities were built from exactly `current`, else None."""
     if current is None:
         return None
-    try:
-        stored = json.loads(_path(ctx).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(stored, dict) or stored.get("fingerprint") != current or not isinstance(stored.get("report"), dict):
+    stored = _stored(ctx)
+    if stored is None or stored.get("fingerprint") != current or not isinstance(stored.get("report"), dict):
         return None
     return stored["report"]
+
+
+def changed_documents(ctx: SiteContext, current: Basis | None) -> set[str] | None:
+    """The documents added, removed or changed since the stored set was built, when only documents
+    changed (same settings, embedder and LLM); None when a refresh cannot be local: no record
+    vouches for the stored set (none yet, a crashed build, a mapped graph) or what shapes it changed."""
+    stored = _stored(ctx)
+    if current is None or stored is None or stored.get("shape") != current.shape:
+        return None
+    before = stored.get("documents")
+    if not isinstance(before, dict):
+        return None
+    now = current.documents
+    return {d for d in before.keys() | now.keys() if before.get(d) != now.get(d)}
 
 
 def forget(ctx: SiteContext) -> None:
     _path(ctx).unlink(missing_ok=True)
 
 
-def record(ctx: SiteContext, current: str | None, report: dict[str, Any]) -> None:
+def record(ctx: SiteContext, current: Basis | None, report: dict[str, Any]) -> None:
     if current is not None:
-        write_json_atomic(_path(ctx), {"fingerprint": current, "report": report})
+        write_json_atomic(_path(ctx), {"fingerprint": current.fingerprint, "shape": current.shape,
+                                       "documents": current.documents, "report": report})

@@ -3,10 +3,9 @@
 Order: the graph first (the commit point: retrieval resolves every vector hit through the graph,
 so a deleted document can no longer be cited even if its vectors linger after a crash), then its
 chunk and answer-sentence vectors; the document ids are on disk until then, so the next ingest or
-delete removes vectors a crash left (plugin.vector_intent). Communities that held the document's entities are then stale: `refresh` rebuilds
-them starting Leiden from the stored partition (GDS `seedProperty`, leidenalg
-`initial_membership`), so communities the deletion did not touch keep their members and ids, and
-only the changed summaries are re-embedded and re-published. Publishing afterwards sends the
+delete removes vectors a crash left (plugin.vector_intent). Communities that held the document's entities are then stale: `refresh` re-clusters only
+them (a local refresh, plugin/communities.py), so communities the deletion did not touch keep their
+members, ids, summaries and vectors, and only the changed summaries are re-embedded and re-published. Publishing afterwards sends the
 changes with tombstones for withdrawn summaries (plugin.publish), so the gateway stops routing
 to what the site no longer holds.
 """
@@ -62,7 +61,8 @@ def refresh_communities(ctx: SiteContext, progress: bool = False):  # -> Communi
 
     if not ctx.graph.communities():
         return None
-    if ctx.graph.stats().documents == 0:
+    stats = ctx.graph.stats()  # handed on: each read is a count query on Neo4j
+    if stats.documents == 0:
         clear_communities(ctx)
         return None
-    return build_communities(ctx, progress=progress, incremental=True)
+    return build_communities(ctx, progress=progress, incremental=True, stats=stats)

@@ -1,8 +1,17 @@
 """Incremental community refresh against a full rebuild, round after round (issue 34).
 
 A site that syncs regularly refreshes its communities incrementally (`ingest --sync`, `delete`,
-`communities --incremental`: Leiden seeded from the stored communities). This measures whether
-that stays as good as a full build, on each graph store, the same site and the same edits:
+`communities --incremental`). This measures whether that stays as good as a full build, and what
+it costs, on each graph store, the same site and the same edits, for each way of refreshing
+(`--refresh`):
+
+- `local` (what a site does): only the communities the changed documents touch are clustered
+  again; the others keep their members, ids, summaries and vectors (plugin/communities.py).
+- `seeded` (what a site did before, and still does without a record of its documents' hashes,
+  e.g. one written by an older version or a mapped graph): Leiden over the whole graph, seeded from
+  the stored communities. The bench takes that path by removing the document hashes from the
+  stored set's record (plugin/community_state.py) before each refresh; its fingerprint stays, so
+  unchanged rounds are kept as before.
 
 - data: the first `--passages` SQuAD paragraphs in file order (CC BY-SA 4.0;
   `../shared/datasets/squad`) as one JSONL file, ingested with `ingest_paths` (untimed) and given a
@@ -24,7 +33,7 @@ Targets (issue 34): modularity >= 0.95 x the full rebuild's, largest community <
 rebuild's, refresh <= 30% of a full build's time, in every round.
 
     python scripts/bench_refresh_drift.py [--smoke] [--passages 300] [--rounds 10] [--stores embedded,neo4j]
-        [--out benchmarks/refresh_drift.json]
+        [--refresh local,seeded] [--out benchmarks/refresh_drift.json]
 """
 from __future__ import annotations
 
@@ -87,8 +96,8 @@ def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
     vouched = record.read_bytes() if record.exists() else None
     vectors = ctx.vectors.get(SUMMARIES, [c.id for c in kept]) if kept else {}
     with Stopwatch() as sw:
-        build_communities(ctx, incremental=False)
-    full = figures(ctx)
+        built = build_communities(ctx, incremental=False)
+    full = figures(ctx) | {"summaries_embedded": built.summaries_embedded}
     ctx.graph.replace_communities(kept)
     community_state.forget(ctx)
     if vouched is not None:
@@ -102,18 +111,29 @@ def full_rebuild_aside(ctx: Any) -> tuple[dict[str, Any], float]:
     return full, sw.seconds
 
 
+def seeded_next(ctx: Any) -> None:
+    """Make the next refresh seeded, as a site without its documents' hashes on record refreshes."""
+    from hansa.plugin import community_state
+
+    path = ctx.cfg.home / community_state.FILENAME
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored.pop("documents", None)
+        path.write_text(json.dumps(stored), encoding="utf-8")
+
+
 def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[str, Any]],
-              pool: list[dict[str, Any]], cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+              pool: list[dict[str, Any]], cfg: dict[str, Any], mode: str = "local") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from hansa.plugin.communities import build_communities
     from hansa.plugin.deletion import refresh_communities
     from hansa.plugin.ingest import ingest_paths
     from hansa.plugin.site import SiteContext
 
-    folder = workdir / store / "corpus"
+    folder = workdir / store / mode / "corpus"
     folder.mkdir(parents=True)
     site_file = folder / "squad.jsonl"
     write_site_file(site_file, documents)
-    ctx = SiteContext.open(site_config(workdir / store / "home", "neo4j" if store == "neo4j" else "embedded", uri))
+    ctx = SiteContext.open(site_config(workdir / store / mode / "home", "neo4j" if store == "neo4j" else "embedded", uri))
     rng = random.Random(cfg["seed"])
     pool = list(pool)
     records: list[dict[str, Any]] = []
@@ -133,13 +153,15 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 write_site_file(site_file, documents)
                 ingest_paths(ctx, [folder], sync=True)
             before = {c.id for c in ctx.graph.communities()}
+            if mode == "seeded":
+                seeded_next(ctx)
             with Stopwatch() as sw:
                 report = refresh_communities(ctx)
             refreshed = figures(ctx)
             after = {c.id for c in ctx.graph.communities()}
             full, full_seconds = full_rebuild_aside(ctx)
             record = {
-                "store": store, "round": number, "kind": kind, "deleted": deleted, "edited": edited,
+                "store": store, "refresh": mode, "round": number, "kind": kind, "deleted": deleted, "edited": edited,
                 "documents": len(documents),
                 "communities": refreshed["communities"], "communities_full_rebuild": full["communities"],
                 "modularity": refreshed["modularity"], "modularity_full_rebuild": full["modularity"],
@@ -152,13 +174,18 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 "communities_kept": len(before & after),
                 "kept_unchanged": bool(getattr(report, "unchanged", False)) if report else None,
                 "summaries_embedded": getattr(report, "summaries_embedded", None) if report else None,
+                # the full rebuild also reuses the stored vector of every summary it makes unchanged
+                "summaries_embedded_full_rebuild": full["summaries_embedded"],
+                # a local refresh: communities kept as stored, and entities clustered again
+                "local_kept": getattr(report, "kept", None) if report else None,
+                "reclustered": getattr(report, "reclustered", None) if report else None,
             }
             records.append(record)
-            progress(f"{store} round {number} ({kind}): {record['communities']} communities (full "
+            progress(f"{store}/{mode} round {number} ({kind}): {record['communities']} communities (full "
                      f"{record['communities_full_rebuild']}), largest {record['largest_community']} (full "
                      f"{record['largest_community_full_rebuild']}), modularity {record['modularity']} (full "
                      f"{record['modularity_full_rebuild']}), refresh {record['refresh_seconds']} s / full "
-                     f"{record['full_build_seconds']} s")
+                     f"{record['full_build_seconds']} s, {record['summaries_embedded']} summaries embedded")
     finally:
         try:
             ctx.graph.uninstall()  # a Neo4j given with --neo4j-uri is left as it was found
@@ -167,10 +194,11 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
     return records, start
 
 
-def judge(report: benchlib.Report, records: list[dict[str, Any]], store: str) -> None:
-    mine = [r for r in records if r["store"] == store]
+def judge(report: benchlib.Report, records: list[dict[str, Any]], store: str, mode: str) -> None:
+    mine = [r for r in records if r["store"] == store and r["refresh"] == mode]
     if not mine:
         return
+    store = store if mode == "local" else f"{store}/{mode}"
     q = min(benchlib.ratio(r["modularity"], r["modularity_full_rebuild"]) or 0.0 for r in mine)
     big = max(benchlib.ratio(r["largest_community"], r["largest_community_full_rebuild"]) or 0.0 for r in mine)
     share = max(benchlib.ratio(r["refresh_seconds"], r["full_build_seconds"]) or 0.0 for r in mine)
@@ -192,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--unchanged-rounds", type=int, default=None, help="then rounds with no change (default 2; smoke 1)")
     p.add_argument("--change", type=float, default=0.05, help="share of the documents a round deletes or edits")
     p.add_argument("--stores", default="embedded,neo4j", help="comma-separated: embedded, neo4j")
+    p.add_argument("--refresh", default="local", help="comma-separated ways to refresh, each on its own site: local, seeded")
     p.add_argument("--seed", type=int, default=7, help="seed of the edit draws")
     p.add_argument("--neo4j-uri", default=None, help="use this running Neo4j + GDS instead of starting one")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
@@ -199,10 +228,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(stores) - {"embedded", "neo4j"})
     if unknown or not stores:
         p.error(f"--stores: unknown {unknown or 'none given'}; use embedded and/or neo4j")
+    modes = [m.strip() for m in args.refresh.split(",") if m.strip()]
+    if sorted(set(modes) - {"local", "seeded"}) or not modes:
+        p.error("--refresh: use local and/or seeded")
     if not 0 < args.change <= 1:
         p.error("--change must be in (0, 1]")
     n = args.passages or (40 if args.smoke else 300)
-    cfg = {"corpus": "squad", "passages": n, "change": args.change, "seed": args.seed, "stores": stores,
+    cfg = {"corpus": "squad", "passages": n, "change": args.change, "seed": args.seed, "stores": stores, "refresh": modes,
            "rounds": args.rounds if args.rounds is not None else (2 if args.smoke else 10),
            "unchanged_rounds": args.unchanged_rounds if args.unchanged_rounds is not None else (1 if args.smoke else 2)}
     squad = benchlib.squad_documents(n + n)  # the second half feeds the edits
@@ -215,19 +247,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     starts: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-refresh-drift-") as tmp:
         if "embedded" in stores:
-            rows, starts["embedded"] = run_store("embedded", None, Path(tmp), documents, pool, cfg)
-            records += rows
+            for mode in modes:
+                rows, starts[f"embedded/{mode}"] = run_store("embedded", None, Path(tmp), documents, pool, cfg, mode)
+                records += rows
         if "neo4j" in stores:
             server: dict[str, Any] = {}
             with benchlib.neo4j(args.neo4j_uri, server) as uri:
-                rows, starts["neo4j"] = run_store("neo4j", uri, Path(tmp), documents, pool, cfg)
-                records += rows
+                for mode in modes:
+                    rows, starts[f"neo4j/{mode}"] = run_store("neo4j", uri, Path(tmp), documents, pool, cfg, mode)
+                    records += rows
             server.pop("pid", None)
             report.results["server"] = server
     report.results["initial_full_build"] = starts
     report.results["rounds"] = records
     for store in stores:
-        judge(report, records, store)
+        for mode in modes:
+            judge(report, records, store, mode)
     if args.smoke:
         report.note("smoke run: a site too small for the targets to mean anything")
     report.emit(args.out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from hansa.core.checks import Check
 from hansa.core.errors import BackendError
@@ -145,7 +145,7 @@ class GraphStore(ABC):
 
     @abstractmethod
     def detect_communities(
-        self, params: LeidenParams, seeds: Mapping[str, int] | None = None
+        self, params: LeidenParams, seeds: Mapping[str, int] | None = None, within: Collection[str] | None = None
     ) -> list[CommunityAssignment]:
         """Run Leiden on the undirected entity graph weighted by summed co-occurrence; every
         entity that has at least one relation gets an assignment. Isolated entities are left out.
@@ -153,7 +153,17 @@ class GraphStore(ABC):
         `seeds` (entity id -> community number) starts Leiden from an earlier partition (GDS
         `seedProperty`, leidenalg `initial_membership`): after a small change most entities keep
         their community, so most summaries keep their ids and are not re-published. Entities
-        without a seed start alone."""
+        without a seed start alone.
+
+        `within` (entity ids; not with `seeds`) runs Leiden on the subgraph those entities induce,
+        at the resolution that weighs it as the whole graph's modularity at `params.gamma` does
+        (`quality.region_resolution`): a local refresh re-clusters only what an edit touched. Only
+        entities related to another one inside the set get an assignment."""
+
+    @abstractmethod
+    def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
+        """Ids of the entities the given documents mention (unknown documents add none): where an
+        edit touched the entity graph, so what a local community refresh re-clusters."""
 
     @abstractmethod
     def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
@@ -161,6 +171,12 @@ class GraphStore(ABC):
         on the entity graph `detect_communities` runs on (adapters/graph/quality.py); related entities
         the partition leaves out count as communities of their own. What lets an incremental run be
         checked against a full one on either backend."""
+
+    def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
+        """`modularity` of each partition. Stores read the entity graph once for all of them: an
+        incremental run scores its partition and the full one it is checked against, and every
+        read of the graph is a scan of all relations (on Neo4j, sent over Bolt)."""
+        return [self.modularity(partition, gamma) for partition in partitions]
 
     @abstractmethod
     def replace_communities(self, communities: Sequence[Community]) -> None:

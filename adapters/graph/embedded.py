@@ -24,8 +24,9 @@ import json
 import sqlite3
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Collection, Iterator, Mapping, Sequence
 
 import igraph
 import leidenalg
@@ -518,11 +519,22 @@ class EmbeddedGraphStore(GraphStore):
         return [_hit(rows[cid], float(score), "graph") for cid, score, _shared in ranked]
 
     def detect_communities(
-        self, params: LeidenParams, seeds: Mapping[str, int] | None = None
+        self, params: LeidenParams, seeds: Mapping[str, int] | None = None, within: Collection[str] | None = None
     ) -> list[CommunityAssignment]:
         check_leiden_params(params)
+        if seeds and within is not None:
+            raise InputError("Leiden runs either seeded or within a set of entities, not both")
         with self._reading() as db:
             edges = db.execute(_RELATIONS).fetchall()
+        if within is not None:
+            region = set(within)
+            total = sum(float(w) for _, _, w in edges)
+            degree = sum(float(w) * ((s in region) + (t in region)) for s, t, w in edges)
+            edges = [(s, t, w) for s, t, w in edges if s in region and t in region]
+            gamma = quality.region_resolution(params.gamma, total, degree, sum(float(w) for _, _, w in edges))
+            if not edges:
+                return []
+            params = replace(params, gamma=gamma)
         if not edges:
             return []
         names = sorted({e for s, t, _ in edges for e in (s, t)})
@@ -533,10 +545,22 @@ class EmbeddedGraphStore(GraphStore):
         membership = _leiden(graph, 2.0 * sum(weights), params, _initial_membership(names, seeds))
         return [CommunityAssignment(entity_id=name, communities=(int(c),)) for name, c in zip(names, membership)]
 
+    def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT DISTINCT m.entity_id FROM hansa_chunks c JOIN hansa_mentions m ON m.chunk_id = c.id"
+                " WHERE c.doc_id IN (SELECT value FROM json_each(?))",
+                (_ids(doc_ids),),
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
+        return self.modularities([partition], gamma)[0]
+
+    def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
         with self._reading() as db:
             edges = db.execute(_RELATIONS).fetchall()
-        return quality.modularity(edges, partition, gamma)
+        return [quality.modularity(edges, partition, gamma) for partition in partitions]
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)

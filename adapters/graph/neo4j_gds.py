@@ -37,7 +37,8 @@ from __future__ import annotations
 import re
 import uuid
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from dataclasses import replace
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import neo4j
 from neo4j import GraphDatabase, ManagedTransaction, NotificationDisabledClassification
@@ -423,10 +424,21 @@ class Neo4jGraphStore(GraphStore):
         return [_hit(r, float(r["score"]), "graph") for r in records]
 
     def detect_communities(
-        self, params: LeidenParams, seeds: Mapping[str, int] | None = None
+        self, params: LeidenParams, seeds: Mapping[str, int] | None = None, within: Collection[str] | None = None
     ) -> list[CommunityAssignment]:
         check_leiden_params(params)
-        if not self._query("gds/related_exists", "looking for related entities")[0]["related"]:
+        if seeds and within is not None:
+            raise InputError("Leiden runs either seeded or within a set of entities, not both")
+        region = sorted(set(within)) if within is not None else None
+        projection: dict[str, Any] = {}
+        if region is not None:
+            weights = self._query("gds/region_weights", "weighing the entities to re-cluster", entity_ids=region)[0]
+            gamma = quality.region_resolution(params.gamma, weights["total"], weights["degree"], weights["inside"])
+            if gamma <= 0:
+                return []  # no relation inside the set
+            params = replace(params, gamma=gamma)
+            projection = {"name": "gds/project_within", "entity_ids": region}
+        elif not self._query("gds/related_exists", "looking for related entities")[0]["related"]:
             return []
         gds = self._gds_client()
         name = f"{PROJECTION_PREFIX}leiden-{uuid.uuid4().hex}"
@@ -435,8 +447,8 @@ class Neo4jGraphStore(GraphStore):
             self._write_seeds(seeds)
             seeded = {"seed_property": SEED_PROPERTY}
         try:
-            with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._no_move(seeds) as unchanged:
-                self._query("gds/project", "projecting the entity graph", graph=name)
+            with self._backend("running Leiden"), self._gds_refusal("Leiden"), self._no_move(seeds, region) as unchanged:
+                self._query(projection.pop("name", "gds/project"), "projecting the entity graph", graph=name, **projection)
                 try:
                     frame = gds.leiden.stream(
                         gds.graph.get(name),
@@ -464,12 +476,19 @@ class Neo4jGraphStore(GraphStore):
         # Index 0 is the finest level (GDS's order), as CommunityAssignment documents.
         return [CommunityAssignment(entity_id=r["entity_id"], communities=levels[r["node_id"]]) for r in linked]
 
+    def document_entities(self, doc_ids: Sequence[str]) -> set[str]:
+        if not doc_ids:
+            return set()
+        records = self._query("documents/entities", "reading the documents' entities", doc_ids=list(dict.fromkeys(doc_ids)))
+        return {r["entity_id"] for r in records}
+
     @contextmanager
-    def _no_move(self, seeds: Mapping[str, int] | None) -> Iterator[list[CommunityAssignment]]:
+    def _no_move(self, seeds: Mapping[str, int] | None, region: list[str] | None = None) -> Iterator[list[CommunityAssignment]]:
         """GDS 2.13 fails with a NullPointerException (no dendrogram) when Leiden finds no move to
         make in its first iteration (e.g. a high gamma on a small graph, or seeds that are already
         a local optimum): its start partition is then the result. Yields a list that holds that
-        partition in this case (empty otherwise): the seeds, or every related entity alone."""
+        partition in this case (empty otherwise): the seeds, or every related entity (of `region`,
+        for a run within it) alone."""
         result: list[CommunityAssignment] = []
         try:
             yield result
@@ -480,7 +499,8 @@ class Neo4jGraphStore(GraphStore):
                 rows = self._query("gds/seed_read", "reading Leiden seeds")
                 result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(int(r["seed"]),)) for r in rows)
             else:
-                rows = self._query("gds/related_entities", "reading related entities")
+                rows = (self._query("gds/related_entities", "reading related entities") if region is None else
+                        self._query("gds/related_within", "reading related entities", entity_ids=region))
                 result.extend(CommunityAssignment(entity_id=r["entity_id"], communities=(i,)) for i, r in enumerate(rows))
 
     def _write_seeds(self, seeds: Mapping[str, int]) -> None:
@@ -517,8 +537,12 @@ class Neo4jGraphStore(GraphStore):
         return self._gds
 
     def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
+        return self.modularities([partition], gamma)[0]
+
+    def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
         rows = self._query("gds/relations", "reading the entity graph")
-        return quality.modularity(((r["a"], r["b"], r["weight"]) for r in rows), partition, gamma)
+        edges = [(r["a"], r["b"], r["weight"]) for r in rows]
+        return [quality.modularity(edges, partition, gamma) for partition in partitions]
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)

@@ -38,3 +38,21 @@ def modularity(edges: Iterable[tuple[str, str, float]], partition: Mapping[str, 
     _, dense = np.unique(np.concatenate([ca, cb]), return_inverse=True)
     degree = np.bincount(dense, weights=np.concatenate([weight, weight]))  # K per community
     return inside / total - float(gamma) * float(np.sum((degree / (2.0 * total)) ** 2))
+
+
+def region_resolution(gamma: float, total: float, degree: float, inside: float) -> float:
+    """The resolution at which Leiden on a region's own subgraph weighs its null model as the whole
+    graph's modularity at `gamma` does; 0.0 when the region holds no relation.
+
+    Why: a local refresh (plugin/communities.py) re-clusters only the entities an edit touched and
+    keeps every other community as it is, so the objective is the site-wide Q with the rest fixed.
+    Q's null term for two region entities is gamma * k_i * k_j / 2m with their whole-graph degrees
+    k and total weight m (`total`); on the subgraph Leiden sees degrees k' and total m' (`inside`).
+    Scaling each k' by the region's K / K' (`degree`: the summed whole-graph degree of its entities;
+    K' = 2m') gives gamma' = gamma * K^2 / (4 m' m). A region cut off from the rest (K = K') gets
+    gamma * m'/m, which is exact; otherwise its entities' edges out of the region are spread over
+    them in proportion to their degree inside, the one approximation (the caller checks the result
+    against a full run anyway)."""
+    if inside <= 0 or total <= 0:
+        return 0.0
+    return float(gamma) * float(degree) ** 2 / (4.0 * float(inside) * float(total))

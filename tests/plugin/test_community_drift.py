@@ -1,10 +1,12 @@
 """Incremental community refreshes stay as good as a full build (issue 34), on both graph stores.
 
-A site that syncs regularly refreshes its communities with Leiden seeded from the stored ones. On
-Neo4j + GDS 2.13 that used to collapse the site into a few giant communities (80 -> 46 -> 12 in
-three runs on unchanged data). Here a real SQuAD site is edited and refreshed round after round
-(random edits and deletes, then rounds with no change) and each refreshed set is compared with the
-set a full build would publish on the same graph (`plan(incremental=False)`, nothing written).
+A site that syncs regularly refreshes its communities incrementally: locally (only the communities
+the changed documents touch are clustered again), or without a record of its documents' hashes with
+Leiden seeded from the stored ones. On Neo4j + GDS 2.13 the seeded run used to collapse the site
+into a few giant communities (80 -> 46 -> 12 in three runs on unchanged data). Here a real SQuAD
+site is edited and refreshed round after round (random edits and deletes, then rounds with no
+change) and each refreshed set is compared with the set a full build would publish on the same
+graph (`plan(incremental=False)`, nothing written).
 """
 from __future__ import annotations
 
@@ -92,7 +94,7 @@ def test_incremental_refreshes_stay_within_tolerance_of_a_full_build(squad_site:
             ingest_paths(ctx, [folder], sync=True)
         report = refresh_communities(ctx)
         assert report is not None
-        assert report.fallback == "", f"round {number}: the seeded run drifted ({report.fallback})"
+        assert report.fallback == "", f"round {number}: the refresh drifted ({report.fallback})"
 
         _, full = plan(ctx, incremental=False, stats=ctx.graph.stats())
         full_labels = {e: i for i, members in enumerate(full.groups.values()) for e in members}
@@ -106,8 +108,9 @@ def test_incremental_refreshes_stay_within_tolerance_of_a_full_build(squad_site:
 
 
 class _Collapsing:
-    """A graph store whose seeded Leiden returns everything as one community: the drift of issue 34
-    made certain, to see the guard take the full partition instead. A fake of hansa's own port."""
+    """A graph store whose seeded Leiden (or Leiden within a set) returns everything as one
+    community: the drift of issue 34 made certain, to see the guard take the full partition
+    instead. A fake of hansa's own port."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
@@ -115,12 +118,13 @@ class _Collapsing:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def detect_communities(self, params: Any, seeds: Any = None) -> Any:
+    def detect_communities(self, params: Any, seeds: Any = None, within: Any = None) -> Any:
         found = self._store.detect_communities(params)
-        if seeds:
+        if seeds or within is not None:
             from hansa.adapters.records import CommunityAssignment
 
-            return [CommunityAssignment(entity_id=a.entity_id, communities=(0,)) for a in found]
+            return [CommunityAssignment(entity_id=a.entity_id, communities=(0,)) for a in found
+                    if within is None or a.entity_id in within]
         return found
 
 
@@ -139,6 +143,34 @@ def test_a_drifted_seeded_run_falls_back_to_the_full_partition(tmp_path: Path, s
         assert report.fallback.startswith("full build: seeded Leiden's")
         assert report.communities == full.communities and {c.id for c in ctx.graph.communities()} == ids
         assert report.modularity == report.modularity_full and report.modularity > 0
+
+
+def test_a_drifted_local_refresh_is_widened_then_falls_back_to_the_full_partition(tmp_path: Path, shared_dir: Path) -> None:
+    rows = [p.as_document() for p in load_passages(shared_dir / "datasets" / "squad")[:31]]
+    _write(tmp_path / "squad.jsonl", rows[:30])
+    cfg = load_config(env={"HANSA_HOME": str(tmp_path / "home"), "HANSA_SITE_SITE_ID": "drift-site"})
+    with SiteContext.open(cfg) as ctx:
+        ctx.graph.install()
+        ingest_paths(ctx, [tmp_path / "squad.jsonl"])
+        build_communities(ctx)
+        _write(tmp_path / "squad.jsonl", rows[:29] + rows[30:31])  # one paragraph replaced by another
+        ingest_paths(ctx, [tmp_path / "squad.jsonl"], sync=True)
+        _, full = plan(ctx, incremental=False, stats=ctx.graph.stats())
+        real = ctx.graph
+        calls: list[int] = []
+        ctx.graph = _Collapsing(real)  # type: ignore[assignment]
+        detect_within = ctx.graph.detect_communities
+
+        def counted(params: Any, seeds: Any = None, within: Any = None) -> Any:
+            calls.append(0 if within is None else len(within))
+            return detect_within(params, seeds, within)
+
+        ctx.graph.detect_communities = counted  # type: ignore[method-assign]
+        report = refresh_communities(ctx)
+        assert report is not None and report.fallback.startswith("full build: the local refresh's")
+        assert len(calls) == 3 and 0 < calls[1] < calls[2]  # the full run, then a wider second region
+        assert report.reclustered is None and report.kept == 0
+        assert report.communities == len(full.groups) and report.modularity == report.modularity_full
 
 
 def test_drift_rule() -> None:

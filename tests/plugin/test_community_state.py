@@ -1,5 +1,6 @@
 """An incremental refresh keeps the stored communities when nothing they were built from changed
-(plugin/community_state.py), on both graph stores, and rebuilds as soon as anything did."""
+(plugin/community_state.py), on both graph stores, rebuilds as soon as anything did, and after an
+edit re-clusters only the communities the changed documents touch (a local refresh)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 from hansa.core.config import load_config
 from hansa.evaluation.squad import load_passages
 from hansa.plugin import community_state
-from hansa.plugin.communities import build_communities
+from hansa.plugin.communities import DRIFT_LARGEST_FACTOR, DRIFT_MODULARITY_RATIO, build_communities, plan, stored_partition
 from hansa.plugin.deletion import refresh_communities
 from hansa.plugin.ingest import ingest_paths
 from hansa.plugin.site import SUMMARIES, SiteContext
@@ -109,3 +110,61 @@ def test_a_build_counts_the_graph_once(site: tuple[SiteContext, Path, list[Any]]
     assert len(reads) == 1
     assert build_communities(ctx, incremental=True).unchanged
     assert len(reads) == 2
+
+
+def _edit(ctx: SiteContext, folder: Path, rows: list[Any]) -> None:
+    """One paragraph deleted and one replaced by another's text, applied as `ingest --sync` does."""
+    _write(folder / "squad.jsonl", rows[1:2] + [{**rows[2], "text": rows[35]["text"]}] + rows[3:30])
+    ingest_paths(ctx, [folder], sync=True)
+
+
+def test_an_edit_keeps_every_community_it_does_not_touch(site: tuple[SiteContext, Path, list[Any]]) -> None:
+    """Communities holding no entity of a deleted or changed document (before or after the edit)
+    keep their members, ids, summaries and vectors; only the rest is clustered and summarized again,
+    and the refreshed set stays within issue 34's tolerance of a full build on the same graph."""
+    ctx, folder, rows = site
+    build_communities(ctx)
+    before = {c.id: c for c in ctx.graph.communities()}
+    vectors = ctx.vectors.get(SUMMARIES, sorted(before))
+    hashes = ctx.graph.document_hashes(sorted(ctx.graph.documents_by_source("")))
+    mentioned = {d: ctx.graph.document_entities([d]) for d in hashes}
+    _edit(ctx, folder, rows)
+    now = ctx.graph.document_hashes(sorted(hashes))
+    changed = sorted(d for d in hashes if now.get(d) != hashes[d])
+    assert len(changed) == 2
+    touched = ctx.graph.document_entities(changed).union(*(mentioned[d] for d in changed))
+    untouched = {cid for cid, c in before.items() if not touched.intersection(c.entity_ids)}
+    assert len(untouched) > len(before) / 2  # the edit is far from most communities
+
+    report = refresh_communities(ctx)
+    assert report is not None and not report.unchanged and report.fallback == ""
+    assert report.reclustered is not None and 0 < report.reclustered
+    after = {c.id: c for c in ctx.graph.communities()}
+    kept = untouched & set(after)
+    assert report.kept == len(kept) >= 0.8 * len(untouched)
+    kept_vectors = ctx.vectors.get(SUMMARIES, sorted(kept))
+    for cid in kept:
+        assert (after[cid].entity_ids, after[cid].summary, after[cid].chunk_ids) == \
+            (before[cid].entity_ids, before[cid].summary, before[cid].chunk_ids)
+        assert (kept_vectors[cid] == vectors[cid]).all()
+    assert report.summaries_embedded <= report.communities - report.kept
+
+    gamma = ctx.cfg.site.leiden_gamma
+    _, full = plan(ctx, incremental=False, stats=ctx.graph.stats())
+    q_full = ctx.graph.modularity({e: i for i, members in enumerate(full.groups.values()) for e in members}, gamma)
+    assert ctx.graph.modularity(stored_partition(ctx), gamma) >= DRIFT_MODULARITY_RATIO * q_full
+    largest = max(len(c.entity_ids) for c in after.values())
+    assert largest <= DRIFT_LARGEST_FACTOR * max(map(len, full.groups.values()))
+
+
+def test_a_refresh_counts_the_graph_once(site: tuple[SiteContext, Path, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """refresh_communities reads the counts (is the site emptied?) and hands them to the build."""
+    ctx, folder, rows = site
+    build_communities(ctx)
+    _edit(ctx, folder, rows)
+    reads = []
+    real = ctx.graph.stats
+    monkeypatch.setattr(ctx.graph, "stats", lambda: reads.append(1) or real())  # the real store, counted
+    report = refresh_communities(ctx)
+    assert report is not None and not report.unchanged and report.reclustered is not None
+    assert len(reads) == 1

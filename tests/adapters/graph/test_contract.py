@@ -582,6 +582,32 @@ def test_seeded_leiden_stays_as_good_as_unseeded(graph_store: GraphStore) -> Non
             assert max(map(len, seeded)) <= 2 * max(map(len, fresh)), (gamma, sorted(map(len, seeded)))
 
 
+def test_leiden_within_a_set_clusters_it_as_the_whole_graph_does(graph_store: GraphStore) -> None:
+    """A local community refresh runs Leiden on the touched part of the graph only: at the site's
+    resolution scaled to that subgraph (quality.region_resolution) it must find what a run on the
+    whole graph finds there. Unscaled, gamma 8 on three of eight planted groups splits them."""
+    graph_store.write_documents(planted())
+    region = {f"g{g}e{i}" for g in range(3) for i in range(12)}
+    for gamma in (1.0, 8.0):
+        params = LeidenParams(gamma=gamma)
+        fresh = partition(graph_store.detect_communities(params))
+        within = partition(graph_store.detect_communities(params, within=region))
+        assert within == {m & region for m in fresh if m & region}, gamma
+        outside = [m for m in fresh if not m & region]
+        q = graph_store.modularity(labels(outside + sorted(within, key=min)), gamma)
+        assert q >= 0.95 * graph_store.modularity(labels(fresh), gamma)
+    assert graph_store.detect_communities(LeidenParams(), within={"g0e0", "g5e5"}) == []  # no relation inside
+    with pytest.raises(InputError):
+        graph_store.detect_communities(LeidenParams(), seeds={"g0e0": 0}, within=region)
+
+
+def test_document_entities_are_what_the_documents_mention(graph_store: GraphStore) -> None:
+    graph_store.write_documents(two_cliques())
+    assert graph_store.document_entities(["da", "nope"]) == set(TWO_CLIQUES_A) | {"b1", "swing"}
+    assert graph_store.document_entities(["dx", "dy"]) == {"swing", "b1"}
+    assert graph_store.document_entities([]) == set()
+
+
 def test_modularity_scores_a_partition_as_igraph_does(graph_store: GraphStore) -> None:
     graph_store.write_documents(two_cliques())
     # The graph two_cliques() defines, built independently: each clique's pairs weigh 3.
