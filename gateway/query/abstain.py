@@ -14,6 +14,9 @@ confidence that the evidence answers the question (higher: answer), exposed as t
 - `CalibratedAbstainer`: the same rule, then a logistic model over the final assessment
   (query.calibration, fit on answerable vs unanswerable fit-split questions): abstain below the
   model's threshold; its score is the model's probability.
+- `shares_no_word` (the engine applies it to the final answer, `[gateway]
+  abstain_without_question_words`): abstain when the best passages hold none of the question's
+  content words, whichever abstainer judged.
 """
 from __future__ import annotations
 
