@@ -18,8 +18,9 @@ an answerable one's (AUROC 0.589 on SQuAD 2.0 dev), and the gateway never abstai
   paragraph they were written against is a negative. Answerable fit questions on those articles
   give positives, so the article itself teaches nothing. The other half of the dev articles is never
   read in training: evaluation/reader.py reports on them apart (`held_out`), the clean figure.
-- **Off-topic sentences that share the question's words** (`off_topic` per question, from a third
-  stage on): sentences of *other* articles chosen for the most content words in common with the
+- **Off-topic sentences that share the question's words** (`off_topic` per question, `reader_train
+  --off-topic N`; no shipped stage uses them: a third stage trained with them changed nothing that
+  matters, benchmarks/README.md "Questions no site holds"): sentences of *other* articles chosen for the most content words in common with the
   question. Stage one saw one random sentence of another article per question, which shares
   nothing with it; the filler a site sends beside its answer does share words ("train a puppy" ->
   a dog breed's history), and the reader scored such sentences above the descriptive floor, so an

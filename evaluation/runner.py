@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 
 from hansa.core.errors import HansaError, InputError
 from hansa.evaluation import metrics
-from hansa.evaluation.datasets import Dataset, Passage, Question, load_dataset
+from hansa.evaluation.datasets import OUT_OF_SCOPE, Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
@@ -220,8 +220,6 @@ def out_of_scope_questions(dataset: str, data: Path, split: str, n: int) -> list
     sites hold, one detail changed), these share little but common words with the sites' text,
     so a gateway that still answers them answers with filler. Looked for beside `data` (the folder
     that holds both datasets, as $HANSA_EVAL_DATA does)."""
-    from hansa.evaluation.datasets import OUT_OF_SCOPE
-
     other, domains = OUT_OF_SCOPE_FROM[dataset]
     root = data.parent / other
     if not root.is_dir():
