@@ -436,22 +436,12 @@ class QueryEngine:
     def _answer(self, q: "_Query") -> None:
         """The answer: an explanation when no site could answer, the best judged round's, an
         abstention, or the fused evidence (with second hops while the reader supports nothing)."""
-        calls, request = q.calls, q.request
-        if not calls.calls and q.stop_reason in ("budget", "deadline"):
-            note = ("the query's budget ran out before any site could be asked" if q.stop_reason == "budget" else
-                    "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
-            q.fused = FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
-        elif request.budget.time_ms is not None and calls.calls and all(c.status == TIMEOUT for c in calls.calls):
-            note = "the query's time budget cut the call to every site asked"  # no site could answer: no abstaining
-            q.fused = FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
-                                  sentences=(), note=note)
-        elif q.judged.best is not None and q.reading is None:
+        calls = q.calls
+        q.fused = _unanswered(q)
+        if q.fused is None and q.judged.best is not None and q.reading is None:
             q.fused = q.judged.best  # the best answer seen, whichever round gave it (a reader reads every round's)
-        else:
-            q.abstention = q.abstainer.judge(request.question, q.evidence)
-            if not q.abstention.abstain and self.cfg.abstain_without_question_words:
-                q.abstention = shares_no_word(request.question, q.evidence) or q.abstention
-            q.stage("abstain")
+        elif q.fused is None:
+            self._abstain(q)
             if q.abstention.abstain and calls.calls:  # with no call at all, fusion explains why nobody was asked
                 q.fused = FusedAnswer(answer=no_answer_text(calls.called, q.evidence.best_relevance), citations=(),
                                       sentences=(), note=q.abstention.reason)
@@ -464,6 +454,14 @@ class QueryEngine:
             # the user's own words, not the routing text
             q.synthesis = synthesize(self.llm, q.asked.question, q.answer_fused, token_budget=q.asked.budget.tokens)
             q.stage("synthesize")
+
+    def _abstain(self, q: "_Query") -> None:
+        """The abstainer's verdict, then (when on) the rule that passages sharing no word of the
+        question answer nothing: kept apart from the abstainers because the gate reads those too."""
+        q.abstention = q.abstainer.judge(q.request.question, q.evidence)
+        if not q.abstention.abstain and self.cfg.abstain_without_question_words:
+            q.abstention = shares_no_word(q.request.question, q.evidence) or q.abstention
+        q.stage("abstain")
 
     def _fuse(self, q: "_Query") -> None:
         """Fuse every answer seen; the reader's verdict replaces the abstainer's when there is one."""
@@ -536,6 +534,21 @@ class QueryEngine:
                                 conduct=self.conduct)
         return fused, asked
 
+
+
+def _unanswered(q: "_Query") -> FusedAnswer | None:
+    """An explanation instead of an answer when no site could answer at all: the budget or the
+    deadline ran out before any call, or the time budget cut every call (not an abstention)."""
+    calls, request = q.calls, q.request
+    if not calls.calls and q.stop_reason in ("budget", "deadline"):
+        note = ("the query's budget ran out before any site could be asked" if q.stop_reason == "budget" else
+                "the gateway's own work took the whole site deadline (site_timeout_s) before any site could be asked")
+        return FusedAnswer(answer=f"No answer: {note}.", citations=(), sentences=(), note=note)
+    if request.budget.time_ms is not None and calls.calls and all(c.status == TIMEOUT for c in calls.calls):
+        note = "the query's time budget cut the call to every site asked"
+        return FusedAnswer(answer=budget_cut_text(calls.called, request.budget.time_ms), citations=(),
+                           sentences=(), note=note)
+    return None
 
 @dataclass(eq=False)
 class _Query:
