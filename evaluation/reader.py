@@ -21,6 +21,7 @@ stays within INT8_TOLERANCE F1 of the fp32 one on the same questions (fp32 is re
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import numpy as np
 
 from hansa.core.files import file_sha256
 from hansa.evaluation.reader_contrast import read_in_training, trainable_article
-from hansa.evaluation.reader_pairs import load_paragraphs, load_questions
+from hansa.evaluation.reader_pairs import Paragraph, load_paragraphs, load_questions
 from hansa.evaluation.metrics import exact_match, token_f1
 from hansa.evaluation.split import sample, split_of
 
@@ -62,11 +63,18 @@ def _sample_rows(rows: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
     return [by_id[q.id] for q in sample([Question(r["id"], r["question"]) for r in rows], limit)]
 
 
+@functools.lru_cache(maxsize=2)
+def _squad(squad_dir: Path) -> tuple[dict[str, Paragraph], tuple[dict[str, Any], ...]]:
+    """SQuAD's paragraphs and questions, read once per directory: one measurement reads them for
+    its figures (`read_all`, then `off_topic`), and parsing them is seconds each time."""
+    return load_paragraphs(squad_dir), tuple(load_questions(squad_dir))
+
+
 def read_all(reader: Any, squad_dir: Path, limit: int = 0, progress: bool = True,
              keep: Callable[[dict[str, Any]], bool] = lambda row: True) -> tuple[list[Read], float]:
     """Each SQuAD 2.0 dev question (those `keep` accepts) read against its paragraph."""
-    paragraphs = load_paragraphs(squad_dir)
-    rows = _sample_rows([r for r in load_questions(squad_dir) if r["source"] in SOURCES and keep(r)], limit)
+    paragraphs, questions = _squad(squad_dir)
+    rows = _sample_rows([r for r in questions if r["source"] in SOURCES and keep(r)], limit)
     out: list[Read] = []
     pairs = 0
     t0 = time.perf_counter()
@@ -149,8 +157,8 @@ def off_topic(reader: Any, squad_dir: Path, answerable: Sequence[Read], floor: f
     from hansa.evaluation.metrics import auroc
     from hansa.evaluation.reader_contrast import off_topic_sentences
 
-    paragraphs = load_paragraphs(squad_dir)
-    rows = {r["id"]: r for r in load_questions(squad_dir)}
+    paragraphs, questions = _squad(squad_dir)
+    rows = {r["id"]: r for r in questions}
     dev_docs = {paragraphs[r["context_passage"] or r["gold_passages"][0]].doc_id for r in rows.values()
                 if r["source"] in SOURCES and (r["context_passage"] or r["gold_passages"])}
     pool = [p for p in paragraphs.values() if p.doc_id in dev_docs and p.sentences]
