@@ -121,6 +121,10 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
               help="With --split fit: also write each federation's gate, abstain, escalate, tiers and router rows "
                    "to ROWS_fed<N>.jsonl, for `hansa gateway calibrate --data` (router rows: `hansa gateway router "
                    "train --rows`).")
+@click.option("--calibration-kinds", default="", metavar="KIND,...",
+              help="With --calibration-rows: only these kinds of question rows (gate, escalate, reader, abstain; "
+                   "default all). Escalate rows ask up to 16 sites a question: `reader,abstain` fits abstention "
+                   "alone at a fraction of the cost.")
 @click.option("--share-site-calls", is_flag=True,
               help="Ask each (site, request) pair once per run and give its verified answer, after the time the "
                    "site took, to every strategy asking it again: the same figures in a fraction of the time "
@@ -143,7 +147,7 @@ def _budgets(items: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
 def evaluate(dataset: str, data: Path | None, federations: str, split: str, limit: int, limit_unanswerable: int,
              out_of_scope: int, strategies: str, top_k_sites: int, conversation: bool, routing_only: bool, use_llm: bool, max_passages: int,
              max_documents: int, question_source: str, workers: int, site_timeout: float, cache: Path | None, site_settings: tuple[str, ...],
-             gateway_settings: tuple[str, ...], embedder_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, share_site_calls: bool,
+             gateway_settings: tuple[str, ...], embedder_settings: tuple[str, ...], calibration: Path | None, calibration_rows: Path | None, calibration_kinds: str, share_site_calls: bool,
              budgets: tuple[str, ...], router_model: Path | None, no_cache: bool, smoke: bool, out: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Measure a federation on MTRAG or SQuAD: every strategy side by side, one record per
     (dataset, federation, strategy, split) in the JSON, a table on stdout, and PNGs of evidence
@@ -172,6 +176,7 @@ def evaluate(dataset: str, data: Path | None, federations: str, split: str, limi
                             workers=workers, site_timeout_s=site_timeout,
                             cache=None if no_cache else (cache or default_cache_dir(os.environ)), workdir=workdir,
                             site_settings=pairs, gateway_settings=gateway_pairs, embedder_settings=embedder_pairs, calibration=calibration, calibration_rows=calibration_rows,
+                            calibration_kinds=tuple(k.strip() for k in calibration_kinds.split(",") if k.strip()),
                             share_site_calls=share_site_calls, budgets=_budgets(budgets),
                             router_model=router_model)
     if smoke:

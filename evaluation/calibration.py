@@ -14,7 +14,7 @@ to train the learned router (`hansa gateway router train --rows`).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from hansa.evaluation.datasets import Question
 from hansa.gateway.query.calibrate import LabelledQuestion, Row, abstain_rows, escalate_rows, gate_rows, reader_rows, tier_rows
@@ -23,17 +23,24 @@ from hansa.gateway.query.calibrate import LabelledQuestion, Row, abstain_rows, e
 # How deep escalate rows follow a question's ranking: every schedule the fit chooses among ends at
 # 16 sites, and each row costs one site call.
 ESCALATE_ROW_SITES = 16
+# The kinds of rows a question can give (tiers and router rows come from collect_routing_rows).
+ROW_KINDS = ("gate", "escalate", "reader", "abstain")
 
 
-def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequence[str], other: str | None) -> list[Row]:
+def collect_rows(gateway: Any, question: Question, text: str, gold_sites: Sequence[str], other: str | None,
+                 kinds: Collection[str] = ROW_KINDS) -> list[Row]:
     """The gate rows (answerable questions: one per origin), the escalate rows (every prefix of its
-    ranking) and the abstain row of one question."""
+    ranking), the reader row (a gateway with a reader) and the abstain row of one question, of
+    the `kinds` asked for: escalate rows call up to 16 sites a question, so fitting abstention alone
+    need not pay for them."""
     labelled = LabelledQuestion(question.id, text, tuple(gold_sites), question.answerable)
     origins = ([gold_sites[0]] if gold_sites else []) + ([other] if other else [])
-    rows = gate_rows(gateway, [labelled], origins) if question.answerable and gold_sites else []
-    rows += escalate_rows(gateway, [labelled], max_sites=min(ESCALATE_ROW_SITES, len(gateway.registry.list())))
-    rows += reader_rows(gateway, [labelled]) if gateway.engine.reading is not None else []
-    return rows + abstain_rows(gateway, [labelled])
+    rows = gate_rows(gateway, [labelled], origins) if "gate" in kinds and question.answerable and gold_sites else []
+    if "escalate" in kinds:
+        rows += escalate_rows(gateway, [labelled], max_sites=min(ESCALATE_ROW_SITES, len(gateway.registry.list())))
+    if "reader" in kinds and gateway.engine.reading is not None:
+        rows += reader_rows(gateway, [labelled])
+    return rows + (abstain_rows(gateway, [labelled]) if "abstain" in kinds else [])
 
 
 def collect_routing_rows(gateway: Any, questions: Sequence[Question], texts: Sequence[str],

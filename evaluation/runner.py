@@ -104,6 +104,8 @@ class EvalSettings:
     # write the gate and abstain rows of the asked (fit-split) questions here, one file per
     # federation (<stem>_fed<N><suffix>), for `hansa gateway calibrate --data` (evaluation.calibration)
     calibration_rows: Path | None = None
+    # which kinds of rows each asked question gives (evaluation.calibration.ROW_KINDS); empty: all
+    calibration_kinds: tuple[str, ...] = ()
     # ask each (site, request) pair once per run and replay its verified answer to the strategies
     # asking it again (evaluation.shared_calls): same figures, a fraction of the sites' time
     share_site_calls: bool = False
@@ -552,7 +554,8 @@ def run_federation(ds: Dataset, passages: tuple[Passage, ...], questions: Sequen
                 from hansa.evaluation.calibration import collect_rows
 
                 q, gold = questions[i], gold_sites[i]
-                rows.extend(collect_rows(fed.gateway_service, q, texts[i], gold, other_site(q, site_ids, gold)))
+                rows.extend(collect_rows(fed.gateway_service, q, texts[i], gold, other_site(q, site_ids, gold),
+                                         **({"kinds": settings.calibration_kinds} if settings.calibration_kinds else {})))
             return out
 
         t0 = time.perf_counter()
@@ -600,6 +603,11 @@ def run(settings: EvalSettings, progress: Progress = lambda m: None) -> dict[str
     if settings.calibration_rows is not None and settings.split != "fit":
         raise InputError("calibration rows are collected on the fit split only (--split fit): "
                          "a gate fit on report questions would be reported on what it was fit on")
+    if settings.calibration_kinds:
+        from hansa.evaluation.calibration import ROW_KINDS
+
+        if settings.calibration_rows is None or not set(settings.calibration_kinds) <= set(ROW_KINDS):
+            raise InputError(f"--calibration-kinds names kinds of --calibration-rows, each one of {', '.join(ROW_KINDS)}")
     if settings.calibration is not None:
         from hansa.gateway.query.calibration import read_calibration
 

@@ -180,8 +180,10 @@ def reader_rows(gateway: Any, questions: Iterable[LabelledQuestion], top_k_sites
     for q in questions:
         result = gateway.engine.run(QueryRequest(question=q.text, top_k_sites=top_k_sites))
         read = result.fused.reading or {}
-        features = {"reader_best": float(read.get("best", 0.0)), "passages": float(result.assessment.passages)
-                    if result.assessment is not None else 0.0}
+        # the final assessment's features too, and whether the answer was served (abstention fit jointly
+        # with the reader's score: fit_reader_abstain)
+        evidence = _features(result.assessment) if result.assessment is not None else {"passages": 0.0}
+        features = {**evidence, "reader_best": float(read.get("best", 0.0)), "answered": 0.0 if result.abstained else 1.0}
         rows.append(Row("reader", Example(features, q.answerable, q.id), site=reading.reader.model_sha256))
     return rows
 
