@@ -220,16 +220,21 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @click.option("--max-sites", type=click.FloatRange(1.0, None), default=None,
               help="Escalation under a budget instead: the highest replayed recall asking at most this many sites "
                    "per question on average (e.g. 4 for 25% of 16 sites); overrides --min-recall.")
+@click.option("--reader-floor", is_flag=True,
+              help="With reader rows: fit one reader floor (replacing the model card's floors per kind of question) "
+                   "instead of abstention over the evidence and the reader's score (`read_abstain`, the default when "
+                   "the rows carry the evidence).")
 @json_option()
 @click.pass_context
 @friendly
 def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles: str | None, out: Path | None,
               min_in_domain_answered: float | None, gate_targets: str | None, min_answerable_answered: float | None,
-              min_recall: float | None, max_sites: float | None, as_json: bool) -> None:
-    """Fit the gate, abstention and escalation (logistic models) and the tier cut-offs on labelled
-    fit-split rows; the gateway loads the file at its next start, escalates round by round when it
-    holds an escalation model, and tiers sites (the tiers and refine policies) by its cut-offs.
-    Prints the fit's rates (on the fit rows themselves)."""
+              min_recall: float | None, max_sites: float | None, reader_floor: bool, as_json: bool) -> None:
+    """Fit the gate, abstention and escalation (logistic models), the tier cut-offs and, from reader
+    rows, abstention after reading (or the reader's floor) on labelled fit-split rows; the gateway
+    loads the file at its next start, escalates round by round when it holds an escalation model,
+    tiers sites (the tiers and refine policies) by its cut-offs, and withdraws an answer the
+    reader-aware model finds too weak. Prints the fit's rates (on the fit rows themselves)."""
     from hansa.gateway.query import calibrate as fitting
     from hansa.gateway.query.calibration import read_calibration
     from hansa.gateway.query.tiers import DEFAULT_QUANTILES
@@ -245,7 +250,7 @@ def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles:
         rows, note=note, onto=base, tier_quantiles=quantiles,
         min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,
         min_answerable_answered=min_answerable_answered or fitting.DEFAULT_MIN_ANSWERABLE_ANSWERED,
-        min_recall=min_recall or fitting.DEFAULT_MIN_RECALL, max_sites=max_sites)
+        min_recall=min_recall or fitting.DEFAULT_MIN_RECALL, max_sites=max_sites, reader_floor=reader_floor)
     if targets is not None:
         cal = fitting.balance_gate(cal, rows, *targets, note=note)
     path = out or calibration_path(cfg.gateway, gateway_home(cfg))

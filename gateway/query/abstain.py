@@ -14,14 +14,17 @@ confidence that the evidence answers the question (higher: answer), exposed as t
 - `CalibratedAbstainer`: the same rule, then a logistic model over the final assessment
   (query.calibration, fit on answerable vs unanswerable fit-split questions): abstain below the
   model's threshold; its score is the model's probability.
+- `read_abstain` (a gateway with a reader whose calibration holds `read_abstain`): after fusion,
+  a logistic model over the final assessment and the reader's best score; below its threshold
+  the answer is withdrawn.
 - `shares_no_word` (the engine applies it to the final answer, `[gateway]
   abstain_without_question_words`): abstain when the best passages hold none of the question's
   content words, whichever abstainer judged.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Protocol, Sequence
 
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.calibration import LogisticModel
@@ -95,6 +98,17 @@ class CalibratedAbstainer:
         if p < self.model.threshold:
             return AbstainDecision(True, p, "the best evidence is below the calibrated threshold", self.model.threshold)
         return AbstainDecision(False, p, "the evidence is confident enough", self.model.threshold)
+
+
+def read_abstain(model: LogisticModel, assessment: Assessment, reading: Mapping[str, object]) -> AbstainDecision:
+    """After reading, for a calibration with `read_abstain`: the model over the final evidence and
+    the reader's best score (gateway.query.calibrate.fit_reader_abstain) decides."""
+    values = {**asdict(assessment), "reader_best": float(reading.get("best", 0.0))}  # type: ignore[arg-type]
+    p = model.score(values)
+    if p < model.threshold:
+        return AbstainDecision(True, p, "the evidence and the reader's score are below the calibrated threshold",
+                               model.threshold)
+    return AbstainDecision(False, p, "the reader supports the answer (calibrated)", model.threshold)
 
 
 def no_answer_text(sites_asked: Sequence[str], best_relevance: float) -> str:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Callable, ClassVar, Iterable, Literal, Mapping, Sequence
 
+import numpy as np
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from hansa.core.errors import InputError
@@ -48,8 +49,9 @@ from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.gate import CalibratedGate
 from hansa.gateway.query.policy import QueryPolicy
 from hansa.gateway.query.request import QueryRequest
-from hansa.gateway.query.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, Calibration, Example, Finite, LogisticModel,
-                                              examples_digest, fit_model, fit_models)
+from hansa.gateway.query.calibration import (EVIDENCE_FEATURES, FEATURES, MODELS, READER_FEATURES, Calibration, Example,
+                                              Finite, LogisticModel, examples_digest, fit_model, fit_models,
+                                              threshold_keeping)
 from hansa.gateway.query.escalate import check_schedule
 from hansa.gateway.query.policy import default_abstainer, tiered_router
 from hansa.gateway.query.tiers import DEFAULT_QUANTILES, TierCutoffs, cutoffs_from_gaps
@@ -207,6 +209,36 @@ def fit_reader_floor(rows: Sequence[Row], min_answerable_answered: float, note: 
            "abstain_unanswerable": round(sum(b < floor for b in unanswerable) / len(unanswerable), 4) if unanswerable else None,
            "answerable_rows": len(answerable), "unanswerable_rows": len(unanswerable), "note": note}
     return round(float(floor), 6), fit
+
+
+def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note: str = "") -> LogisticModel | None:
+    """Abstention for a gateway with a reader, fit on reader rows that carry the final evidence
+    (reader_rows): P(answerable) over the evidence features and the reader's best score, at the
+    highest threshold that, on top of what the served gateway already refused (`answered` 0: the
+    reader's floors, the shared-word rule), still answers `min_answerable_answered` of the
+    answerable rows. None when the rows cannot fit it (older reader rows without the evidence,
+    one label only, or served answers already below the target: nothing left to refuse).
+
+    Why jointly and not the reader's floor alone: on SQuAD 2.0's unanswerables the reader's score
+    barely separates (benchmarks/README.md, "The reader"), and the evidence-only model (`abstain`)
+    cannot run where the reader's verdict replaces it; together they see both."""
+    mine = [r for r in rows if r.model == "reader" and "answered" in r.example.features
+            and r.example.features.get("passages", 0) > 0]
+    if {r.example.label for r in mine} != {True, False}:
+        return None
+    answerable = [r.example for r in mine if r.example.label]
+    served = [e for e in answerable if e.features["answered"] > 0]
+    total = sum(1 for r in rows if r.model == "reader" and r.example.label)  # a row without passages is refused too
+    if not served or len(served) < min_answerable_answered * total:
+        return None
+    model = fit_model([r.example for r in mine], min_positive_rate=min_answerable_answered,
+                      features=EVIDENCE_FEATURES + READER_FEATURES, note=note)
+    keep = min(1.0, min_answerable_answered * total / len(served))
+    threshold = threshold_keeping(np.array([model.score(e.features) for e in served]), keep)
+    return replace(model, threshold=min(float(threshold), 1.0),
+                   fit={**model.fit, "threshold_rule": "answers min_answerable_answered of the answerable reader rows, "
+                        "on top of those the served gateway refused", "served_answered": len(served),
+                        "answerable_rows": total})
 
 
 def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites: int = 16) -> list[Row]:
@@ -367,7 +399,7 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
               min_answerable_answered: float = DEFAULT_MIN_ANSWERABLE_ANSWERED,
               min_recall: float = DEFAULT_MIN_RECALL, max_sites: float | None = None,
               tier_quantiles: Sequence[float] = DEFAULT_QUANTILES, onto: Calibration | None = None,
-              note: str = "") -> Calibration:
+              note: str = "", reader_floor: bool = False) -> Calibration:
     """Fit each model that has rows of both labels, and the tier cut-offs given tiers rows with a
     ranked gold site, on the rows with evidence (rows without any passage are decided by rule
     before any model). What the rows cannot fit stays as in `onto` (a calibration fit before, so
@@ -387,7 +419,12 @@ def calibrate(rows: Sequence[Row], *, min_in_domain_answered: float = DEFAULT_MI
     if labels == {True, False}:
         models["escalate"], models["escalate_schedule"] = fit_escalation(rows, min_recall=min_recall,
                                                                          max_sites=max_sites, note=note)
-    floor = fit_reader_floor(rows, min_answerable_answered, note=note)
+    # reader rows with the evidence fit abstention after reading; the one floor (`reader_floor`, or
+    # rows collected before they carried the evidence) replaces the card's floors per kind instead
+    joint = None if reader_floor else fit_reader_abstain(rows, min_answerable_answered, note=note)
+    if joint is not None:
+        models["read_abstain"] = joint
+    floor = fit_reader_floor(rows, min_answerable_answered, note=note) if joint is None else None
     if floor is not None:
         models["reader_floor"], models["reader_fit"] = floor
     if not models:
@@ -482,6 +519,15 @@ def rates(calibration: Calibration, rows: Sequence[Row]) -> dict[str, Any]:
         out["abstain_unanswerable"] = share([e for e in a if not e.label], abstains)
         out["answered_answerable"] = share([e for e in a if e.label], lambda x: not abstains(x))
         out["abstain_rows"] = len(a)
+    read = calibration.read_abstain
+    mine = [r.example for r in rows if r.model == "reader" and "answered" in r.example.features]
+    if read is not None and mine:
+        answers = lambda e: e.features["answered"] > 0 and read.score(e.features) >= read.threshold  # noqa: E731
+        out["read_abstain_unanswerable"] = round(sum(not answers(e) for e in mine if not e.label)
+                                                 / max(1, sum(not e.label for e in mine)), 4)
+        out["read_answered_answerable"] = round(sum(answers(e) for e in mine if e.label)
+                                                / max(1, sum(e.label for e in mine)), 4)
+        out["reader_rows"] = len(mine)
     if calibration.tiers is not None:
         out.update(tier_rates(calibration.tiers, rows))
     return out

@@ -60,9 +60,12 @@ FEATURES = ("best_relevance", "margin", "coverage", "agreement", "best_summary",
             "routing_gap", "relevance_gain", "coverage_gain", "sites_since_best") + LATER_FEATURES
 # The gate and abstention read the evidence in hand; escalation also what the newest round added.
 EVIDENCE_FEATURES = FEATURES[:8] + LATER_FEATURES
+# What only a gateway with a reader knows, after fusion: the best reader score over what its answer
+# read. Abstention fit jointly on the evidence and this (`Calibration.read_abstain`) judges then.
+READER_FEATURES = ("reader_best",)
 MODELS = ("gate", "abstain", "escalate")
 
-Feature = Literal[FEATURES]  # type: ignore[valid-type]
+Feature = Literal[FEATURES + READER_FEATURES]  # type: ignore[valid-type]
 Finite = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
 Probability = Annotated[Finite, Field(ge=0.0, le=1.0)]
 # What a model, the tiers or the reader's floor were fit on (gateway.query.calibrate): provenance
@@ -96,7 +99,15 @@ class LogisticModel(Wire):
                 raise ValueError(f"{key!r} must hold one number per feature ({n})")
 
     def probability(self, assessment: Assessment) -> float:
-        x = (feature_vector(assessment, self.features) - np.asarray(self.mean)) / np.asarray(self.scale)
+        return self._sigmoid(feature_vector(assessment, self.features))
+
+    def score(self, values: Mapping[str, float]) -> float:
+        """The probability from named values (a feature absent counts 0.0): for features no
+        Assessment holds (READER_FEATURES) and for fit rows."""
+        return self._sigmoid(np.array([float(values.get(n, 0.0)) for n in self.features], dtype=np.float64))
+
+    def _sigmoid(self, raw: np.ndarray) -> float:
+        x = (raw - np.asarray(self.mean)) / np.asarray(self.scale)
         z = float(np.dot(np.asarray(self.coefficients), x) + self.intercept)
         return 1.0 / (1.0 + math.exp(-max(min(z, 500.0), -500.0)))
 
@@ -118,6 +129,10 @@ class Calibration:
     reader_floor: float | None = None
     reader_fit: Mapping[str, Any] = field(default_factory=dict)
     source: str = "defaults"  # where it came from (a path, or why the defaults apply)
+    # P(answerable | the final evidence and the reader's best score), for a gateway with a reader
+    # (gateway.query.calibrate.fit_reader_abstain): it judges after fusion, where `abstain` cannot
+    # (the reader's verdict replaces the evidence-only abstainer's there).
+    read_abstain: LogisticModel | None = None
 
     def floor_for(self, model_sha256: str) -> float | None:
         """The fitted floor when it was fit with this reader, else None."""
@@ -129,7 +144,8 @@ class Calibration:
         tiers = TiersRecord(**self.tiers.to_json(), fit=dict(self.tiers_fit)) if self.tiers is not None else None
         reader = ReaderRecord(self.reader_floor, dict(self.reader_fit)) if self.reader_floor is not None else None
         schedule = self.escalate_schedule if self.escalate is not None else None
-        return CalibrationFile(VERSION, self.gate, self.abstain, self.escalate, schedule, tiers, reader).to_json()
+        return CalibrationFile(VERSION, self.gate, self.abstain, self.escalate, schedule, tiers, reader,
+                               self.read_abstain).to_json()
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "") -> "Calibration":
@@ -141,7 +157,7 @@ class Calibration:
         return cls(file.gate, file.abstain, file.escalate, check_schedule(schedule) if file.escalate else (),
                    file.tiers.cutoffs() if file.tiers else None, dict(file.tiers.fit) if file.tiers else {},
                    file.reader.floor if file.reader else None, dict(file.reader.fit) if file.reader else {},
-                   source)
+                   source, file.read_abstain)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,6 +216,7 @@ class CalibrationFile(Wire):
     escalate_schedule: Annotated[tuple[StrictInt, ...] | None, omitted_when_none()] = None
     tiers: Annotated[TiersRecord | None, omitted_when_none()] = None
     reader: Annotated[ReaderRecord | None, omitted_when_none()] = None
+    read_abstain: Annotated[LogisticModel | None, omitted_when_none()] = None
 
 
 def read_calibration(path: Path) -> Calibration:
@@ -224,8 +241,9 @@ def load_calibration(path: Path) -> Calibration:
         log.warning("%s: falling back to defaults — the gate always escalates, abstention uses its "
                     "evidence rule", exc)
         return Calibration(source=f"defaults ({path} unusable)")
-    log.info("gate calibration loaded from %s (gate: %s, abstain: %s, escalate: %s, tiers: %s)", path,
-             cal.gate is not None, cal.abstain is not None, cal.escalate is not None, cal.tiers is not None)
+    log.info("gate calibration loaded from %s (gate: %s, abstain: %s, escalate: %s, tiers: %s, read_abstain: %s)", path,
+             cal.gate is not None, cal.abstain is not None, cal.escalate is not None, cal.tiers is not None,
+             cal.read_abstain is not None)
     return cal
 
 
@@ -272,8 +290,8 @@ def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[floa
                split: str = "fit", note: str = "") -> list[LogisticModel]:
     """fit_model for several rates at once: one fit (it does not depend on the rate), one threshold
     per rate, in the order given."""
-    if any(n not in FEATURES for n in features):
-        raise InputError(f"features must be drawn from {FEATURES}")
+    if any(n not in FEATURES + READER_FEATURES for n in features):
+        raise InputError(f"features must be drawn from {FEATURES + READER_FEATURES}")
     names = tuple(n for n in features if n not in LATER_FEATURES or all(n in e.features for e in examples))
     labels = np.array([e.label for e in examples], dtype=bool)
     if labels.all() or not labels.any():
@@ -286,8 +304,7 @@ def fit_models(examples: Sequence[Example], *, min_positive_rates: Sequence[floa
     scale[scale < 1e-9] = 1.0
     coef, bias = fit_logistic((x - mean) / scale, labels, l2=1.0, sample_weight=balanced_weights(labels))
     model = LogisticModel(names, tuple(mean.tolist()), tuple(scale.tolist()), tuple(coef.tolist()), bias, 0.5)
-    probs = np.array([model.probability(Assessment(**{n: e.features.get(n, 0.0) for n in names}))  # type: ignore[arg-type]
-                      for e in examples])
+    probs = np.array([model.score(e.features) for e in examples])
     neg = probs[~labels]
     digest = examples_digest(examples, names)
     out = []

@@ -28,7 +28,7 @@ from hansa.adapters.embedder.base import Embedder
 from hansa.core.config import GatewayConfig
 from hansa.core.errors import ConfigError, VerificationError
 from hansa.gateway.client import OK, TIMEOUT, SiteCall
-from hansa.gateway.query.abstain import (AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text,
+from hansa.gateway.query.abstain import (AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text, read_abstain,
                                         shares_no_word)
 from hansa.gateway.query.assess import Assessment
 from hansa.gateway.query.calibration import Calibration
@@ -479,6 +479,11 @@ class QueryEngine:
             q.abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
                                            reading.floor)
             fused = replace(fused, answer=no_answer_text(calls.called, best))
+        elif fused.reading is not None and self.calibration.read_abstain is not None:
+            q.abstention = read_abstain(self.calibration.read_abstain, q.evidence, fused.reading)
+            if q.abstention.abstain:  # what it read answers, but too weakly for the calibrated model
+                fused = replace(fused, answer=no_answer_text(calls.called, float(fused.reading.get("best", 0.0))),
+                                sentences=(), short_answer="", conflicts=(), contributors=frozenset())
         elif fused.reading is not None and q.abstention is not None:
             q.abstention = replace(q.abstention, score=float(fused.reading.get("best", q.abstention.score)),
                                    reason="the reader supports the answer",

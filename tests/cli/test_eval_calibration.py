@@ -47,6 +47,30 @@ def test_an_unusable_calibration_stops_the_run_before_it_measures_defaults(tmp_p
     assert not (tmp_path / "r.json").exists()
 
 
+def test_calibration_kinds_name_kinds_of_calibration_rows(tmp_path: Path, mtrag_dir: Path) -> None:
+    alone = _eval(tmp_path, mtrag_dir, "--split", "fit", "--calibration-kinds", "reader", "--out", str(tmp_path / "r.json"))
+    assert alone.exit_code != 0 and "--calibration-kinds" in alone.output
+    unknown = _eval(tmp_path, mtrag_dir, "--split", "fit", "--calibration-rows", str(tmp_path / "rows.jsonl"),
+                    "--calibration-kinds", "reader,gates", "--out", str(tmp_path / "r.json"))
+    assert unknown.exit_code != 0 and "each one of gate, escalate, reader, abstain" in unknown.output
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.slow
+def test_reader_rows_alone_carry_the_evidence_and_fit_abstention_after_reading(tmp_path: Path, mtrag_dir: Path) -> None:
+    """`--calibration-kinds reader`: no gate, escalate or abstain rows (their site calls are not
+    made); each reader row holds the final evidence, the reader's best score and whether the answer
+    was served, which `gateway calibrate` fits `read_abstain` on."""
+    rows = tmp_path / "rows.jsonl"
+    fit = _eval(tmp_path, mtrag_dir, "--split", "fit", "--strategies", "hansa", "--calibration-rows", str(rows),
+                "--calibration-kinds", "reader", "--out", str(tmp_path / "fit.json"))
+    assert fit.exit_code == 0, fit.output
+    lines = [json.loads(line) for line in (tmp_path / "rows_fed4.jsonl").read_text().splitlines()]
+    assert {r["model"] for r in lines} == {"tiers", "router", "reader"}  # tiers and router rows call no site
+    reader = [r for r in lines if r["model"] == "reader"]
+    assert all({"reader_best", "answered", "best_relevance", "coverage", "passages"} <= set(r["features"]) for r in reader)
+
+
 @pytest.mark.slow
 def test_fit_rows_calibrate_then_report_the_gate(tmp_path: Path, mtrag_dir: Path) -> None:
     rows = tmp_path / "rows.jsonl"

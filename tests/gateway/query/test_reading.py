@@ -328,3 +328,71 @@ def test_a_question_asking_for_a_description_is_descriptive(question: str) -> No
 
 def test_empty_text_is_factoid_the_stricter_default() -> None:
     assert question_kind("") == FACTOID and question_kind("?!") == FACTOID
+
+
+def _reader_row(i: int, best: float, relevance: float, answerable: bool, answered: bool = True) -> "Row":
+    from hansa.gateway.query.calibrate import Row
+    from hansa.gateway.query.calibration import Example
+
+    features = {"best_relevance": relevance, "coverage": 0.5, "passages": 3.0, "sites_answered": 1.0,
+                "reader_best": best, "answered": 1.0 if answered else 0.0}
+    return Row("reader", Example(features, answerable, f"q{i}"), site="a" * 64)
+
+
+def test_abstention_after_reading_is_fit_on_the_evidence_and_the_readers_score_together() -> None:
+    """Reader rows that carry the evidence fit `read_abstain` (not one floor): at the highest
+    threshold that still answers the target share of answerable rows, counting the ones the served
+    gateway already refused (its floors), so the two together meet the target."""
+    from hansa.gateway.query.calibrate import calibrate, fit_reader_abstain, rates
+    from hansa.gateway.query.calibration import Calibration
+
+    # answerable rows read high and find relevant evidence; unanswerable ones read lower; one
+    # answerable row the served gateway already refused
+    rows = ([_reader_row(i, 0.6 + 0.03 * i, 0.7, True) for i in range(10)] + [_reader_row(10, 0.9, 0.7, True, False)]
+            + [_reader_row(20 + i, 0.2 + 0.05 * i, 0.4, False) for i in range(8)])
+    model = fit_reader_abstain(rows, 0.8)
+    assert model is not None and model.features[-1] == "reader_best"
+    cal = calibrate(rows, min_answerable_answered=0.8)
+    assert cal.read_abstain == model and cal.reader_floor is None  # the joint model, not one floor
+    got = rates(cal, rows)
+    # 11 answerable rows, one refused as served: 0.8 of 11 is 8.8, so 9 of the 10 served are kept
+    assert got["read_answered_answerable"] == round(9 / 11, 4) and got["read_abstain_unanswerable"] == 1.0
+    again = Calibration.from_json(cal.to_json())
+    assert again.read_abstain == cal.read_abstain
+    # asked for one floor, or given rows collected before they carried the evidence: the floor, as before
+    assert calibrate(rows, min_answerable_answered=0.8, reader_floor=True).read_abstain is None
+    old = [replace_features(r, drop="answered") for r in rows]
+    assert fit_reader_abstain(old, 0.8) is None and calibrate(old, min_answerable_answered=0.8).reader_floor is not None
+    # served answers already below the target leave the model nothing to refuse
+    assert fit_reader_abstain(rows, 0.95) is None
+
+
+def replace_features(row: "Row", drop: str) -> "Row":
+    from dataclasses import replace
+
+    return replace(row, example=replace(row.example, features={k: v for k, v in row.example.features.items() if k != drop}))
+
+
+def test_a_calibrated_gateway_withdraws_an_answer_the_reader_supports_too_weakly(tmp_path) -> None:
+    """The engine applies `read_abstain` after fusion, with the reader's best score beside the final
+    evidence: below its threshold the answer is withdrawn (no sentence, no span), above it served."""
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, RIVER_SENTENCE, open_gateway
+    from hansa.gateway.query.calibration import Calibration, LogisticModel
+
+    def model(intercept: float) -> LogisticModel:  # P = sigmoid(10 * reader_best + intercept)
+        return LogisticModel(("reader_best",), (0.0,), (1.0,), (10.0,), intercept, 0.5)
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    try:
+        fed.service.engine.reading = ReadingStage(WordReader(), floor=0.3)
+        fed.service.engine.calibration = Calibration(read_abstain=model(-5.0))  # answers at reader_best >= 0.5
+        served = fed.query({"question": RIVER_Q}).get_json()
+        assert served["abstained"] is False and RIVER_SENTENCE in served["answer"]
+        assert served["trace"]["abstention"]["reason"] == "the reader supports the answer (calibrated)"
+        fed.service.engine.calibration = Calibration(read_abstain=model(-15.0))  # would need reader_best >= 1.5
+        refused = fed.query({"question": RIVER_Q}).get_json()
+        assert refused["abstained"] is True and refused["answer"].startswith("The federation holds no answer")
+        assert RIVER_SENTENCE not in refused["answer"] and not refused.get("short_answer")
+        assert "calibrated threshold" in refused["trace"]["abstention"]["reason"]
+    finally:
+        fed.service.close()
