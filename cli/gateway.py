@@ -191,10 +191,10 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 
 
 @gateway.command()
-@click.option("--data", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="JSON lines of fit-split rows {model: gate|abstain|escalate|tiers, question_id, label, features"
+@click.option("--data", "data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True, multiple=True,
+              help="JSON lines of fit-split rows {model: gate|abstain|escalate|tiers|reader, question_id, label, features"
                    "[, step, site]} (hansa eval --split fit --calibration-rows writes them; its router rows are "
-                   "for `hansa gateway router train --rows` and ignored here).")
+                   "for `hansa gateway router train --rows` and ignored here). Repeatable: the rows of every file.")
 @click.option("--onto", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Start from this calibration: what the rows fit replaces its part, the rest is kept (e.g. add "
                    "tier cut-offs from `hansa eval --split fit --routing-only --calibration-rows` rows).")
@@ -227,7 +227,7 @@ def identity(ctx: click.Context, as_json: bool) -> None:
 @json_option()
 @click.pass_context
 @friendly
-def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles: str | None, out: Path | None,
+def calibrate(ctx: click.Context, data: tuple[Path, ...], onto: Path | None, tier_quantiles: str | None, out: Path | None,
               min_in_domain_answered: float | None, gate_targets: str | None, min_answerable_answered: float | None,
               min_recall: float | None, max_sites: float | None, reader_floor: bool, as_json: bool) -> None:
     """Fit the gate, abstention and escalation (logistic models), the tier cut-offs and, from reader
@@ -244,8 +244,9 @@ def calibrate(ctx: click.Context, data: Path, onto: Path | None, tier_quantiles:
     targets = _gate_targets(gate_targets, min_in_domain_answered)
     quantiles = _tier_quantiles(tier_quantiles) if tier_quantiles is not None else DEFAULT_QUANTILES
     base = read_calibration(onto) if onto is not None else None
-    rows = fitting.read_rows(data)
-    note = f"hansa gateway calibrate --data {data.name}" + (f" --onto {onto.name}" if onto is not None else "")
+    rows = [row for path in data for row in fitting.read_rows(path)]
+    note = "hansa gateway calibrate " + " ".join(f"--data {path.name}" for path in data) \
+        + (f" --onto {onto.name}" if onto is not None else "")
     cal = fitting.calibrate(
         rows, note=note, onto=base, tier_quantiles=quantiles,
         min_in_domain_answered=min_in_domain_answered or fitting.DEFAULT_MIN_IN_DOMAIN_ANSWERED,

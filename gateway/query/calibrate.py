@@ -226,6 +226,9 @@ def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note
             and r.example.features.get("passages", 0) > 0]
     if {r.example.label for r in mine} != {True, False}:
         return None
+    shas = {r.site for r in mine}
+    if len(shas) > 1:
+        raise InputError(f"reader rows of {len(shas)} different readers: collect them with one")
     answerable = [r.example for r in mine if r.example.label]
     served = [e for e in answerable if e.features["answered"] > 0]
     total = sum(1 for r in rows if r.model == "reader" and r.example.label)  # a row without passages is refused too
@@ -236,7 +239,8 @@ def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note
     keep = min(1.0, min_answerable_answered * total / len(served))
     threshold = threshold_keeping(np.array([model.score(e.features) for e in served]), keep)
     return replace(model, threshold=min(float(threshold), 1.0),
-                   fit={**model.fit, "threshold_rule": "answers min_answerable_answered of the answerable reader rows, "
+                   fit={**model.fit, "model_sha256": next(iter(shas)),
+                        "threshold_rule": "answers min_answerable_answered of the answerable reader rows, "
                         "on top of those the served gateway refused", "served_answered": len(served),
                         "answerable_rows": total})
 

@@ -69,7 +69,8 @@ Feature = Literal[FEATURES + READER_FEATURES]  # type: ignore[valid-type]
 Finite = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
 Probability = Annotated[Finite, Field(ge=0.0, le=1.0)]
 # What a model, the tiers or the reader's floor were fit on (gateway.query.calibrate): provenance
-# for people, free-form, never read by the gateway.
+# for people, free-form; the gateway reads only `model_sha256` there (the reader a floor or
+# `read_abstain` was fit with: another reader ignores them).
 Fit = Mapping[str, Any]
 
 
@@ -133,6 +134,12 @@ class Calibration:
     # (gateway.query.calibrate.fit_reader_abstain): it judges after fusion, where `abstain` cannot
     # (the reader's verdict replaces the evidence-only abstainer's there).
     read_abstain: LogisticModel | None = None
+
+    def read_abstain_for(self, model_sha256: str) -> LogisticModel | None:
+        """`read_abstain` when it was fit with this reader, else None (its threshold and weights
+        are in that reader's score units)."""
+        model = self.read_abstain
+        return model if model is not None and model.fit.get("model_sha256") == model_sha256 else None
 
     def floor_for(self, model_sha256: str) -> float | None:
         """The fitted floor when it was fit with this reader, else None."""
@@ -229,12 +236,25 @@ def read_calibration(path: Path) -> Calibration:
         raise InputError(f"calibration {path} is unusable: {exc}") from exc
 
 
+# Shipped with the package so that a fresh gateway with the packaged reader is calibrated:
+# `read_abstain` fit on SQuAD 16's and MTRAG 16's fit-split reader rows (benchmarks/README.md,
+# "Abstention after reading", which names the command); nothing else (the gate and escalation
+# depend on the federation, and are fit per federation).
+PACKAGED = Path(__file__).with_name("packaged-calibration.json")
+
+
+def packaged_calibration(why: str) -> Calibration:
+    return replace(read_calibration(PACKAGED), source=f"packaged ({why})")
+
+
 def load_calibration(path: Path) -> Calibration:
-    """The calibration at `path`, or the safe defaults (no models) with one log line saying why: a
-    gateway keeps serving (gate escalating, abstention on its evidence rule) rather than refuse to start."""
+    """The calibration at `path`, else the packaged one (abstention after reading only), or the
+    safe defaults (no models) with one log line saying why the file is unusable: a gateway keeps
+    serving (gate escalating, abstention on its evidence rule) rather than refuse to start. A file
+    replaces the packaged calibration whole: fit it with reader rows to keep abstention after reading."""
     if not path.is_file():
-        log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
-        return Calibration(source=f"defaults ({path} not found)")
+        log.info("gate calibration %s not found: the gate always escalates; abstention after reading as packaged", path)
+        return packaged_calibration(f"{path} not found")
     try:
         cal = read_calibration(path)
     except InputError as exc:

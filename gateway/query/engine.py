@@ -31,7 +31,7 @@ from hansa.gateway.client import OK, TIMEOUT, SiteCall
 from hansa.gateway.query.abstain import (AbstainDecision, Abstainer, EvidenceRule, budget_cut_text, no_answer_text, read_abstain,
                                         shares_no_word)
 from hansa.gateway.query.assess import Assessment
-from hansa.gateway.query.calibration import Calibration
+from hansa.gateway.query.calibration import Calibration, LogisticModel
 from hansa.gateway.query.request import standalone_question
 from hansa.gateway.query.call import Calls, FinishReserve, Round, site_summary
 from hansa.gateway.query.gate import EvidenceGate, Gate, GateDecision
@@ -479,8 +479,8 @@ class QueryEngine:
             q.abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",
                                            reading.floor)
             fused = replace(fused, answer=no_answer_text(calls.called, best))
-        elif fused.reading is not None and self.calibration.read_abstain is not None:
-            q.abstention = read_abstain(self.calibration.read_abstain, q.evidence, fused.reading)
+        elif fused.reading is not None and reading is not None and (model := self._read_abstain(reading)) is not None:
+            q.abstention = read_abstain(model, q.evidence, fused.reading)
             if q.abstention.abstain:  # what it read answers, but too weakly for the calibrated model
                 fused = replace(fused, answer=no_answer_text(calls.called, float(fused.reading.get("best", 0.0))),
                                 sentences=(), short_answer="", conflicts=(), contributors=frozenset())
@@ -489,6 +489,10 @@ class QueryEngine:
                                    reason="the reader supports the answer",
                                    threshold=reading.floor if reading is not None else None)
         q.fused = fused
+
+    def _read_abstain(self, reading: ReadingStage) -> LogisticModel | None:
+        """The calibration's abstention after reading, when on and fit for this reader."""
+        return self.calibration.read_abstain_for(reading.reader.model_sha256) if self.cfg.read_abstain else None
 
     def _learn(self, q: "_Query") -> None:
         """What this question teaches: the sites' conduct (gateway.query.conduct: who was routed and,
