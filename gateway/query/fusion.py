@@ -17,7 +17,9 @@ sentences sites already stand behind. Each candidate sentence is weighted by
 
 Claims (gateway/query/claims.py) are compared across sites; contradictions are resolved by the heaviest
 consistent set of claims (gateway/query/conflicts.py), losing sentences leave the answer, and the answer
-says that sources disagree. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
+says that sources disagree. With a `conduct` record, broadly disputed sites (its dispute breadth: sites
+that have contradicted many distinct others) weigh only against each other in a contradiction and
+support nobody, and the answer's own disputes are counted before it is settled. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
 better-attributed copy — one its site actually cites, then the higher weight, then the more
 confident site — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
 indexing the citation list. Citations are ranked by what the gateway measured: a document's site
