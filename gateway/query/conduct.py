@@ -54,7 +54,9 @@ serves; the gateway reads the quarantine on every question, so an operator's dec
 next one. The routing share is counted in the file too, so it covers every worker's questions and
 `hansa gateway sites` sees it. Template fingerprints are kept in this process's memory: they
 rebuild within tens of questions. Several workers each keep their own gaps and write them back
-(the last write wins: each worker's estimate is of the same sites' conduct).
+(the last write wins: each worker's estimate is of the same sites' conduct). Disputes are written
+by every worker to one table, read at start and kept in memory as this worker records them: a
+worker sees the others' disputes at its next start (`hansa gateway sites` reads the file).
 """
 from __future__ import annotations
 
