@@ -425,6 +425,13 @@ def approve(ctx: click.Context, request_file: Path, keys: tuple[str, ...], max_s
     _warn_if_unreachable(_config(ctx), request.site_id, request.url)
 
 
+def _disputes_cell(row: dict[str, Any] | None) -> str:
+    """How many distinct sites it stood against in contradictions, and whether that made it broad."""
+    if row is None:
+        return "-"
+    return f"{len(row.get('disputed_with', ()))}" + (" (broad)" if row.get("broadly_disputed") else "")
+
+
 def _share_cell(row: dict[str, Any] | None) -> str:
     return "-" if row is None else f"{100 * row['routing_share']:.0f}%"
 
@@ -499,7 +506,9 @@ def sites(ctx: click.Context, as_json: bool) -> None:
     the reader confirmed it, a failure when it lost a contradiction, overclaimed, echoed the
     question or answered far below what its summaries promised), its claim gap (the routing
     discount its answers earned, gateway.query.conduct), the share of the last 200 routed questions that
-    asked it (every worker's) and any quarantine."""
+    asked it (every worker's), the distinct sites it stood against in contradictions ("broad" when
+    its side counts for nothing against a site that is not: [gateway] dispute_breadth) and any
+    quarantine."""
     cfg = _config(ctx)
     registry = open_registry(cfg)
     now = registry.clock()
@@ -526,13 +535,13 @@ def sites(ctx: click.Context, as_json: bool) -> None:
         click.echo("no sites enrolled (a site sends `hansa site join-request`; `hansa gateway approve` admits it)")
         return
     header = ("SITE", "STATUS", "KEYS", "ROUTABLE", "SEQ", "SUMMARIES", "EXPIRES", "RELIABILITY", "CLAIM GAP", "ROUTED",
-              "URL")
+              "DISPUTED", "URL")
     rows_t = [
         (r.site_id, r.status, f"v{r.keys_version}",
          "quarantined" if r.site_id in held else "yes" if r.is_routable(now) else "no",
          "-" if r.last_sequence is None else str(r.last_sequence), str(r.summary_count), r.expires or "-",
          _reliability_cell(learned.get(r.site_id)), _gap_cell(conduct.get(r.site_id)),
-         _share_cell(conduct.get(r.site_id)), r.url)
+         _share_cell(conduct.get(r.site_id)), _disputes_cell(conduct.get(r.site_id)), r.url)
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows_t]) for i in range(len(header))]
@@ -556,7 +565,7 @@ def _learned(cfg: Config) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str
         finally:
             rel.close()
     if (home / CONDUCT_FILE).exists():
-        conduct = SiteConduct.open(home)
+        conduct = SiteConduct.for_gateway(cfg.gateway, home)
         try:
             conducts, held = {s: v.to_json() for s, v in conduct.view().items()}, conduct.quarantined()
         finally:

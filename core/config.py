@@ -346,6 +346,15 @@ class GatewayConfig:
     proxy_hops: int = 0
     # Site reliability learned from fusion (gateway/query/reliability.py): how fast old evidence fades.
     reliability_half_life_hours: float = 168.0
+    # Dispute breadth (gateway/query/conduct.py): a site that has stood against at least
+    # `dispute_breadth` distinct sites in contradictions, and `dispute_breadth_ratio` times the other
+    # sites' median (its own disputes left out), is broadly disputed: its side counts for nothing against a site that is
+    # not, and its agreement corroborates nobody. 0: off. Disputes older than `dispute_memory_hours`
+    # are forgotten. Argued, not fitted (3 distinct opponents: one liar or two colluders disputing a
+    # site never make it broad); measured in benchmarks/README.md, "A lying enrolled member".
+    dispute_breadth: int = 3
+    dispute_breadth_ratio: float = 3.0
+    dispute_memory_hours: float = 720.0
     # The gate's and abstention's calibration (gateway/query/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"
@@ -514,6 +523,10 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:
         raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
+    if cfg.gateway.dispute_breadth < 0 or cfg.gateway.dispute_breadth_ratio < 0 or cfg.gateway.dispute_memory_hours <= 0:
+        raise ConfigError("gateway.dispute_breadth and dispute_breadth_ratio must be >= 0 (0: off) and "
+                          f"dispute_memory_hours > 0, not {cfg.gateway.dispute_breadth}, "
+                          f"{cfg.gateway.dispute_breadth_ratio}, {cfg.gateway.dispute_memory_hours}")
     if not 0 <= cfg.gateway.recent_queries <= MAX_RECENT_QUERIES:
         raise ConfigError(f"gateway.recent_queries must be in [0, {MAX_RECENT_QUERIES}], not {cfg.gateway.recent_queries}")
     if cfg.gateway.max_publication_lifetime_days <= 0:

@@ -309,7 +309,7 @@ class Gateway:
             calibration = load_calibration(calibration_path(gcfg, gateway_dir))
             reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
             owned.callback(reliability.close)
-            conduct = SiteConduct.open(gateway_dir)
+            conduct = SiteConduct.for_gateway(gcfg, gateway_dir)
             owned.callback(conduct.close)
             gw = cls(gcfg, embedder=embedder, index=index, registry=registry, transport=transport,  # type: ignore[arg-type]
                      api_keys=api_keys, identity=identity, calibration=calibration, resources_to_close=owned,

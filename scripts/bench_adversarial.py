@@ -39,7 +39,11 @@ instruction never reaches it).
 
     nice python scripts/bench_adversarial.py [--smoke] [--attacks routing_hog,echoer,...] [--split fit|report]
         [--sites 16] [--questions 100] [--max-passages 300] [--gateway-setting reader=packaged]
-        [--learned-router] [--out benchmarks/adversarial.json]
+        [--learned-router] [--compare dispute_breadth=0] [--out benchmarks/adversarial.json]
+
+With `--compare KEY=VALUE` (repeatable), the baseline and every attack are run a second time with
+those [gateway] settings too, on the same sites (built once, cached), and recorded side by side
+under `compared`: a defence and the gateway without it in one run.
 """
 from __future__ import annotations
 
@@ -437,16 +441,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--copies", type=int, default=None, help="passages each attacker copies (default 16; smoke 4)")
     p.add_argument("--gateway-setting", action="append", default=[], metavar="KEY=VALUE",
                    help="a [gateway] setting for every federation, e.g. reader=packaged (repeatable)")
+    p.add_argument("--compare", action="append", default=[], metavar="KEY=VALUE",
+                   help="also run every setting with this [gateway] setting (repeatable, applied together), "
+                        "recorded side by side under `compared`")
     p.add_argument("--learned-router", action="store_true",
                    help="route with the learned router, retrained from the first half of the questions (served as "
                         "traffic) before the second half is measured")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
     gateway_env = {"HANSA_GATEWAY_ROUTER": "learned"} if args.learned_router else {}
-    for setting in args.gateway_setting:
-        key, sep, value = setting.partition("=")
-        if not sep or not key.strip():
-            p.error(f"--gateway-setting {setting!r}: expected KEY=VALUE")
-        gateway_env[f"HANSA_GATEWAY_{key.strip().upper()}"] = value.strip()
+    compared_env: dict[str, str] = {}
+    for option, settings, env in (("--gateway-setting", args.gateway_setting, gateway_env),
+                                  ("--compare", args.compare, compared_env)):
+        for setting in settings:
+            key, sep, value = setting.partition("=")
+            if not sep or not key.strip():
+                p.error(f"{option} {setting!r}: expected KEY=VALUE")
+            env[f"HANSA_GATEWAY_{key.strip().upper()}"] = value.strip()
     attacks = [a.strip() for a in args.attacks.split(",") if a.strip()]
     unknown = [a for a in attacks if a not in ATTACKS]
     if unknown or not attacks:
@@ -468,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.params = {"dataset": f"SQuAD 1.1 dev ({args.split} split; CC BY-SA 4.0)", "split": args.split, "honest_sites": len(sites),
                      "honest_sites_asked_for": n_sites, "questions": len(questions), "honest_passages": len(passages),
                      "attacker_copied_passages": len(copied), "attacks": attacks, "answers": "extractive (no LLM)",
-                     "gateway_settings": sorted(args.gateway_setting),
+                     "gateway_settings": sorted(args.gateway_setting), "compared_settings": sorted(args.compare),
                      "hog": {"generic_summaries": len(GENERIC_QUESTIONS) + len(train), "claimed_documents": HOG_DOCUMENTS,
                              "claimed_df": HOG_DF}}
     warmup: list[Any] = []
@@ -480,21 +490,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hansa-adversarial-") as tmp:
         work = Path(tmp)
         cache = SiteCache(work / "cache")
-        progress(f"baseline: {len(sites)} honest sites, {len(passages)} passages, {len(questions)} questions")
-        base, facts, _ = run_setting(None, honest_docs, copied, questions, site_of, train, work, cache,
-                                     gateway_env=gateway_env, warmup=warmup)
-        report.results["baseline"] = {"honest_gold_site_recall": gold_recall(base), **facts}
-        records = []
-        for attack in attacks:
-            progress(f"{attack}: honest sites + one attacker")
-            rows, facts, reliability = run_setting(attack, honest_docs, copied, questions, site_of, train, work, cache,
-                                                   honest_calls=SLEEPER_HONEST_CALLS, gateway_env=gateway_env,
-                                                   warmup=warmup)
-            rec = record(attack, len(sites), rows, base, reliability, facts, lied=lies(copied),
-                         honest_calls=SLEEPER_HONEST_CALLS, copy_questions=copy_questions)
-            rec["examples"] = [r["answer"][:240] for r in rows[:3]]
-            records.append(rec)
+
+        def run_all(env: dict[str, str], label: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            """The baseline and every attack under the gateway settings `env` (work under `label`)."""
+            progress(f"{label}baseline: {len(sites)} honest sites, {len(passages)} passages, {len(questions)} questions")
+            base, facts, _ = run_setting(None, honest_docs, copied, questions, site_of, train, work / label, cache,
+                                         gateway_env=env, warmup=warmup)
+            out = []
+            for attack in attacks:
+                progress(f"{label}{attack}: honest sites + one attacker")
+                rows, facts_a, reliability = run_setting(attack, honest_docs, copied, questions, site_of, train,
+                                                         work / label, cache, honest_calls=SLEEPER_HONEST_CALLS,
+                                                         gateway_env=env, warmup=warmup)
+                rec = record(attack, len(sites), rows, base, reliability, facts_a, lied=lies(copied),
+                             honest_calls=SLEEPER_HONEST_CALLS, copy_questions=copy_questions)
+                rec["examples"] = [r["answer"][:240] for r in rows[:3]]
+                out.append(rec)
+            return {"honest_gold_site_recall": gold_recall(base), **facts}, out
+
+        report.results["baseline"], records = run_all(gateway_env, "")
         report.results["records"] = records
+        if compared_env:
+            base_c, records_c = run_all({**gateway_env, **compared_env}, "compared-")
+            report.results["compared"] = {"settings": sorted(args.compare), "baseline": base_c, "records": records_c}
     for rec in records:
         drop = benchlib.ratio(rec["honest_gold_site_recall"], rec["honest_gold_site_recall_baseline"])
         report.ratios[f"{rec['attack']}_gold_recall_vs_baseline"] = drop if drop else None
@@ -512,7 +530,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "so no model could obey it here beyond relaying it")
     report.note("the gateway as of this commit, with its defences (issue 32): screening of echoes and instructions, "
                 "templates, routing discounts from claim gaps, CORI by the median site, reliability from "
-                "corroboration, gate and abstention on measured relevance; the default gateway (no reader, no LLM)")
+                "corroboration, gate and abstention on measured relevance, dispute breadth; the default gateway with any "
+                "--gateway-setting above (no LLM)")
     if len(sites) < n_sites:
         report.note(f"{n_sites - len(sites)} of {n_sites} shards received no document (sharding by document hash), "
                     f"so {len(sites)} honest sites serve")

@@ -16,11 +16,18 @@ best claim) plus DOC_SUPPORT of each further document of that site stating it: i
 are independent evidence, one site's copies of a text mostly are not. One source against one whose
 weights are within NEAR_TIE is left unresolved: both sentences stay, and the answer says the
 sources disagree without picking one (a 0.01 margin of relevance is not evidence of truth).
+
+Broadly disputed sites (`broad`: gateway.query.conduct's dispute breadth, the sites that have
+contradicted many distinct others) are not independent sources: a set's weight is compared on its
+other sites first and on theirs only between sets equal on that, so their side never outweighs a
+site that is not broadly disputed, two of them agreeing outvote nobody, a dispute of one of them
+against one other site is not left unresolved, and the sites counted as "more independent sites"
+leave them out.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 import igraph
 
@@ -105,6 +112,22 @@ class Resolution:
     # as one slot, and counting them cut an honest site's reliability to 0.12 in 250 questions.
     won: dict[str, int] = field(default_factory=dict)  # site -> conflicts its side won by more sites
     lost: dict[str, int] = field(default_factory=dict)  # site -> times it stood against a majority
+    broad: frozenset[str] = frozenset()  # the broadly disputed sites this resolution discounted
+
+    def disputes(self) -> set[tuple[str, str]]:
+        """Pairs of sites on opposite sides of a conflict (unresolved ones too): what dispute
+        breadth counts (gateway.query.conduct)."""
+        return dispute_pairs(self.conflicts)
+
+
+def dispute_pairs(conflicts: Iterable["Conflict"]) -> set[tuple[str, str]]:
+    """Pairs of distinct sites on opposite sides of any of `conflicts` (each pair sorted)."""
+    out: set[tuple[str, str]] = set()
+    for conflict in conflicts:
+        for i, side in enumerate(conflict.sides):
+            for other in conflict.sides[i + 1:]:
+                out.update((min(a, b), max(a, b)) for a in side.sites for b in other.sites if a != b)
+    return out
 
 
 def _same_slot(a: Claim, b: Claim) -> bool:
@@ -134,18 +157,26 @@ def _score(items: Iterable[tuple[Statement, Claim]]) -> float:
     return total
 
 
-def _best_consistent(nodes: list[int], items: list[tuple[Statement, Claim]], conflict: set[tuple[int, int]]) -> set[int]:
-    """The maximum-weight set of claims with no contradiction among them (exact when small)."""
+def _ranked_score(items: list[tuple[Statement, Claim]], broad: frozenset[str]) -> tuple[float, float]:
+    """(the weight of the sites not broadly disputed, that of those that are): compared in this order."""
+    return (_score(it for it in items if it[0].site_id not in broad),
+            _score(it for it in items if it[0].site_id in broad))
+
+
+def _best_consistent(nodes: list[int], items: list[tuple[Statement, Claim]], conflict: set[tuple[int, int]],
+                     broad: frozenset[str] = frozenset()) -> set[int]:
+    """The maximum-weight set of claims with no contradiction among them (exact when small), the
+    weight of sites not broadly disputed first."""
     local = {n: i for i, n in enumerate(nodes)}
     if len(nodes) <= EXACT_LIMIT:
         compat = [(local[a], local[b]) for i, a in enumerate(nodes) for b in nodes[i + 1:]
                   if (a, b) not in conflict and (b, a) not in conflict]
         g = igraph.Graph(n=len(nodes), edges=compat)
         cliques = g.maximal_cliques() or [(i,) for i in range(len(nodes))]
-        best = max(cliques, key=lambda c: (_score(items[nodes[i]] for i in c), -min(c)))
+        best = max(cliques, key=lambda c: (_ranked_score([items[nodes[i]] for i in c], broad), -min(c)))
         return {nodes[i] for i in best}
     chosen: set[int] = set()
-    for n in sorted(nodes, key=lambda n: -items[n][0].weight):
+    for n in sorted(nodes, key=lambda n: (items[n][0].site_id in broad, -items[n][0].weight)):
         if all((n, c) not in conflict and (c, n) not in conflict for c in chosen):
             chosen.add(n)
     return chosen
@@ -163,9 +194,13 @@ def _sides(nodes: list[int], items: list[tuple[Statement, Claim]], chosen: set[i
     return groups
 
 
-def _reason(win: Side, lose: Side) -> str:
-    if len(win.sites) > len(lose.sites):
-        return f"more independent sites state it ({len(win.sites)} against {len(lose.sites)})"
+def _reason(win: Side, lose: Side, broad: frozenset[str] = frozenset()) -> str:
+    ours, theirs = _independent(win, broad), _independent(lose, broad)
+    if not theirs and ours and lose.sites:
+        return (f"the other side's {'site is' if len(lose.sites) == 1 else 'sites are'} broadly disputed "
+                f"(contradicting many distinct sites): {', '.join(lose.sites)}")
+    if len(ours) > len(theirs):
+        return f"more independent sites state it ({len(ours)} against {len(theirs)})"
     return (f"its sources weigh more (reliability x measured relevance x support: {win.weight:.2f} "
             f"against {lose.weight:.2f})")
 
@@ -245,30 +280,38 @@ def _side(group: list[int], items: list[tuple[Statement, Claim]], chosen: set[in
                 won=group[0] in chosen)
 
 
-def _settle(nodes: list[int], pairs: _Pairs) -> tuple[Conflict, set[int]] | None:
+def _independent(side: Side, broad: frozenset[str]) -> set[str]:
+    """A side's sites that count as independent sources: those not broadly disputed."""
+    return set(side.sites) - broad
+
+
+def _settle(nodes: list[int], pairs: _Pairs, broad: frozenset[str] = frozenset()) -> tuple[Conflict, set[int]] | None:
     """One slot's conflict and the claims it keeps, or None when the slot holds no dispute."""
     items, conflict = pairs.items, pairs.conflict
     if len(nodes) < 2 or not any((a, b) in conflict for a in nodes for b in nodes):
         return None
-    chosen = _best_consistent(nodes, items, conflict)
+    chosen = _best_consistent(nodes, items, conflict, broad)
     groups = _sides(nodes, items, chosen)
     sides = [_side(g, items, chosen) for g in groups]
     sides = [s for s in sides if s.won][:1] + [s for s in sides if not s.won]
     if len(sides) < 2 or not sides[0].won:
         return None
     head = items[groups[0][0]][1]
-    if len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1 and sides[1].weight >= NEAR_TIE * sides[0].weight:
+    if (len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1 and sides[1].weight >= NEAR_TIE * sides[0].weight
+            and len(_independent(sides[0], broad)) == len(_independent(sides[1], broad))):
         # one source against one, weighing nearly the same: nothing here says which is right
         reason = (f"one source against one of nearly equal weight ({sides[0].weight:.2f} against "
                   f"{sides[1].weight:.2f}): unresolved")
         return Conflict(head.subject, head.predicate, head.kind, tuple(sides), reason, unresolved=True), set(nodes)
-    return Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1])), chosen
+    return Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1], broad)), chosen
 
 
-def _tally(found: Conflict, won: dict[str, int], lost: dict[str, int]) -> None:
-    """Sides outvoted by more independent sites; one decided by weight says nothing of who is wrong."""
+def _tally(found: Conflict, won: dict[str, int], lost: dict[str, int], broad: frozenset[str] = frozenset()) -> None:
+    """Sides outvoted by more independent sites (broadly disputed ones are not); one decided by
+    weight says nothing of who is wrong."""
     winners = set(found.sides[0].sites)
-    outvoted = [losers for side in found.sides[1:] if len(winners) > len(losers := set(side.sites) - winners)]
+    outvoted = [losers for side in found.sides[1:]
+                if len(winners - broad) > len((losers := set(side.sites) - winners) - broad)]
     for s in winners if outvoted else ():
         won[s] = won.get(s, 0) + 1
     for losers in outvoted:
@@ -276,22 +319,24 @@ def _tally(found: Conflict, won: dict[str, int], lost: dict[str, int]) -> None:
             lost[s] = lost.get(s, 0) + 1
 
 
-def resolve(statements: Sequence[Statement]) -> Resolution:
-    """Find the contradictions among the statements and keep the heaviest consistent claims."""
+def resolve(statements: Sequence[Statement], broad: Collection[str] = ()) -> Resolution:
+    """Find the contradictions among the statements and keep the heaviest consistent claims,
+    `broad` sites (broadly disputed) counting only against each other."""
+    broad = frozenset(broad)
     pairs = _pairs(statements)
     conflicts: list[Conflict] = []
     rejected: set[int] = set()
     won: dict[str, int] = {}
     lost: dict[str, int] = {}
     for nodes in pairs.slots:
-        settled = _settle(nodes, pairs)
+        settled = _settle(nodes, pairs, broad)
         if settled is None:
             continue
         found, kept = settled
         conflicts.append(found)
         if found.unresolved:
             continue  # both sides stay
-        _tally(found, won, lost)
+        _tally(found, won, lost, broad)
         rejected.update(pairs.items[n][0].key for n in nodes if n not in kept)
     conflicts.sort(key=lambda c: -c.winner.weight)
-    return Resolution(tuple(conflicts), frozenset(rejected), pairs.agreeing, won, lost)
+    return Resolution(tuple(conflicts), frozenset(rejected), pairs.agreeing, won, lost, broad)

@@ -50,6 +50,7 @@ from hansa.gateway.query.reading import ReadingStage, open_reading
 from hansa.gateway.query.fusion import measure_early
 from hansa.gateway.trust.registry import SiteRecord, SiteRegistry
 from hansa.gateway.query.conduct import OVERROUTED_EXCESS, SiteConduct
+from hansa.gateway.query.conflicts import dispute_pairs
 from hansa.gateway.query.reliability import OVERROUTED, Observation, SiteReliability
 from hansa.gateway.query.fusion import Screen, Screened
 from hansa.gateway.transport import SiteTransport
@@ -474,6 +475,7 @@ class QueryEngine:
                                                  q.fusion_prior, reading)
         if self.reliability is not None and fused.observations:  # once per question, from its final answer
             self.reliability.observe(fused.observations)
+        self.conduct.record_disputes(dispute_pairs(fused.conflicts))  # dispute breadth, from the same answer
         if fused.unsupported and reading is not None:  # the reader found nothing that answers
             best = float((fused.reading or {}).get("best", 0.0))
             q.abstention = AbstainDecision(True, best, fused.note or "no sentence reaches the reader's floor",

@@ -17,7 +17,9 @@ sentences sites already stand behind. Each candidate sentence is weighted by
 
 Claims (gateway/query/claims.py) are compared across sites; contradictions are resolved by the heaviest
 consistent set of claims (gateway/query/conflicts.py), losing sentences leave the answer, and the answer
-says that sources disagree. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
+says that sources disagree. With a `conduct` record, broadly disputed sites (its dispute breadth: sites
+that have contradicted many distinct others) weigh only against each other in a contradiction and
+support nobody, and the answer's own disputes are counted before it is settled. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
 better-attributed copy — one its site actually cites, then the higher weight, then the more
 confident site — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
 indexing the citation list. Citations are ranked by what the gateway measured: a document's site
@@ -518,13 +520,16 @@ def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: s
     same claim in its own words (not a near-verbatim copy), or the reader supports a sentence of
     theirs that made the answer. A document disputed in any conflict on this question confirms
     nothing and is confirmed by nothing: a doctored copy agrees with its original on every claim
-    but the one it changed (the adversarial bench's contradictor rose to the most trusted site so)."""
+    but the one it changed (the adversarial bench's contradictor rose to the most trusted site so).
+    A broadly disputed site (gateway.query.conduct) confirms nobody and the reader confirms nothing
+    of it: the reader judges whether a sentence answers, not whether it is true."""
     disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
+    broad = resolution.broad
     out = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
            if k not in rejected and (candidates[k].site_id, candidates[k].doc_id) not in disputed
            and set(others) - copies[k] - {candidates[k].site_id}
-           - {s for s, _ in disputed}}
-    return out | {c.site_id for c in chosen if c.read is not None and c.read > 0}
+           - {s for s, _ in disputed} - broad}
+    return out | {c.site_id for c in chosen if c.read is not None and c.read > 0 and c.site_id not in broad}
 
 
 def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozenset[str]:
@@ -669,7 +674,7 @@ def fuse(
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
                            sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
                            observations=echoed)
-    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences)
+    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences, conduct)
     ranking = pool.verified(question_vector, embedder, eager_below)
     read_trace, best_read, ranking = pool.read(reading, question, question_vector, embedder, ranking)
     resolution, rejected, chosen = ranking
@@ -679,6 +684,8 @@ def fuse(
                                  scale_of(embedder).overclaim)
     if learner is not None:
         learner.observe(observations)
+    if learn and conduct is not None:
+        conduct.record_disputes(resolution.disputes())
     citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},
                                 site_prior)
     found = dict(conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered, reading=read_trace,
@@ -748,11 +755,12 @@ class _Ranking(NamedTuple):
 
 class _Pool:
     """The candidates with what ranking them needs: their claims, their near-verbatim copies at
-    other sites, the sites' trust."""
+    other sites, the sites' trust, and the broadly disputed sites (with `conduct`)."""
 
     def __init__(self, candidates: list[_Candidate], trust: dict[str, float], duplicate_jaccard: float,
-                 max_sentences: int) -> None:
-        self.candidates, self.trust = candidates, trust
+                 max_sentences: int, conduct: SiteConduct | None = None) -> None:
+        self.candidates, self.trust, self.conduct = candidates, trust, conduct
+        self.broad = frozenset(conduct.broadly_disputed()) if conduct is not None else frozenset()
         self.duplicate_jaccard, self.max_sentences = duplicate_jaccard, max_sentences
         self.claims = [extract_claims(c.text) for c in candidates]
         self.copies = [{o.site_id for o in candidates
@@ -768,17 +776,28 @@ class _Pool:
             cand.base = self.trust.get(cand.site_id, 1.0) * _relevance(cand) * cand.confidence
         statements = [Statement(i, c.site_id, c.doc_id, c.text, c.base, self.claims[i])
                       for i, c in enumerate(candidates) if c.base > 0]
-        resolution = resolve(statements)
+        resolution = self._resolve(statements)
         rejected = set(resolution.rejected)
         if whole_documents:  # a document that lost a conflict on this question loses all its sentences
             lost = {(candidates[i].site_id, candidates[i].doc_id) for i in rejected}
             rejected |= {i for i, c in enumerate(candidates) if (c.site_id, c.doc_id) in lost}
         for i, cand in enumerate(candidates):
-            others = set(resolution.agreeing_sites.get(i, set())) | self.copies[i]
+            # broadly disputed sites support nobody: colluders' copies of one lie are not corroboration
+            others = (set(resolution.agreeing_sites.get(i, set())) | self.copies[i]) - resolution.broad
             cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
         kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], self.duplicate_jaccard)
         chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:self.max_sentences]
         return _Ranking(resolution, rejected, chosen)
+
+    def _resolve(self, statements: Sequence[Statement]) -> Resolution:
+        """Settle the conflicts with the broadly disputed sites as they stand with this answer's own
+        disputes counted (gateway.query.conduct): the dispute that makes a site broad is already
+        settled against it."""
+        resolution = resolve(statements, self.broad)
+        if self.conduct is None or not resolution.conflicts:
+            return resolution
+        broad = frozenset(self.conduct.broadly_disputed(resolution.disputes()))
+        return resolution if broad == self.broad else resolve(statements, broad)
 
     def read(self, reading: ReadingStage | None, question: str, question_vector: np.ndarray,
              embedder: Embedder, ranking: _Ranking) -> tuple[dict[str, object] | None, str, _Ranking]:

@@ -106,10 +106,13 @@ def test_quarantine_a_site_and_read_its_record_in_sites(tmp_path: Path) -> None:
     assert conduct.quarantined() == {"site-a": "echoes questions"}  # what a serving gateway reads
     for asked in (["site-a"], ["site-b"], ["site-a", "site-b"], ["site-b"]):  # what serving workers routed
         conduct.observe(asked, {}, {})
+    conduct.record_disputes([("site-a", other) for other in ("site-b", "site-c", "site-d")])  # contradicted three
     conduct.close()
     (site,) = json.loads(run(tmp_path, "sites", "--json").output)["sites"]
     assert site["conduct"]["routing_share"] == 0.5
-    assert run(tmp_path, "sites").output.splitlines()[2].split()[-2] == "ROUTED"
+    assert site["conduct"]["disputed_with"] == ["site-b", "site-c", "site-d"] and site["conduct"]["broadly_disputed"]
+    assert run(tmp_path, "sites").output.splitlines()[2].split()[-3:-1] == ["ROUTED", "DISPUTED"]
     assert "50%" in run(tmp_path, "sites").output.splitlines()[3]
+    assert "3 (broad)" in run(tmp_path, "sites").output.splitlines()[3]
     assert "quarantine lifted" in run(tmp_path, "quarantine", "site-a", "--release").output
     assert "was not quarantined" in run(tmp_path, "quarantine", "site-a", "--release").output

@@ -66,19 +66,20 @@ class FakeFederation:
 
 
 def open_gateway(root: Path, replies: Mapping[str, Reply | Sequence[Reply]], summaries: Mapping[str, str] = SUMMARIES,
-                 llm: Any = None, **cfg: Any) -> FakeFederation:
+                 llm: Any = None, keys: Mapping[str, SiteIdentity] = SITE_KEYS, **cfg: Any) -> FakeFederation:
+    """`keys`: each site's enrolled key (other sites than SUMMARIES' need their own)."""
     registry = SiteRegistry(root / "gateway" / "registry.json")
     me = SiteIdentity.generate()
-    transport = ScriptedSiteTransport(me, SITE_KEYS, replies)
+    transport = ScriptedSiteTransport(me, keys, replies)
     service = Gateway.open(GatewayConfig(**{"top_k_sites": 1, "site_timeout_s": 5.0, **cfg}), embedder=EMBEDDER,
                            vector_store=InMemoryVectorStore(), registry=registry, transport=transport, identity=me,
                            api_keys=ApiKeyStore(root / "gateway" / API_KEYS_FILE), llm=llm)
     fed = FakeFederation(service, transport, service.api_keys.create("fast-tests"))
     space = EmbeddingSpace.of(EMBEDDER)
     for site, text in summaries.items():  # each site enrolls and publishes one signed summary
-        admin.enroll(registry, site, f"https://{site}.example", [SITE_KEYS[site].public_key_b64])
+        admin.enroll(registry, site, f"https://{site}.example", [keys[site].public_key_b64])
         record = SummaryRecord("c0", 1, encode_vector(EMBEDDER.embed_one(text)), Richness(5, 3, 2), level=0)
-        envelope = build_publication(SITE_KEYS[site], site, 1, space, [record], timedelta(hours=1))
+        envelope = build_publication(keys[site], site, 1, space, [record], timedelta(hours=1))
         resp = fed.client.post(f"/v1/sites/{site}/publications", json=envelope)
         assert resp.status_code == 200, resp.get_json()
     return fed

@@ -38,6 +38,9 @@ def state_doc() -> dict[str, Any]:
             "expires": "2026-11-30T20:00:00Z", "expires_in_s": 7 * 86400 - 3600, "summary_count": 3,
             "last_call": {"status": "timeout", "at": "2026-11-23T20:59:00Z"},
             "reliability": {"reliability": 0.8125, "successes": 3.0, "failures": 0.5},
+            "conduct": {"claim_gap": None, "calls": 0, "routing_discount": 0.0, "routing_share": 0.25,
+                        "templated_sentences": 0, "quarantined": None, "broadly_disputed": True,
+                        "disputed_with": ["site-b", "site-c", HOSTILE_SITE]},
             "recent_calls": [{"status": "timeout", "at": "2026-11-23T20:59:00Z", "latency_ms": 10000.0,
                               "query_id": "q2"}, {"status": "ok", "at": "2026-11-23T20:58:00Z",
                                                   "latency_ms": 42.0, "query_id": "q1"}],
@@ -182,7 +185,8 @@ def test_the_page_shows_sites_keys_freshness_reachability_reliability_and_querie
     for shown in ("0123456789abcdef0123456789abcdef",  # key id
                   "1h ago", "in 6d 23h",  # publication age, time to expiry
                   "timeout", "0.812", "degraded", "front-end", "route 1.2 ms", "call 10000.0 ms",
-                  "An answer &lt;i&gt;from a site&lt;/i&gt;.", "&#34;stages_ms&#34;"):
+                  "An answer &lt;i&gt;from a site&lt;/i&gt;.", "&#34;stages_ms&#34;",
+                  "routed 25% of recent questions", "contradicted 3 sites · broadly disputed"):
         assert shown in html, shown
 
 
