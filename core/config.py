@@ -275,9 +275,8 @@ class GatewayConfig:
     # benchmarks/README.md, "Questions no site holds".
     abstain_without_question_words: bool = True
     # With a reader: apply the calibration's abstention after reading (`read_abstain`, a logistic
-    # model over the final evidence and the reader's best score, fit for that reader), the packaged
-    # one (gateway/query/packaged-calibration.json, fit on SQuAD's and MTRAG's fit splits) when the
-    # gateway has no calibration file. Measured: benchmarks/README.md, "Abstention after reading".
+    # model over the final evidence and the reader's best score, fit for that reader with `hansa
+    # gateway calibrate` from reader rows). Measured: benchmarks/README.md, "Abstention after reading".
     read_abstain: bool = True
     # With a reader: follow-up rounds that ask about the names in the best-read sentence while the
     # reader supports no answer (gateway/query/hops.py); 0: none. Bounded by the request's budget.

@@ -236,25 +236,17 @@ def read_calibration(path: Path) -> Calibration:
         raise InputError(f"calibration {path} is unusable: {exc}") from exc
 
 
-# Shipped with the package so that a fresh gateway with the packaged reader is calibrated:
-# `read_abstain` fit on SQuAD 16's and MTRAG 16's fit-split reader rows (benchmarks/README.md,
-# "Abstention after reading", which names the command); nothing else (the gate and escalation
-# depend on the federation, and are fit per federation).
-PACKAGED = Path(__file__).with_name("packaged-calibration.json")
-
-
-def packaged_calibration(why: str) -> Calibration:
-    return replace(read_calibration(PACKAGED), source=f"packaged ({why})")
-
-
 def load_calibration(path: Path) -> Calibration:
-    """The calibration at `path`, else the packaged one (abstention after reading only), or the
-    safe defaults (no models) with one log line saying why the file is unusable: a gateway keeps
-    serving (gate escalating, abstention on its evidence rule) rather than refuse to start. A file
-    replaces the packaged calibration whole: fit it with reader rows to keep abstention after reading."""
+    """The calibration at `path`, or the safe defaults (no models) with one log line saying why: a
+    gateway keeps serving (gate escalating, abstention on its evidence rule) rather than refuse to start.
+
+    Why no packaged default: every model here reads features whose scale is the federation's (sites
+    that answered, passages, summary match); `read_abstain` fit on SQuAD 16's and MTRAG 16's fit rows
+    together refused an answerable question of a three-site federation (benchmarks/README.md,
+    "Abstention after reading"), so each federation fits its own."""
     if not path.is_file():
-        log.info("gate calibration %s not found: the gate always escalates; abstention after reading as packaged", path)
-        return packaged_calibration(f"{path} not found")
+        log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
+        return Calibration(source=f"defaults ({path} not found)")
     try:
         cal = read_calibration(path)
     except InputError as exc:
