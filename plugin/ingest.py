@@ -143,14 +143,15 @@ def _embedding_groups(graphs: Sequence[DocumentGraph]) -> Iterator[list[Document
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str],
                  embedded: Callable[[Sequence[DocumentGraph]], None] = lambda group: None,
-                 stages: dict[str, float] | None = None) -> None:
+                 stages: dict[str, float] | None = None) -> int:
     """New vectors (chunks and their answer sentences) beside the old, the graph (the commit
     point), then the replaced versions' vectors: whenever a crash strikes, each document is stored
     whole in one version, and the rows no chunk names are listed in the intent file for the next
     run to delete (plugin.vector_intent). Chunk ids, and so sentence ids, are content addressed
     (plugin.chunking): a new version never overwrites an old version's rows. `embedded` hears of
     each group of documents whose vectors are stored (the progress an admin sees); `stages` adds
-    up the seconds of each stage."""
+    up the seconds of each stage. Returns how many sentence rows were stored, left unsealed: the
+    caller flushes once (`_seal`)."""
     stages = {} if stages is None else stages
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     new = {chunk.id for chunk in chunks}
@@ -158,13 +159,8 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     vector_intent.record(ctx, chunk_ids=new | old)
     sentences = 0
     for group in _embedding_groups(graphs):
-        sentences += _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], stages)
+        sentences += _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], replaced, stages)
         embedded(group)
-    if chunks:  # sealed once per batch, not per group (a flush per 16 chunks made the write 7x slower)
-        with _timed(stages, "vector_write"):
-            ctx.vectors.flush(CHUNKS)
-            if sentences:  # rows were stored, so the collection exists: no need to ask Milvus
-                sentence_vectors.flush(ctx)
     crash_point("ingest.after_vectors")
     with _timed(stages, "graph_write"):
         ctx.graph.write_documents(graphs)
@@ -174,11 +170,29 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
             ctx.vectors.delete(CHUNKS, ids=sorted(old))
             sentence_vectors.delete_chunks(ctx, old)
     vector_intent.done(ctx)
+    return sentences
 
 
-def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, float]) -> int:
+def _seal(ctx: SiteContext, sentences: int, stages: dict[str, float]) -> None:
+    """One flush per collection per ingest, after its last batch. Why not per batch: a flush buys
+    no durability (Milvus Lite's write-ahead log reaches the OS at every write, so a killed
+    process replays it when the directory is next opened; a Milvus server persists a write before
+    acknowledging it), while each flush seals a segment that Lite then merges and indexes again in
+    this process (benchmarks/README.md, "Session 29"). Rows not yet sealed are read and searched
+    like sealed ones (tests/adapters/vector/test_milvus.py)."""
+    with _timed(stages, "vector_write"):
+        ctx.vectors.flush(CHUNKS)
+        if sentences:  # rows were stored, so the collection exists: no need to ask Milvus
+            sentence_vectors.flush(ctx)
+
+
+def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], replaced: set[str], stages: dict[str, float]) -> int:
     """The chunks' vectors and their answer sentences', from one embedding call; returns how many
-    sentence rows were stored (left unflushed)."""
+    sentence rows were stored (left unflushed). Rows of documents with no stored version are
+    inserted, not upserted: their ids cannot be stored (chunk ids hash the document id; rows an
+    interrupted run left were deleted by `vector_intent.repair` before any write), and an upsert
+    looks each id up first (VectorStore.insert). A replaced document's rows are
+    upserted: an unchanged chunk keeps its id, and its row is replaced, not written twice."""
     if not chunks:
         return 0
     with _timed(stages, "build"):
@@ -186,8 +200,14 @@ def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, 
     with _timed(stages, "embed"):
         vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
     with _timed(stages, "vector_write"):
-        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks], flush=False)
-        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields, flush=False)
+        chunk_vectors, sentence_rows = vectors[:len(chunks)], vectors[len(chunks):]
+        for fresh in (True, False):
+            part = [i for i, chunk in enumerate(chunks) if (chunk.doc_id not in replaced) == fresh]
+            if part:
+                write = ctx.vectors.insert if fresh else ctx.vectors.upsert
+                write(CHUNKS, [chunks[i].id for i in part], chunk_vectors[part], [{"doc_id": chunks[i].doc_id} for i in part], flush=False)
+            part = [i for i, row in enumerate(fields) if (row["doc_id"] not in replaced) == fresh]
+            sentence_vectors.store(ctx, [ids[i] for i in part], sentence_rows[part], [fields[i] for i in part], flush=False, fresh=fresh)
     return len(ids)
 
 
@@ -263,16 +283,19 @@ def ingest_paths(
         load_started = time.perf_counter()
         ctx.embedder.warm()  # the model loads here, once: not part of the ingest rate
         startup = time.perf_counter() - load_started
+    sentences = 0
     with Progress("ingest", len(pending), "doc", progress) as shown:
         for batch in _batches(pending, batch_docs):
             with _timed(stages, "build"):
                 graphs = [_build(doc, sha[doc.id], ctx) for doc in batch]
-            _write_batch(ctx, graphs, replaced,
-                         lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
+            sentences += _write_batch(ctx, graphs, replaced,
+                                      lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
             for graph in graphs:
                 chunks += len(graph.chunks)
                 relations += graph.co_mention_count()
                 entities.update(e.id for e in graph.entities)
+    if chunks:
+        _seal(ctx, sentences, stages)
     if backfill:
         sentence_vectors.backfill(ctx, [chunk for doc in unchanged for chunk in _build(doc, sha[doc.id], ctx).chunks])
     if gone:

@@ -61,13 +61,15 @@ def ensure(ctx: SiteContext, owner: str = "") -> bool:
 
 
 def store(ctx: SiteContext, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[dict[str, str]],
-          *, flush: bool = True) -> None:
+          *, flush: bool = True, fresh: bool = False) -> None:
+    """Write the rows; `fresh`: none of the ids is stored (VectorStore.insert), else upserted."""
     if ids:
-        ctx.vectors.upsert(SENTENCES, list(ids), vectors, list(fields), flush=flush)
+        write = ctx.vectors.insert if fresh else ctx.vectors.upsert
+        write(SENTENCES, list(ids), vectors, list(fields), flush=flush)
 
 
 def flush(ctx: SiteContext) -> None:
-    """Seal the rows `store(..., flush=False)` left (ingest flushes once per batch). Call it only
+    """Seal the rows `store(..., flush=False)` left (ingest flushes once, after its last batch). Call it only
     after such a store wrote rows: the collection exists then, so Milvus is not asked again."""
     ctx.vectors.flush(SENTENCES)
 

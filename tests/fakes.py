@@ -9,7 +9,8 @@ shared contract), so a fake that drifts from its port fails there, not silently 
 - `HashEmbedder` (adapters.embedder.base.Embedder): deterministic vectors from hashed word tokens,
   so texts sharing words are near and texts sharing none are (nearly) orthogonal.
 - `InMemoryVectorStore` (adapters.vector.base.VectorStore): exact cosine/IP search over dicts, with
-  the same input checks as the Milvus store (one spec validator, the same limits).
+  the same input checks as the Milvus store (one spec validator, the same limits), and an `insert`
+  that refuses stored ids (the promise its callers make).
 - `WordReader` (adapters.reader.base.Reader): a sentence answers as far as it holds the question's
   content words; its span is the first capitalized word or number the question does not hold.
 - `ScriptedSiteTransport` (gateway.transport.SiteTransport): canned answers per site, signed with
@@ -196,6 +197,17 @@ class InMemoryVectorStore(VectorStore):
             staged[row_id] = (arr[i].copy(), values)
         with self._lock:
             coll.rows.update(staged)
+
+    def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray,
+               fields: Sequence[Mapping[str, Any]] | None = None, *, flush: bool = True) -> None:
+        """An upsert that refuses ids already stored: the caller's promise, which Milvus cannot
+        check (a server would keep both rows), is checked here, so a caller breaking it fails."""
+        full, coll = self._coll(collection)
+        with self._lock:
+            stored = sorted({i for i in ids if isinstance(i, str) and i in coll.rows})
+            if stored:
+                raise InputError(f"{full}: insert of stored id(s) {', '.join(map(repr, stored[:3]))}; upsert replaces rows")
+            self.upsert(collection, ids, vectors, fields, flush=flush)
 
     def flush(self, collection: str) -> None:
         self._coll(collection)  # nothing to seal in memory; a missing collection is refused as Milvus refuses it

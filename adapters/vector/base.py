@@ -57,6 +57,17 @@ class VectorStore(ABC):
         until `flush`: a bulk writer making many small upserts flushes once at its end, because a
         flush per call costs a segment each (ingest's vector write ran 7x slower that way)."""
 
+    def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
+               *, flush: bool = True) -> None:
+        """Add rows whose ids the caller knows are not stored; otherwise as `upsert`.
+
+        Why: an upsert must find each id's old row first (Milvus Lite looks every id up in its
+        unsealed rows and in each sealed segment; a Milvus server deletes before inserting), work
+        that the rows of a document never stored before do not need. A stored id written again
+        here may be kept twice (a Milvus server keeps both rows), so a caller that cannot rule that
+        out upserts. Stores with no cheaper path need not override this."""
+        self.upsert(collection, ids, vectors, fields, flush=flush)
+
     def flush(self, collection: str) -> None:
         """Seal what `upsert(..., flush=False)` left unsealed. Stores with nothing to seal need not act."""
 

@@ -481,6 +481,15 @@ class MilvusVectorStore(VectorStore):
 
     def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
                *, flush: bool = True) -> None:
+        self._write("upsert", collection, ids, vectors, fields, flush)
+
+    def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
+               *, flush: bool = True) -> None:
+        self._write("insert", collection, ids, vectors, fields, flush)
+
+    def _write(self, method: str, collection: str, ids: Sequence[str], vectors: np.ndarray,
+               fields: Sequence[Mapping[str, Any]] | None, flush: bool) -> None:
+        """`upsert` or `insert` (the client's method of that name), after checking every row."""
         full, schema = self._schema(collection)
         ids = list(ids)
         arr = self._as_matrix(full, vectors, schema.dim)
@@ -489,7 +498,7 @@ class MilvusVectorStore(VectorStore):
         if fields is not None and len(fields) != len(ids):
             raise InputError(f"{full}: {len(ids)} ids but {len(fields)} field rows")
         if len(set(ids)) != len(ids):
-            raise InputError(f"{full}: duplicate ids in one upsert")
+            raise InputError(f"{full}: duplicate ids in one {method}")
         rows: list[dict[str, Any]] = []  # every row is validated before anything is written
         for i, row_id in enumerate(ids):
             if not isinstance(row_id, str) or not row_id or len(row_id.encode("utf-8")) > ID_MAX_BYTES:
@@ -505,7 +514,7 @@ class MilvusVectorStore(VectorStore):
         if not rows:
             return
         for part in _batches(len(rows)):
-            self._call(f"upsert into {full}", "upsert", full, rows[part])
+            self._call(f"{method} into {full}", method, full, rows[part])
         if flush:
             self._call(f"flush {full}", "flush", full)
 
