@@ -40,6 +40,8 @@ from hansa.plugin.sources import Origin, bind, read_roots, resolve_origins
 log = get_logger(__name__)
 
 HASH_LOOKUP_BATCH = 1000  # ids per document_hashes call: bounded query parameters on any backend
+# Vector rows (chunks and answer sentences) written unsealed before a flush of both collections (Sealer)
+SEAL_ROWS = 4096
 # Chunks per embedding call at least (with their answer sentences, ~8 texts each): a long document
 # is its own call, so progress moves per document; short ones share one, so the model still sees
 # full batches.
@@ -151,7 +153,7 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     (plugin.chunking): a new version never overwrites an old version's rows. `embedded` hears of
     each group of documents whose vectors are stored (the progress an admin sees); `stages` adds
     up the seconds of each stage. Returns how many sentence rows were stored, left unsealed: the
-    caller flushes once (`_seal`)."""
+    caller flushes (`Sealer`)."""
     stages = {} if stages is None else stages
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     new = {chunk.id for chunk in chunks}
@@ -173,17 +175,36 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     return sentences
 
 
-def _seal(ctx: SiteContext, sentences: int, stages: dict[str, float]) -> None:
-    """One flush per collection per ingest, after its last batch. Why not per batch: a flush buys
-    no durability (Milvus Lite's write-ahead log reaches the OS at every write, so a killed
-    process replays it when the directory is next opened; a Milvus server persists a write before
-    acknowledging it), while each flush seals a segment that Lite then merges and indexes again in
-    this process (benchmarks/README.md, "Session 29"). Rows not yet sealed are read and searched
-    like sealed ones (tests/adapters/vector/test_milvus.py)."""
-    with _timed(stages, "vector_write"):
-        ctx.vectors.flush(CHUNKS)
-        if sentences:  # rows were stored, so the collection exists: no need to ask Milvus
-            sentence_vectors.flush(ctx)
+class Sealer:
+    """Flushes the chunk and sentence collections once SEAL_ROWS rows were written unsealed, and
+    at the end of a bulk write (`seal`). Why not per batch: a flush buys no durability (Milvus
+    Lite's write-ahead log reaches the OS at every write, so a killed process replays it when the
+    directory is next opened; a Milvus server persists a write before acknowledging it), while
+    each flush seals a segment that Lite then merges and indexes again in this process. Why not
+    only at the end: Lite's flush turns every unsealed row into Python objects at once (~12 KB a
+    384-d row), so one flush of a whole site's rows raised the ingest's peak memory by ~350 MiB
+    (benchmarks/README.md, "Session 29"). Unsealed rows are read and searched like sealed ones
+    (tests/adapters/vector/test_milvus.py)."""
+
+    def __init__(self, ctx: SiteContext, stages: dict[str, float] | None = None) -> None:
+        self._ctx, self._stages = ctx, {} if stages is None else stages
+        self._unsealed = 0
+        self._sentences = False  # rows were stored there, so the collection exists: no need to ask Milvus
+
+    def wrote(self, chunks: int, sentences: int) -> None:
+        self._unsealed += chunks + sentences
+        self._sentences = self._sentences or sentences > 0
+        if self._unsealed >= SEAL_ROWS:
+            self.seal()
+
+    def seal(self) -> None:
+        if not self._unsealed:
+            return
+        with _timed(self._stages, "vector_write"):
+            self._ctx.vectors.flush(CHUNKS)
+            if self._sentences:
+                sentence_vectors.flush(self._ctx)
+        self._unsealed = 0
 
 
 def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], replaced: set[str], stages: dict[str, float]) -> int:
@@ -283,19 +304,19 @@ def ingest_paths(
         load_started = time.perf_counter()
         ctx.embedder.warm()  # the model loads here, once: not part of the ingest rate
         startup = time.perf_counter() - load_started
-    sentences = 0
+    sealer = Sealer(ctx, stages)
     with Progress("ingest", len(pending), "doc", progress) as shown:
         for batch in _batches(pending, batch_docs):
             with _timed(stages, "build"):
                 graphs = [_build(doc, sha[doc.id], ctx) for doc in batch]
-            sentences += _write_batch(ctx, graphs, replaced,
-                                      lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
+            sentences = _write_batch(ctx, graphs, replaced,
+                                     lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
+            sealer.wrote(sum(len(graph.chunks) for graph in graphs), sentences)
             for graph in graphs:
                 chunks += len(graph.chunks)
                 relations += graph.co_mention_count()
                 entities.update(e.id for e in graph.entities)
-    if chunks:
-        _seal(ctx, sentences, stages)
+    sealer.seal()
     if backfill:
         sentence_vectors.backfill(ctx, [chunk for doc in unchanged for chunk in _build(doc, sha[doc.id], ctx).chunks])
     if gone:

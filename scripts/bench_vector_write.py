@@ -12,8 +12,9 @@ sentence more at the end) and ingests again: the replace path (upserts, old rows
 
 Reported per run: the ingest report (stage seconds: vector_write is Milvus), the seconds closing
 the site took (Lite's last flush and its background merges and index builds, which a run that
-flushes less may only defer), the process's peak resident memory (getrusage) at the report and
-after closing.
+flushes less may only defer), the process's CPU seconds (user + system, all threads: less
+sensitive to the machine's load than wall seconds), its peak resident memory (getrusage) at the
+report and after closing.
 
     python scripts/bench_vector_write.py --passages 8000 --edit-share 0.05 --base 8a3fea8 \\
         --out benchmarks/ingest_vector_write_v2.json
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,14 +55,17 @@ def export(revision: str, where: Path) -> Path:
 
 def run(pythonpath: Path, passages: int, edit_share: float) -> dict[str, Any]:
     load_before = [round(x, 2) for x in os.getloadavg()]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, str(PROFILE), "ingest", "--passages", str(passages), "--model-free", "--edit-share", str(edit_share)],
         env={**os.environ, "PYTHONPATH": str(pythonpath)}, capture_output=True, text=True,
     )
     if done.returncode != 0:
         raise SystemExit(f"the run with PYTHONPATH={pythonpath} failed:\n{done.stderr[-3000:]}")
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()], **report}
+    return {"load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "process_cpu_seconds": round(cpu.ru_utime + cpu.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime, 2), **report}
 
 
 def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -76,6 +81,7 @@ def summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "ingest_chunks_per_s": med([r["chunks_per_s"] for r in runs]),
         "close_seconds": med([r["close_seconds"] for r in runs]),
         "vector_write_plus_close_chunks_per_s": med([r["chunks"] / (r["stage_seconds"]["vector_write"] + r["close_seconds"]) for r in runs]),
+        "process_cpu_seconds": med([r["process_cpu_seconds"] for r in runs]),
         "peak_rss_mib": med([r["peak_rss_mib"] for r in runs]),
         "peak_rss_mib_after_close": med([r["peak_rss_mib_after_close"] for r in runs]),
     }

@@ -215,17 +215,23 @@ class InMemoryVectorStore(VectorStore):
     def _matches(self, full: str, coll: _Collection, where: Mapping[str, Any] | None) -> Callable[[dict[str, Any]], bool]:
         if not where:
             return lambda values: True
-        for name, value in where.items():
+        allowed: dict[str, list[Any]] = {}  # a list of values matches any of them
+        for name, given in where.items():
             kind = coll.spec.fields.get(name)
             if not filterable(kind):
                 raise InputError(f"{full}: cannot filter on {name!r}")
-            if kind == "str" and not isinstance(value, str):
-                raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
-            if kind == "int" and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
-            if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-                raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
-        return lambda values: all(values[n] == v for n, v in where.items())
+            listed = list(given) if isinstance(given, (list, tuple)) else [given]
+            if not listed:
+                raise InputError(f"{full}: filter values for {name!r} are empty: they would match nothing")
+            for value in listed:
+                if kind == "str" and not isinstance(value, str):
+                    raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
+                if kind == "int" and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                    raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
+                if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+                    raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
+            allowed[name] = listed
+        return lambda values: all(values[n] in v for n, v in allowed.items())
 
     @staticmethod
     def _check_ids(full: str, ids: Sequence[Any]) -> list[str]:

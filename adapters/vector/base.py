@@ -73,7 +73,11 @@ class VectorStore(ABC):
 
     @abstractmethod
     def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
-        """Delete by ids, or by equality on scalar fields (`where={"doc_id": "x"}`; values are escaped)."""
+        """Delete by ids, or by equality on scalar fields (`where={"doc_id": "x"}`; values are escaped).
+
+        A list (or tuple) of values in `where` matches any of them (`{"chunk_id": [a, b]}`), here as
+        in `search` and `fields`: one call for many values, because Milvus deletes by filter by
+        scanning for the matching rows, once per call."""
 
     @abstractmethod
     def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:

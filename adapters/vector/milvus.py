@@ -529,20 +529,27 @@ class MilvusVectorStore(VectorStore):
             if not filterable(kind):
                 allowed = ", ".join(sorted(k for k, v in schema.fields.items() if filterable(v))) or "none"
                 raise InputError(f"{full}: cannot filter on {name!r}; filterable fields: {allowed}")
-            if kind == "str":
-                if not isinstance(value, str):
-                    raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
-                literal = quote_literal(value)
-            elif kind == "int":
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                    raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
-                literal = str(int(value))
+            if isinstance(value, (list, tuple)):  # any of these values
+                if not value:
+                    raise InputError(f"{full}: filter values for {name!r} are empty: they would match nothing")
+                clauses.append(f"{name} in [{', '.join(self._literal(full, name, kind, v) for v in value)}]")
             else:
-                if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
-                    raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
-                literal = repr(float(value))
-            clauses.append(f"{name} == {literal}")
+                clauses.append(f"{name} == {self._literal(full, name, kind, value)}")
         return " and ".join(clauses)
+
+    @staticmethod
+    def _literal(full: str, name: str, kind: str | None, value: Any) -> str:
+        if kind == "str":
+            if not isinstance(value, str):
+                raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
+            return quote_literal(value)
+        if kind == "int":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
+            return str(int(value))
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+            raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
+        return repr(float(value))
 
     @staticmethod
     def _ids_expr(ids: Sequence[str]) -> str:
@@ -555,7 +562,15 @@ class MilvusVectorStore(VectorStore):
             raise InputError(f"{full}: delete needs ids or a where filter (refusing to delete everything)")
         where_expr = self._where_expr(full, schema, where) if where else ""
         if ids is None:
-            self._call(f"delete from {full}", "delete", full, filter=where_expr)
+            # A long list of values goes in parts, as ids do: each part is one filtered scan on Lite.
+            listed = next((name for name, value in where.items() if isinstance(value, (list, tuple))), None)  # type: ignore[union-attr]
+            values = list(where[listed]) if listed else []  # type: ignore[index]
+            if len(values) <= BATCH_ROWS:
+                self._call(f"delete from {full}", "delete", full, filter=where_expr)
+                return
+            for part in _batches(len(values)):
+                expr = self._where_expr(full, schema, {**where, listed: values[part]})  # type: ignore[dict-item]
+                self._call(f"delete from {full}", "delete", full, filter=expr)
             return
         ids = list(ids)
         for row_id in ids:

@@ -303,6 +303,34 @@ def test_ingest_inserts_new_documents_upserts_replaced_ones_and_seals_once(
     assert [c[:2] for c in calls if c[0] == "flush"] == [("flush", CHUNKS), ("flush", SENTENCES)]
 
 
+def test_the_sealer_flushes_both_collections_every_seal_rows_and_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded unsealed rows: Lite's flush turns every unsealed row into Python objects at once, so
+    one flush of a whole site's rows raised the ingest's peak memory; a flush per batch cost a
+    segment each. The collections are flushed once SEAL_ROWS rows are waiting, and at the end."""
+    from types import SimpleNamespace
+
+    from hansa.plugin import ingest
+    from hansa.plugin.sentence_vectors import SENTENCES
+
+    monkeypatch.setattr(ingest, "SEAL_ROWS", 100)
+    flushed: list[str] = []
+    stages: dict[str, float] = {}
+    sealer = ingest.Sealer(SimpleNamespace(vectors=SimpleNamespace(flush=flushed.append)), stages)  # type: ignore[arg-type]
+    sealer.wrote(10, 0)
+    sealer.wrote(40, 49)  # 99 waiting
+    assert flushed == []
+    sealer.wrote(1, 0)
+    assert flushed == [CHUNKS, SENTENCES] and stages["vector_write"] >= 0
+    sealer.seal()  # nothing waiting: nothing to flush
+    sealer.wrote(5, 0)
+    sealer.seal()
+    assert flushed == [CHUNKS, SENTENCES, CHUNKS, SENTENCES]  # sentences were stored in this run: both
+    other = ingest.Sealer(SimpleNamespace(vectors=SimpleNamespace(flush=flushed.append)))  # type: ignore[arg-type]
+    other.wrote(3, 0)
+    other.seal()
+    assert flushed[4:] == [CHUNKS]  # no sentence rows stored: the collection is not asked for
+
+
 def test_inserts_never_write_a_stored_id_through_edits_crashes_and_settings_changes(tmp_path: Path) -> None:
     """The in-memory store refuses an insert of a stored id (a Milvus server would keep both rows;
     Milvus Lite hides the second), so this run fails if ingest inserts where it must upsert: an

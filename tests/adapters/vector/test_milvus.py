@@ -300,6 +300,27 @@ def test_hostile_filter_values_match_only_themselves(store: VectorStore, hostile
     assert set(store.get("chunks", ["target", "other"])) == {"other"}
 
 
+def test_a_list_of_filter_values_matches_any_of_them_and_only_them(store: VectorStore) -> None:
+    """Ingest deletes a replaced version's sentence rows by chunk id in one call (a filtered delete
+    is one scan of the collection on Milvus); hostile values stay literals in a list too, and a
+    list longer than one request's worth is deleted in parts."""
+    docs = [*HOSTILE, "plain", "kept"]
+    store.upsert("chunks", [f"r{i}" for i in range(len(docs))], unit(np.eye(4)[[i % 4 for i in range(len(docs))]].tolist()),
+                 [{"doc_id": d, "level": i} for i, d in enumerate(docs)])
+    assert set(store.fields("chunks", ["doc_id"], where={"doc_id": [HOSTILE[0], "plain", "absent"]})) == {"r0", f"r{len(HOSTILE)}"}
+    assert set(store.fields("chunks", ["doc_id"], where={"doc_id": ("kept",), "level": [len(docs) - 1, 0]})) == {f"r{len(docs) - 1}"}
+    store.delete("chunks", where={"doc_id": [*HOSTILE, "plain", "never-stored"]})
+    assert set(store.fields("chunks", ["doc_id"])) == {f"r{len(docs) - 1}"}
+    with pytest.raises(InputError):
+        store.delete("chunks", where={"doc_id": []})  # would match nothing: a caller's slip, refused
+    with pytest.raises(InputError):
+        store.delete("chunks", where={"doc_id": ["kept", 7]})
+    many = [f"m{i}" for i in range(2100)]
+    store.upsert("chunks", many, np.tile(unit([[1, 0, 0, 0]]), (len(many), 1)), [{"doc_id": f"d{i}"} for i in range(len(many))])
+    store.delete("chunks", where={"doc_id": [f"d{i}" for i in range(2050)]})
+    assert store.count("chunks") == 1 + 50 and set(store.get("chunks", ["m2049", "m2050"])) == {"m2050"}
+
+
 def test_hostile_field_names_are_refused(store: VectorStore) -> None:
     store.upsert("chunks", ["a"], unit([[1, 0, 0, 0]]), [{"doc_id": "d"}])
     for name in ('doc_id == "d" or doc_id', "meta", "vector", "level or 1"):
