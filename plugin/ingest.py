@@ -34,13 +34,13 @@ from hansa.plugin import sentence_vectors, vector_intent
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
 from hansa.plugin.readers import SourceDocument, read_origins
-from hansa.plugin.site import CHUNKS, SiteContext, chunk_collection
+from hansa.plugin.site import CHUNKS, SENTENCES, SiteContext, chunk_collection
 from hansa.plugin.sources import Origin, bind, read_roots, resolve_origins
 
 log = get_logger(__name__)
 
 HASH_LOOKUP_BATCH = 1000  # ids per document_hashes call: bounded query parameters on any backend
-# Vector rows (chunks and answer sentences) written unsealed before a flush of both collections (Sealer)
+# Rows of one collection (chunks, or answer sentences) written unsealed before it is flushed (Sealer)
 SEAL_ROWS = 4096
 # Chunks per embedding call at least (with their answer sentences, ~8 texts each): a long document
 # is its own call, so progress moves per document; short ones share one, so the model still sees
@@ -176,35 +176,37 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
 
 
 class Sealer:
-    """Flushes the chunk and sentence collections once SEAL_ROWS rows were written unsealed, and
-    at the end of a bulk write (`seal`). Why not per batch: a flush buys no durability (Milvus
-    Lite's write-ahead log reaches the OS at every write, so a killed process replays it when the
-    directory is next opened; a Milvus server persists a write before acknowledging it), while
-    each flush seals a segment that Lite then merges and indexes again in this process. Why not
-    only at the end: Lite's flush turns every unsealed row into Python objects at once (~12 KB a
-    384-d row), so one flush of a whole site's rows raised the ingest's peak memory by ~350 MiB
-    (benchmarks/README.md, "Session 29"). Unsealed rows are read and searched like sealed ones
-    (tests/adapters/vector/test_milvus.py)."""
+    """Flushes the chunk or the sentence collection once SEAL_ROWS of its rows were written
+    unsealed, and both at the end of a bulk write (`seal`). Why not per batch: a flush buys no
+    durability (Milvus Lite's write-ahead log reaches the OS at every write, so a killed process
+    replays it when the directory is next opened; a Milvus server persists a write before
+    acknowledging it), while each flush seals a segment that Lite then merges, and indexes again
+    (the chunks' HNSW graph), in this process. Why not only at the end: Lite's flush turns every
+    unsealed row into Python objects at once (~12 KB a 384-d row), so one flush of a whole site's
+    rows raised the ingest's peak memory by ~350 MiB (benchmarks/README.md, "Session 29").
+    Unsealed rows are read and searched like sealed ones (tests/adapters/vector/test_milvus.py)."""
 
     def __init__(self, ctx: SiteContext, stages: dict[str, float] | None = None) -> None:
         self._ctx, self._stages = ctx, {} if stages is None else stages
-        self._unsealed = 0
-        self._sentences = False  # rows were stored there, so the collection exists: no need to ask Milvus
+        # rows waiting per collection; a collection in here had rows stored, so it exists
+        self._unsealed: dict[str, int] = {}
 
     def wrote(self, chunks: int, sentences: int) -> None:
-        self._unsealed += chunks + sentences
-        self._sentences = self._sentences or sentences > 0
-        if self._unsealed >= SEAL_ROWS:
-            self.seal()
+        for collection, rows in ((CHUNKS, chunks), (SENTENCES, sentences)):
+            if rows:
+                self._unsealed[collection] = self._unsealed.get(collection, 0) + rows
+                if self._unsealed[collection] >= SEAL_ROWS:
+                    self._flush(collection)
 
     def seal(self) -> None:
-        if not self._unsealed:
-            return
+        for collection in (CHUNKS, SENTENCES):
+            if self._unsealed.get(collection):
+                self._flush(collection)
+
+    def _flush(self, collection: str) -> None:
         with _timed(self._stages, "vector_write"):
-            self._ctx.vectors.flush(CHUNKS)
-            if self._sentences:
-                sentence_vectors.flush(self._ctx)
-        self._unsealed = 0
+            self._ctx.vectors.flush(collection)
+        self._unsealed[collection] = 0
 
 
 def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], replaced: set[str], stages: dict[str, float]) -> int:

@@ -68,12 +68,6 @@ def store(ctx: SiteContext, ids: Sequence[str], vectors: np.ndarray, fields: Seq
         write(SENTENCES, list(ids), vectors, list(fields), flush=flush)
 
 
-def flush(ctx: SiteContext) -> None:
-    """Seal the rows `store(..., flush=False)` left (ingest flushes once, after its last batch). Call it only
-    after such a store wrote rows: the collection exists then, so Milvus is not asked again."""
-    ctx.vectors.flush(SENTENCES)
-
-
 def backfill(ctx: SiteContext, chunks: Sequence[Chunk], batch: int = 512) -> int:
     """Embed and store the sentences of chunks ingested before this collection existed; returns
     how many were stored."""

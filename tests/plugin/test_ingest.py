@@ -303,10 +303,11 @@ def test_ingest_inserts_new_documents_upserts_replaced_ones_and_seals_once(
     assert [c[:2] for c in calls if c[0] == "flush"] == [("flush", CHUNKS), ("flush", SENTENCES)]
 
 
-def test_the_sealer_flushes_both_collections_every_seal_rows_and_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sealer_flushes_a_collection_every_seal_rows_and_both_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bounded unsealed rows: Lite's flush turns every unsealed row into Python objects at once, so
     one flush of a whole site's rows raised the ingest's peak memory; a flush per batch cost a
-    segment each. The collections are flushed once SEAL_ROWS rows are waiting, and at the end."""
+    segment each (merged and indexed again). A collection is flushed once SEAL_ROWS of its rows
+    are waiting, and each collection that was written to once more at the end."""
     from types import SimpleNamespace
 
     from hansa.plugin import ingest
@@ -316,19 +317,20 @@ def test_the_sealer_flushes_both_collections_every_seal_rows_and_at_the_end(monk
     flushed: list[str] = []
     stages: dict[str, float] = {}
     sealer = ingest.Sealer(SimpleNamespace(vectors=SimpleNamespace(flush=flushed.append)), stages)  # type: ignore[arg-type]
-    sealer.wrote(10, 0)
-    sealer.wrote(40, 49)  # 99 waiting
+    sealer.wrote(10, 60)
+    sealer.wrote(40, 39)  # 50 chunk rows and 99 sentence rows waiting
     assert flushed == []
-    sealer.wrote(1, 0)
-    assert flushed == [CHUNKS, SENTENCES] and stages["vector_write"] >= 0
+    sealer.wrote(0, 1)
+    assert flushed == [SENTENCES] and stages["vector_write"] >= 0
+    sealer.wrote(50, 0)
+    assert flushed == [SENTENCES, CHUNKS]
     sealer.seal()  # nothing waiting: nothing to flush
     sealer.wrote(5, 0)
     sealer.seal()
-    assert flushed == [CHUNKS, SENTENCES, CHUNKS, SENTENCES]  # sentences were stored in this run: both
-    other = ingest.Sealer(SimpleNamespace(vectors=SimpleNamespace(flush=flushed.append)))  # type: ignore[arg-type]
-    other.wrote(3, 0)
-    other.seal()
-    assert flushed[4:] == [CHUNKS]  # no sentence rows stored: the collection is not asked for
+    assert flushed == [SENTENCES, CHUNKS, CHUNKS]  # the sentence collection has nothing waiting: not asked
+    sealer.wrote(1, 1)
+    sealer.seal()
+    assert flushed[3:] == [CHUNKS, SENTENCES]
 
 
 def test_inserts_never_write_a_stored_id_through_edits_crashes_and_settings_changes(tmp_path: Path) -> None:
