@@ -241,7 +241,7 @@ class InMemoryVectorStore(VectorStore):
                 raise InputError(f"{full}: ids must be strings, got {row_id!r}")
         return ids
 
-    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         full, coll = self._coll(collection)
         if ids is None and not where:
             raise InputError(f"{full}: delete needs ids or a where filter (refusing to delete everything)")
@@ -251,7 +251,7 @@ class InMemoryVectorStore(VectorStore):
             for row_id in [i for i in chosen if i in coll.rows and match(coll.rows[i][1])]:
                 del coll.rows[row_id]
 
-    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None,
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, Any] | None = None,
                output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
         full, coll = self._coll(collection)
         arr = self._matrix(full, vectors, coll.spec.dim)

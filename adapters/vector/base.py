@@ -72,7 +72,7 @@ class VectorStore(ABC):
         """Seal what `upsert(..., flush=False)` left unsealed. Stores with nothing to seal need not act."""
 
     @abstractmethod
-    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         """Delete by ids, or by equality on scalar fields (`where={"doc_id": "x"}`; values are escaped).
 
         A list (or tuple) of values in `where` matches any of them (`{"chunk_id": [a, b]}`), here as
@@ -80,7 +80,7 @@ class VectorStore(ABC):
         scanning for the matching rows, once per call."""
 
     @abstractmethod
-    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, Any] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
         """For each query vector, the `limit` nearest rows, best first."""
 
     @abstractmethod

@@ -556,21 +556,21 @@ class MilvusVectorStore(VectorStore):
         # pymilvus's own `ids=` path quotes ids without escaping them, so we build the expression.
         return f"{ID_FIELD} in [{', '.join(quote_literal(i) for i in ids)}]"
 
-    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         full, schema = self._schema(collection)
         if ids is None and not where:
             raise InputError(f"{full}: delete needs ids or a where filter (refusing to delete everything)")
         where_expr = self._where_expr(full, schema, where) if where else ""
         if ids is None:
+            assert where  # checked above
             # A long list of values goes in parts, as ids do: each part is one filtered scan on Lite.
-            listed = next((name for name, value in where.items() if isinstance(value, (list, tuple))), None)  # type: ignore[union-attr]
-            values = list(where[listed]) if listed else []  # type: ignore[index]
-            if len(values) <= BATCH_ROWS:
+            long = next((name for name, value in where.items() if isinstance(value, (list, tuple)) and len(value) > BATCH_ROWS), None)
+            if long is None:
                 self._call(f"delete from {full}", "delete", full, filter=where_expr)
                 return
+            values = list(where[long])
             for part in _batches(len(values)):
-                expr = self._where_expr(full, schema, {**where, listed: values[part]})  # type: ignore[dict-item]
-                self._call(f"delete from {full}", "delete", full, filter=expr)
+                self._call(f"delete from {full}", "delete", full, filter=self._where_expr(full, schema, {**where, long: values[part]}))
             return
         ids = list(ids)
         for row_id in ids:
@@ -582,7 +582,7 @@ class MilvusVectorStore(VectorStore):
                 expr = f"({expr}) and ({where_expr})"
             self._call(f"delete from {full}", "delete", full, filter=expr)
 
-    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, Any] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
         full, schema = self._schema(collection)
         arr = self._as_matrix(full, vectors, schema.dim)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
