@@ -54,8 +54,8 @@ class VectorStore(ABC):
         """Insert or replace rows by id; batches internally to stay within request limits.
 
         `flush=False` leaves the rows unsealed (readable, searched by brute force on Milvus Lite)
-        until `flush`: a bulk writer making many small upserts flushes once at its end, because a
-        flush per call costs a segment each (ingest's vector write ran 7x slower that way)."""
+        until `flush`: a bulk writer making many small upserts flushes after thousands of rows, because
+        a flush per call costs a segment each (ingest's vector write ran 7x slower that way)."""
 
     def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
                *, flush: bool = True) -> None:

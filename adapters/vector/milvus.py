@@ -3,8 +3,9 @@
 Written for server semantics so the same code runs on Lite, standalone or a cluster: collections
 are loaded explicitly (Lite 3.x reopens them unloaded), reads ask for Strong consistency (servers
 default to Bounded), inserts go in batches that stay far below request-size limits, and bulk
-writes are flushed once at their end (Lite brute-forces unflushed rows in Python; a flush per small
-write seals a segment each).
+writes are flushed every few thousand rows and at their end (Lite brute-forces unflushed rows in
+Python and turns all of them into Python objects when it flushes; a flush per small write seals a
+segment each).
 
 Filter expressions are the one place where caller data meets a query language: field names come
 only from the collection's own schema and every value is a quoted, escaped literal, so a hostile

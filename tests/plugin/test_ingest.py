@@ -252,9 +252,9 @@ def test_ingest_inserts_new_documents_upserts_replaced_ones_and_seals_once(
 ) -> None:
     """Issue 34 (Milvus Lite's vector write below 1,000 chunks/s): rows of documents with no stored
     version are inserted (an upsert looks every id up first), a replaced document's are upserted
-    (its unchanged chunk keeps its id and must be replaced, not written twice), and each collection
-    is flushed once per ingest, after the last graph commit, not once per batch (each flush seals
-    a segment that Lite merges and indexes again)."""
+    (its unchanged chunk keeps its id and must be replaced, not written twice), and a collection is
+    not flushed per batch (each flush sealed a segment that Lite merged and indexed again): with
+    fewer than SEAL_ROWS rows, once, after the last graph commit."""
     from hansa.plugin import ingest
     from hansa.plugin.sentence_vectors import SENTENCES
 
