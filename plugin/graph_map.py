@@ -51,7 +51,7 @@ from hansa.core.text import fold
 from hansa.plugin import sentence_vectors, vector_intent
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph, normalize
-from hansa.plugin.ingest import _stored_hashes, _write_batch
+from hansa.plugin.ingest import Sealer, _stored_hashes, _write_batch
 from hansa.plugin.site import SiteContext, chunk_collection
 from hansa.plugin.sources import read_roots
 
@@ -180,6 +180,7 @@ def map_graph(ctx: SiteContext, progress: bool = False) -> MapReport:
         seen: set[str] = set()
         skipped: list[str] = []
         new = changed = chunks = unplaced = 0
+        sealer = Sealer(ctx)
         entities: set[str] = set()
         with Progress("map", count.with_id, "doc", progress) as shown:
             for page in source.documents(m.batch_docs):
@@ -207,8 +208,9 @@ def map_graph(ctx: SiteContext, progress: bool = False) -> MapReport:
                 new += len(graphs) - len(replaced)
                 changed += len(replaced)
                 if graphs:
-                    _write_batch(ctx, graphs, replaced)
+                    sealer.wrote(sum(len(g.chunks) for g in graphs), _write_batch(ctx, graphs, replaced))
                 shown.advance(len(page), chunks=sum(len(g.chunks) for g in graphs))
+        sealer.seal()
         gone = sorted(set(ctx.graph.documents_by_source(f"{m.source}:")) - seen)
         if gone:
             from hansa.plugin.deletion import delete_documents

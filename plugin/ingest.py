@@ -34,12 +34,14 @@ from hansa.plugin import sentence_vectors, vector_intent
 from hansa.plugin.chunking import check_chunking, chunk_text
 from hansa.plugin.extraction import EXTRACTOR_VERSION, document_graph
 from hansa.plugin.readers import SourceDocument, read_origins
-from hansa.plugin.site import CHUNKS, SiteContext, chunk_collection
+from hansa.plugin.site import CHUNKS, SENTENCES, SiteContext, chunk_collection
 from hansa.plugin.sources import Origin, bind, read_roots, resolve_origins
 
 log = get_logger(__name__)
 
 HASH_LOOKUP_BATCH = 1000  # ids per document_hashes call: bounded query parameters on any backend
+# Rows of one collection (chunks, or answer sentences) written unsealed before it is flushed (Sealer)
+SEAL_ROWS = 4096
 # Chunks per embedding call at least (with their answer sentences, ~8 texts each): a long document
 # is its own call, so progress moves per document; short ones share one, so the model still sees
 # full batches.
@@ -143,14 +145,15 @@ def _embedding_groups(graphs: Sequence[DocumentGraph]) -> Iterator[list[Document
 
 def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: set[str],
                  embedded: Callable[[Sequence[DocumentGraph]], None] = lambda group: None,
-                 stages: dict[str, float] | None = None) -> None:
+                 stages: dict[str, float] | None = None) -> int:
     """New vectors (chunks and their answer sentences) beside the old, the graph (the commit
     point), then the replaced versions' vectors: whenever a crash strikes, each document is stored
     whole in one version, and the rows no chunk names are listed in the intent file for the next
     run to delete (plugin.vector_intent). Chunk ids, and so sentence ids, are content addressed
     (plugin.chunking): a new version never overwrites an old version's rows. `embedded` hears of
     each group of documents whose vectors are stored (the progress an admin sees); `stages` adds
-    up the seconds of each stage."""
+    up the seconds of each stage. Returns how many sentence rows were stored, left unsealed: the
+    caller flushes (`Sealer`)."""
     stages = {} if stages is None else stages
     chunks = [chunk for graph in graphs for chunk in graph.chunks]
     new = {chunk.id for chunk in chunks}
@@ -158,13 +161,8 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
     vector_intent.record(ctx, chunk_ids=new | old)
     sentences = 0
     for group in _embedding_groups(graphs):
-        sentences += _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], stages)
+        sentences += _store_vectors(ctx, [chunk for graph in group for chunk in graph.chunks], replaced, stages)
         embedded(group)
-    if chunks:  # sealed once per batch, not per group (a flush per 16 chunks made the write 7x slower)
-        with _timed(stages, "vector_write"):
-            ctx.vectors.flush(CHUNKS)
-            if sentences:  # rows were stored, so the collection exists: no need to ask Milvus
-                sentence_vectors.flush(ctx)
     crash_point("ingest.after_vectors")
     with _timed(stages, "graph_write"):
         ctx.graph.write_documents(graphs)
@@ -174,11 +172,50 @@ def _write_batch(ctx: SiteContext, graphs: Sequence[DocumentGraph], replaced: se
             ctx.vectors.delete(CHUNKS, ids=sorted(old))
             sentence_vectors.delete_chunks(ctx, old)
     vector_intent.done(ctx)
+    return sentences
 
 
-def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, float]) -> int:
+class Sealer:
+    """Flushes the chunk or the sentence collection once SEAL_ROWS of its rows were written
+    unsealed, and both at the end of a bulk write (`seal`). Why not per batch: a flush buys no
+    durability (Milvus Lite's write-ahead log reaches the OS at every write, so a killed process
+    replays it when the directory is next opened; a Milvus server persists a write before
+    acknowledging it), while each flush seals a segment that Lite then merges, and indexes again
+    (the chunks' HNSW graph), in this process. Why not only at the end: Lite's flush turns every
+    unsealed row into Python objects at once (~12 KB a 384-d row), so one flush of a whole site's
+    rows raised the ingest's peak memory by ~350 MiB (benchmarks/README.md, "Session 29").
+    Unsealed rows are read and searched like sealed ones (tests/adapters/vector/test_milvus.py)."""
+
+    def __init__(self, ctx: SiteContext, stages: dict[str, float] | None = None) -> None:
+        self._ctx, self._stages = ctx, {} if stages is None else stages
+        # rows waiting per collection; a collection in here had rows stored, so it exists
+        self._unsealed: dict[str, int] = {}
+
+    def wrote(self, chunks: int, sentences: int) -> None:
+        for collection, rows in ((CHUNKS, chunks), (SENTENCES, sentences)):
+            if rows:
+                self._unsealed[collection] = self._unsealed.get(collection, 0) + rows
+                if self._unsealed[collection] >= SEAL_ROWS:
+                    self._flush(collection)
+
+    def seal(self) -> None:
+        for collection in (CHUNKS, SENTENCES):
+            if self._unsealed.get(collection):
+                self._flush(collection)
+
+    def _flush(self, collection: str) -> None:
+        with _timed(self._stages, "vector_write"):
+            self._ctx.vectors.flush(collection)
+        self._unsealed[collection] = 0
+
+
+def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], replaced: set[str], stages: dict[str, float]) -> int:
     """The chunks' vectors and their answer sentences', from one embedding call; returns how many
-    sentence rows were stored (left unflushed)."""
+    sentence rows were stored (left unflushed). Rows of documents with no stored version are
+    inserted, not upserted: their ids cannot be stored (chunk ids hash the document id; rows an
+    interrupted run left were deleted by `vector_intent.repair` before any write), and an upsert
+    looks each id up first (VectorStore.insert). A replaced document's rows are
+    upserted: an unchanged chunk keeps its id, and its row is replaced, not written twice."""
     if not chunks:
         return 0
     with _timed(stages, "build"):
@@ -186,8 +223,14 @@ def _store_vectors(ctx: SiteContext, chunks: Sequence[Chunk], stages: dict[str, 
     with _timed(stages, "embed"):
         vectors = np.asarray(ctx.embedder.embed([chunk.text for chunk in chunks] + texts), dtype=np.float32)
     with _timed(stages, "vector_write"):
-        ctx.vectors.upsert(CHUNKS, [c.id for c in chunks], vectors[:len(chunks)], [{"doc_id": c.doc_id} for c in chunks], flush=False)
-        sentence_vectors.store(ctx, ids, vectors[len(chunks):], fields, flush=False)
+        chunk_vectors, sentence_rows = vectors[:len(chunks)], vectors[len(chunks):]
+        for fresh in (True, False):
+            part = [i for i, chunk in enumerate(chunks) if (chunk.doc_id not in replaced) == fresh]
+            if part:
+                write = ctx.vectors.insert if fresh else ctx.vectors.upsert
+                write(CHUNKS, [chunks[i].id for i in part], chunk_vectors[part], [{"doc_id": chunks[i].doc_id} for i in part], flush=False)
+            part = [i for i, row in enumerate(fields) if (row["doc_id"] not in replaced) == fresh]
+            sentence_vectors.store(ctx, [ids[i] for i in part], sentence_rows[part], [fields[i] for i in part], flush=False, fresh=fresh)
     return len(ids)
 
 
@@ -263,16 +306,19 @@ def ingest_paths(
         load_started = time.perf_counter()
         ctx.embedder.warm()  # the model loads here, once: not part of the ingest rate
         startup = time.perf_counter() - load_started
+    sealer = Sealer(ctx, stages)
     with Progress("ingest", len(pending), "doc", progress) as shown:
         for batch in _batches(pending, batch_docs):
             with _timed(stages, "build"):
                 graphs = [_build(doc, sha[doc.id], ctx) for doc in batch]
-            _write_batch(ctx, graphs, replaced,
-                         lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
+            sentences = _write_batch(ctx, graphs, replaced,
+                                     lambda group: shown.advance(len(group), chunks=sum(len(g.chunks) for g in group)), stages)
+            sealer.wrote(sum(len(graph.chunks) for graph in graphs), sentences)
             for graph in graphs:
                 chunks += len(graph.chunks)
                 relations += graph.co_mention_count()
                 entities.update(e.id for e in graph.entities)
+    sealer.seal()
     if backfill:
         sentence_vectors.backfill(ctx, [chunk for doc in unchanged for chunk in _build(doc, sha[doc.id], ctx).chunks])
     if gone:

@@ -61,15 +61,11 @@ def ensure(ctx: SiteContext, owner: str = "") -> bool:
 
 
 def store(ctx: SiteContext, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[dict[str, str]],
-          *, flush: bool = True) -> None:
+          *, flush: bool = True, fresh: bool = False) -> None:
+    """Write the rows; `fresh`: none of the ids is stored (VectorStore.insert), else upserted."""
     if ids:
-        ctx.vectors.upsert(SENTENCES, list(ids), vectors, list(fields), flush=flush)
-
-
-def flush(ctx: SiteContext) -> None:
-    """Seal the rows `store(..., flush=False)` left (ingest flushes once per batch). Call it only
-    after such a store wrote rows: the collection exists then, so Milvus is not asked again."""
-    ctx.vectors.flush(SENTENCES)
+        write = ctx.vectors.insert if fresh else ctx.vectors.upsert
+        write(SENTENCES, list(ids), vectors, list(fields), flush=flush)
 
 
 def backfill(ctx: SiteContext, chunks: Sequence[Chunk], batch: int = 512) -> int:
@@ -88,16 +84,18 @@ def delete_documents(ctx: SiteContext, doc_ids: Sequence[str]) -> None:
     """Remove the sentence rows of these documents (nothing to do on a site without the collection)."""
     if not doc_ids or not exists(ctx):
         return
-    for doc_id in doc_ids:
-        ctx.vectors.delete(SENTENCES, where={"doc_id": doc_id})
+    ctx.vectors.delete(SENTENCES, where={"doc_id": sorted(set(doc_ids))})
 
 
 def delete_chunks(ctx: SiteContext, chunk_ids: Iterable[str]) -> None:
-    """Remove the sentence rows of these chunks: a replaced version's, or those a crash left."""
-    if not exists(ctx):
+    """Remove the sentence rows of these chunks: a replaced version's, or those a crash left. One
+    delete for them all: Milvus scans the collection once per filtered delete, and a delete per
+    chunk made re-ingesting 5% of an 8,000-paragraph site take minutes (benchmarks/README.md,
+    "Session 29")."""
+    chunk_ids = sorted(set(chunk_ids))
+    if not chunk_ids or not exists(ctx):
         return
-    for chunk_id in sorted(set(chunk_ids)):
-        ctx.vectors.delete(SENTENCES, where={"chunk_id": chunk_id})
+    ctx.vectors.delete(SENTENCES, where={"chunk_id": chunk_ids})
 
 
 def vectors_for(ctx: SiteContext, keys: Sequence[tuple[str, int]], texts: Sequence[str]) -> np.ndarray:

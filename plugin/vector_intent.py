@@ -60,8 +60,8 @@ def repair(ctx: SiteContext) -> int:
         sentence_vectors.delete_chunks(ctx, orphans)
     stored = ctx.graph.document_hashes(doc_ids) if doc_ids else {}
     gone = [doc_id for doc_id in doc_ids if doc_id not in stored]
-    for doc_id in gone:
-        ctx.vectors.delete(CHUNKS, where={"doc_id": doc_id})
+    if gone:
+        ctx.vectors.delete(CHUNKS, where={"doc_id": gone})
     sentence_vectors.delete_documents(ctx, gone)
     log.info("vectors.repaired", orphans=len(orphans), documents=len(gone))
     done(ctx)

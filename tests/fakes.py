@@ -9,7 +9,8 @@ shared contract), so a fake that drifts from its port fails there, not silently 
 - `HashEmbedder` (adapters.embedder.base.Embedder): deterministic vectors from hashed word tokens,
   so texts sharing words are near and texts sharing none are (nearly) orthogonal.
 - `InMemoryVectorStore` (adapters.vector.base.VectorStore): exact cosine/IP search over dicts, with
-  the same input checks as the Milvus store (one spec validator, the same limits).
+  the same input checks as the Milvus store (one spec validator, the same limits), and an `insert`
+  that refuses stored ids (the promise its callers make).
 - `WordReader` (adapters.reader.base.Reader): a sentence answers as far as it holds the question's
   content words; its span is the first capitalized word or number the question does not hold.
 - `ScriptedSiteTransport` (gateway.transport.SiteTransport): canned answers per site, signed with
@@ -197,23 +198,40 @@ class InMemoryVectorStore(VectorStore):
         with self._lock:
             coll.rows.update(staged)
 
+    def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray,
+               fields: Sequence[Mapping[str, Any]] | None = None, *, flush: bool = True) -> None:
+        """An upsert that refuses ids already stored: the caller's promise, which Milvus cannot
+        check (a server would keep both rows), is checked here, so a caller breaking it fails."""
+        full, coll = self._coll(collection)
+        with self._lock:
+            stored = sorted({i for i in ids if isinstance(i, str) and i in coll.rows})
+            if stored:
+                raise InputError(f"{full}: insert of stored id(s) {', '.join(map(repr, stored[:3]))}; upsert replaces rows")
+            self.upsert(collection, ids, vectors, fields, flush=flush)
+
     def flush(self, collection: str) -> None:
         self._coll(collection)  # nothing to seal in memory; a missing collection is refused as Milvus refuses it
 
     def _matches(self, full: str, coll: _Collection, where: Mapping[str, Any] | None) -> Callable[[dict[str, Any]], bool]:
         if not where:
             return lambda values: True
-        for name, value in where.items():
+        allowed: dict[str, list[Any]] = {}  # a list of values matches any of them
+        for name, given in where.items():
             kind = coll.spec.fields.get(name)
             if not filterable(kind):
                 raise InputError(f"{full}: cannot filter on {name!r}")
-            if kind == "str" and not isinstance(value, str):
-                raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
-            if kind == "int" and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
-            if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-                raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
-        return lambda values: all(values[n] == v for n, v in where.items())
+            listed = list(given) if isinstance(given, (list, tuple)) else [given]
+            if not listed:
+                raise InputError(f"{full}: filter values for {name!r} are empty: they would match nothing")
+            for value in listed:
+                if kind == "str" and not isinstance(value, str):
+                    raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
+                if kind == "int" and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                    raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
+                if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+                    raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
+            allowed[name] = listed
+        return lambda values: all(values[n] in v for n, v in allowed.items())
 
     @staticmethod
     def _check_ids(full: str, ids: Sequence[Any]) -> list[str]:
@@ -223,7 +241,7 @@ class InMemoryVectorStore(VectorStore):
                 raise InputError(f"{full}: ids must be strings, got {row_id!r}")
         return ids
 
-    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         full, coll = self._coll(collection)
         if ids is None and not where:
             raise InputError(f"{full}: delete needs ids or a where filter (refusing to delete everything)")
@@ -233,7 +251,7 @@ class InMemoryVectorStore(VectorStore):
             for row_id in [i for i in chosen if i in coll.rows and match(coll.rows[i][1])]:
                 del coll.rows[row_id]
 
-    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None,
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, Any] | None = None,
                output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
         full, coll = self._coll(collection)
         arr = self._matrix(full, vectors, coll.spec.dim)

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.vector.base import CollectionSpec
 from hansa.core.errors import InputError
 from hansa.gateway.client import ERROR, INVALID, OK, TIMEOUT, SiteCall, SiteTarget
 from hansa.sync.keys import SiteIdentity
 from hansa.sync.wire import Citation, EmbeddingSpace, PartialAnswer, RetrieveRequest
-from tests.fakes import STRANGER, UNSIGNED, HashEmbedder, Reply, ScriptedSiteTransport, hang
+from tests.fakes import STRANGER, UNSIGNED, HashEmbedder, InMemoryVectorStore, Reply, ScriptedSiteTransport, hang
 
 
 # -- HashEmbedder: the Embedder port ------------------------------------------------------------------
@@ -49,6 +50,20 @@ def test_hash_embedder_refuses_what_every_embedder_refuses() -> None:
 # -- ScriptedSiteTransport: the SiteTransport port ----------------------------------------------------
 GATEWAY = SiteIdentity.generate()
 KEYS = {s: SiteIdentity.generate() for s in ("a", "b", "c")}
+
+
+# -- InMemoryVectorStore: what Milvus cannot check ------------------------------------------------------
+def test_the_in_memory_store_refuses_an_insert_of_a_stored_id_and_writes_nothing() -> None:
+    """`insert` is the caller's promise that no id is stored (a Milvus server would keep both
+    rows); the fake checks it, so fast-tier callers that break it fail."""
+    store = InMemoryVectorStore()
+    store.ensure_collection(CollectionSpec("chunks", dim=2))
+    store.insert("chunks", ["a"], np.array([[1.0, 0.0]], dtype=np.float32), flush=False)
+    with pytest.raises(InputError, match="'a'"):
+        store.insert("chunks", ["b", "a"], np.array([[0.0, 1.0], [0.0, 1.0]], dtype=np.float32))
+    assert store.count("chunks") == 1 and store.get("chunks", ["b"]) == {}
+    store.upsert("chunks", ["a"], np.array([[0.0, 1.0]], dtype=np.float32))
+    np.testing.assert_allclose(store.get("chunks", ["a"])["a"], [0.0, 1.0])
 
 
 def target(site_id: str) -> SiteTarget:

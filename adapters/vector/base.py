@@ -54,18 +54,33 @@ class VectorStore(ABC):
         """Insert or replace rows by id; batches internally to stay within request limits.
 
         `flush=False` leaves the rows unsealed (readable, searched by brute force on Milvus Lite)
-        until `flush`: a bulk writer making many small upserts flushes once at its end, because a
-        flush per call costs a segment each (ingest's vector write ran 7x slower that way)."""
+        until `flush`: a bulk writer making many small upserts flushes after thousands of rows, because
+        a flush per call costs a segment each (ingest's vector write ran 7x slower that way)."""
+
+    def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
+               *, flush: bool = True) -> None:
+        """Add rows whose ids the caller knows are not stored; otherwise as `upsert`.
+
+        Why: an upsert must find each id's old row first (Milvus Lite looks every id up in its
+        unsealed rows and in each sealed segment; a Milvus server deletes before inserting), work
+        that the rows of a document never stored before do not need. A stored id written again
+        here may be kept twice (a Milvus server keeps both rows), so a caller that cannot rule that
+        out upserts. Stores with no cheaper path need not override this."""
+        self.upsert(collection, ids, vectors, fields, flush=flush)
 
     def flush(self, collection: str) -> None:
         """Seal what `upsert(..., flush=False)` left unsealed. Stores with nothing to seal need not act."""
 
     @abstractmethod
-    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
-        """Delete by ids, or by equality on scalar fields (`where={"doc_id": "x"}`; values are escaped)."""
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
+        """Delete by ids, or by equality on scalar fields (`where={"doc_id": "x"}`; values are escaped).
+
+        A list (or tuple) of values in `where` matches any of them (`{"chunk_id": [a, b]}`), here as
+        in `search` and `fields`: one call for many values, because Milvus deletes by filter by
+        scanning for the matching rows, once per call."""
 
     @abstractmethod
-    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, Any] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
         """For each query vector, the `limit` nearest rows, best first."""
 
     @abstractmethod

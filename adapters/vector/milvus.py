@@ -3,8 +3,9 @@
 Written for server semantics so the same code runs on Lite, standalone or a cluster: collections
 are loaded explicitly (Lite 3.x reopens them unloaded), reads ask for Strong consistency (servers
 default to Bounded), inserts go in batches that stay far below request-size limits, and bulk
-writes are flushed once at their end (Lite brute-forces unflushed rows in Python; a flush per small
-write seals a segment each).
+writes are flushed every few thousand rows and at their end (Lite brute-forces unflushed rows in
+Python and turns all of them into Python objects when it flushes; a flush per small write seals a
+segment each).
 
 Filter expressions are the one place where caller data meets a query language: field names come
 only from the collection's own schema and every value is a quoted, escaped literal, so a hostile
@@ -481,6 +482,15 @@ class MilvusVectorStore(VectorStore):
 
     def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
                *, flush: bool = True) -> None:
+        self._write("upsert", collection, ids, vectors, fields, flush)
+
+    def insert(self, collection: str, ids: Sequence[str], vectors: np.ndarray, fields: Sequence[Mapping[str, Any]] | None = None,
+               *, flush: bool = True) -> None:
+        self._write("insert", collection, ids, vectors, fields, flush)
+
+    def _write(self, method: str, collection: str, ids: Sequence[str], vectors: np.ndarray,
+               fields: Sequence[Mapping[str, Any]] | None, flush: bool) -> None:
+        """`upsert` or `insert` (the client's method of that name), after checking every row."""
         full, schema = self._schema(collection)
         ids = list(ids)
         arr = self._as_matrix(full, vectors, schema.dim)
@@ -489,7 +499,7 @@ class MilvusVectorStore(VectorStore):
         if fields is not None and len(fields) != len(ids):
             raise InputError(f"{full}: {len(ids)} ids but {len(fields)} field rows")
         if len(set(ids)) != len(ids):
-            raise InputError(f"{full}: duplicate ids in one upsert")
+            raise InputError(f"{full}: duplicate ids in one {method}")
         rows: list[dict[str, Any]] = []  # every row is validated before anything is written
         for i, row_id in enumerate(ids):
             if not isinstance(row_id, str) or not row_id or len(row_id.encode("utf-8")) > ID_MAX_BYTES:
@@ -505,7 +515,7 @@ class MilvusVectorStore(VectorStore):
         if not rows:
             return
         for part in _batches(len(rows)):
-            self._call(f"upsert into {full}", "upsert", full, rows[part])
+            self._call(f"{method} into {full}", method, full, rows[part])
         if flush:
             self._call(f"flush {full}", "flush", full)
 
@@ -520,33 +530,48 @@ class MilvusVectorStore(VectorStore):
             if not filterable(kind):
                 allowed = ", ".join(sorted(k for k, v in schema.fields.items() if filterable(v))) or "none"
                 raise InputError(f"{full}: cannot filter on {name!r}; filterable fields: {allowed}")
-            if kind == "str":
-                if not isinstance(value, str):
-                    raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
-                literal = quote_literal(value)
-            elif kind == "int":
-                if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                    raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
-                literal = str(int(value))
+            if isinstance(value, (list, tuple)):  # any of these values
+                if not value:
+                    raise InputError(f"{full}: filter values for {name!r} are empty: they would match nothing")
+                clauses.append(f"{name} in [{', '.join(self._literal(full, name, kind, v) for v in value)}]")
             else:
-                if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
-                    raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
-                literal = repr(float(value))
-            clauses.append(f"{name} == {literal}")
+                clauses.append(f"{name} == {self._literal(full, name, kind, value)}")
         return " and ".join(clauses)
+
+    @staticmethod
+    def _literal(full: str, name: str, kind: str | None, value: Any) -> str:
+        if kind == "str":
+            if not isinstance(value, str):
+                raise InputError(f"{full}: filter value for {name!r} must be a string, got {value!r}")
+            return quote_literal(value)
+        if kind == "int":
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InputError(f"{full}: filter value for {name!r} must be an integer, got {value!r}")
+            return str(int(value))
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+            raise InputError(f"{full}: filter value for {name!r} must be a finite number, got {value!r}")
+        return repr(float(value))
 
     @staticmethod
     def _ids_expr(ids: Sequence[str]) -> str:
         # pymilvus's own `ids=` path quotes ids without escaping them, so we build the expression.
         return f"{ID_FIELD} in [{', '.join(quote_literal(i) for i in ids)}]"
 
-    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, str] | None = None) -> None:
+    def delete(self, collection: str, ids: Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
         full, schema = self._schema(collection)
         if ids is None and not where:
             raise InputError(f"{full}: delete needs ids or a where filter (refusing to delete everything)")
         where_expr = self._where_expr(full, schema, where) if where else ""
         if ids is None:
-            self._call(f"delete from {full}", "delete", full, filter=where_expr)
+            assert where  # checked above
+            # A long list of values goes in parts, as ids do: each part is one filtered scan on Lite.
+            long = next((name for name, value in where.items() if isinstance(value, (list, tuple)) and len(value) > BATCH_ROWS), None)
+            if long is None:
+                self._call(f"delete from {full}", "delete", full, filter=where_expr)
+                return
+            values = list(where[long])
+            for part in _batches(len(values)):
+                self._call(f"delete from {full}", "delete", full, filter=self._where_expr(full, schema, {**where, long: values[part]}))
             return
         ids = list(ids)
         for row_id in ids:
@@ -558,7 +583,7 @@ class MilvusVectorStore(VectorStore):
                 expr = f"({expr}) and ({where_expr})"
             self._call(f"delete from {full}", "delete", full, filter=expr)
 
-    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, str] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
+    def search(self, collection: str, vectors: np.ndarray, limit: int, where: Mapping[str, Any] | None = None, output_fields: Sequence[str] = ()) -> list[list[VectorHit]]:
         full, schema = self._schema(collection)
         arr = self._as_matrix(full, vectors, schema.dim)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:

@@ -122,8 +122,8 @@ NEW_DOCS = {
 
 def test_ingest_asks_milvus_about_the_sentence_collection_once_not_per_batch(site, tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ingest knows the collection exists once it stored rows into it: the per-batch flush does
-    not ask Milvus again (a round trip per batch)."""
+    """Ingest knows the collection exists once it stored rows into it: its flush after the last
+    batch does not ask Milvus again, whatever the number of batches."""
     ctx, _ = site
     asked: list[str] = []
     real = ctx.vectors.collection_owner
@@ -139,7 +139,7 @@ def test_ingest_asks_milvus_about_the_sentence_collection_once_not_per_batch(sit
         return asked.count(SENTENCES)
 
     assert ingest("together", batch_docs=64) == ingest("apart", batch_docs=1)
-    assert ctx.vectors.count(SENTENCES) == len(rows(_stored_chunks(ctx))[0])  # every batch's rows were sealed
+    assert ctx.vectors.count(SENTENCES) == len(rows(_stored_chunks(ctx))[0])  # every batch's rows were stored
 
 
 def test_a_batch_without_answer_sentences_needs_no_sentence_collection(site) -> None:

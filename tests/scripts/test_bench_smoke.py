@@ -136,6 +136,24 @@ def test_ingest_smoke(tmp_path: Path, neo4j_uri: str) -> None:
 
 
 @pytest.mark.neo4j
+def test_vector_write_smoke(tmp_path: Path) -> None:
+    """Before (a git revision, exported) and after (this checkout), each in its own process; here
+    both are this code, so their ingests must agree on what they stored."""
+    doc = run_bench("vector_write", tmp_path, "--base", "HEAD")
+    runs = doc["results"]["runs"]
+    assert [len(runs["before"]), len(runs["after"])] == [1, 1]
+    for variant in ("before", "after"):
+        summary = doc["results"][variant]
+        assert summary["chunks"] == runs["before"][0]["chunks"] > 0, variant
+        assert summary["reingest_chunks"] > 0 and summary["process_cpu_seconds"] > 0, variant
+        assert is_rate(summary["vector_write_chunks_per_s"]) and is_rate(summary["vector_write_chunks_per_cpu_s"]), variant
+        assert summary["peak_rss_mib_after_close"] >= summary["peak_rss_mib"] > 0, variant
+        [run] = runs[variant]
+        assert set(run["stage_seconds"]) >= {"read", "build", "embed", "vector_write", "graph_write"}, variant
+        assert run["reingest"]["documents_changed"] > 0 and run["reingest"]["documents_new"] == 0, variant
+    assert doc["targets"]["vector_write_chunks_per_s"]["goal"] == ">= 1,000 chunks/s"
+
+
 def test_build_smoke(tmp_path: Path) -> None:
     """install -> publish through the CLI on both backends (its own Neo4j: `site install` refuses a
     database another test's site holds)."""

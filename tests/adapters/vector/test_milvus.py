@@ -184,6 +184,33 @@ def test_unflushed_upserts_are_read_and_replaced_like_flushed_ones(store: Vector
         store.flush("never_created")
 
 
+def test_inserted_rows_are_read_searched_and_replaced_like_upserted_ones(store: VectorStore) -> None:
+    """Ingest inserts the rows of documents with no stored version (no per-id lookup, no delete):
+    they must be counted, read, searched and filtered as upserted rows are, sealed or not, and an
+    upsert of one of them afterwards replaces it (an edited document's unchanged chunk)."""
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(24, 4)).astype(np.float32)
+    for start in range(0, 24, 8):
+        store.insert("chunks", [f"r{i}" for i in range(start, start + 8)], vectors[start:start + 8],
+                     [{"doc_id": f"d{i // 8}", "level": i} for i in range(start, start + 8)], flush=False)
+    assert store.count("chunks") == 24
+    np.testing.assert_allclose(store.get("chunks", ["r17"])["r17"], vectors[17], rtol=1e-6)
+    assert set(store.fields("chunks", ["level"], where={"doc_id": "d1"})) == {f"r{i}" for i in range(8, 16)}
+    store.flush("chunks")
+    store.upsert("chunks", ["r5"], unit([[0, 0, 1, 0]]), [{"doc_id": "edited"}], flush=False)
+    store.insert("chunks", ["new"], unit([[0, 1, 0, 0]]), [{"doc_id": "d9"}])
+    assert store.count("chunks") == 25
+    [[hit]] = store.search("chunks", unit([[0, 0, 1, 0]]), 1, output_fields=["doc_id", "level"])
+    assert (hit.id, hit.fields["doc_id"], hit.fields["level"]) == ("r5", "edited", 0)
+    store.delete("chunks", where={"doc_id": "d0"})
+    assert store.count("chunks") == 18 and store.get("chunks", ["r0", "r5", "new"]).keys() == {"r5", "new"}
+    with pytest.raises(InputError):
+        store.insert("chunks", ["x", "x"], unit([[1, 0, 0, 0], [0, 1, 0, 0]]))
+    with pytest.raises(InputError):
+        store.insert("chunks", ["y"], unit([[1, 0, 0, 0]]), [{"unknown": 1}])
+    assert store.count("chunks") == 18  # refused inserts wrote nothing
+
+
 def test_delete_by_ids_and_by_where(store: VectorStore) -> None:
     ids = ["plain", "quote'single", 'quote"double', "back\\slash"]
     store.upsert("chunks", ids, unit(np.eye(4).tolist()), [{"doc_id": "d1"}, {"doc_id": "d2"}, {"doc_id": "d2"}, {"doc_id": "d3", "level": 2}])
@@ -271,6 +298,27 @@ def test_hostile_filter_values_match_only_themselves(store: VectorStore, hostile
     assert [(h.id, h.fields["doc_id"]) for h in hits] == [("target", hostile)]
     store.delete("chunks", where={"doc_id": hostile})
     assert set(store.get("chunks", ["target", "other"])) == {"other"}
+
+
+def test_a_list_of_filter_values_matches_any_of_them_and_only_them(store: VectorStore) -> None:
+    """Ingest deletes a replaced version's sentence rows by chunk id in one call (a filtered delete
+    is one scan of the collection on Milvus); hostile values stay literals in a list too, and a
+    list longer than one request's worth is deleted in parts."""
+    docs = [*HOSTILE, "plain", "kept"]
+    store.upsert("chunks", [f"r{i}" for i in range(len(docs))], unit(np.eye(4)[[i % 4 for i in range(len(docs))]].tolist()),
+                 [{"doc_id": d, "level": i} for i, d in enumerate(docs)])
+    assert set(store.fields("chunks", ["doc_id"], where={"doc_id": [HOSTILE[0], "plain", "absent"]})) == {"r0", f"r{len(HOSTILE)}"}
+    assert set(store.fields("chunks", ["doc_id"], where={"doc_id": ("kept",), "level": [len(docs) - 1, 0]})) == {f"r{len(docs) - 1}"}
+    store.delete("chunks", where={"doc_id": [*HOSTILE, "plain", "never-stored"]})
+    assert set(store.fields("chunks", ["doc_id"])) == {f"r{len(docs) - 1}"}
+    with pytest.raises(InputError):
+        store.delete("chunks", where={"doc_id": []})  # would match nothing: a caller's slip, refused
+    with pytest.raises(InputError):
+        store.delete("chunks", where={"doc_id": ["kept", 7]})
+    many = [f"m{i}" for i in range(2100)]
+    store.upsert("chunks", many, np.tile(unit([[1, 0, 0, 0]]), (len(many), 1)), [{"doc_id": f"d{i}"} for i in range(len(many))])
+    store.delete("chunks", where={"doc_id": [f"d{i}" for i in range(2050)]})
+    assert store.count("chunks") == 1 + 50 and set(store.get("chunks", ["m2049", "m2050"])) == {"m2050"}
 
 
 def test_hostile_field_names_are_refused(store: VectorStore) -> None:
