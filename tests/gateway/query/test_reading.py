@@ -376,11 +376,14 @@ def replace_features(row: "Row", drop: str) -> "Row":
 def test_a_calibrated_gateway_withdraws_an_answer_the_reader_supports_too_weakly(tmp_path) -> None:
     """The engine applies `read_abstain` after fusion, with the reader's best score beside the final
     evidence: below its threshold the answer is withdrawn (no sentence, no span), above it served."""
+    from dataclasses import replace
+
     from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, RIVER_SENTENCE, open_gateway
     from hansa.gateway.query.calibration import Calibration, LogisticModel
 
-    def model(intercept: float) -> LogisticModel:  # P = sigmoid(10 * reader_best + intercept)
-        return LogisticModel(("reader_best",), (0.0,), (1.0,), (10.0,), intercept, 0.5)
+    def model(intercept: float, reader: str = WordReader.model_sha256) -> LogisticModel:
+        # P = sigmoid(10 * reader_best + intercept), fit (says its provenance) for `reader`
+        return LogisticModel(("reader_best",), (0.0,), (1.0,), (10.0,), intercept, 0.5, fit={"model_sha256": reader})
 
     fed = open_gateway(tmp_path, ANSWERS)
     try:
@@ -394,5 +397,11 @@ def test_a_calibrated_gateway_withdraws_an_answer_the_reader_supports_too_weakly
         assert refused["abstained"] is True and refused["answer"].startswith("The federation holds no answer")
         assert RIVER_SENTENCE not in refused["answer"] and not refused.get("short_answer")
         assert "calibrated threshold" in refused["trace"]["abstention"]["reason"]
+        # fit for another reader (its scores mean something else), or turned off: not applied
+        fed.service.engine.calibration = Calibration(read_abstain=model(-15.0, reader="b" * 64))
+        assert fed.query({"question": RIVER_Q}).get_json()["abstained"] is False
+        fed.service.engine.calibration = Calibration(read_abstain=model(-15.0))
+        fed.service.engine.cfg = replace(fed.service.engine.cfg, read_abstain=False)
+        assert fed.query({"question": RIVER_Q}).get_json()["abstained"] is False
     finally:
         fed.service.close()
