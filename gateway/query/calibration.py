@@ -135,12 +135,6 @@ class Calibration:
     # (the reader's verdict replaces the evidence-only abstainer's there).
     read_abstain: LogisticModel | None = None
 
-    def read_abstain_for(self, model_sha256: str) -> LogisticModel | None:
-        """`read_abstain` when it was fit with this reader, else None (its threshold and weights
-        are in that reader's score units)."""
-        model = self.read_abstain
-        return model if model is not None and model.fit.get("model_sha256") == model_sha256 else None
-
     def floor_for(self, model_sha256: str) -> float | None:
         """The fitted floor when it was fit with this reader, else None."""
         return self.reader_floor if self.reader_floor is not None and self.reader_fit.get("model_sha256") == model_sha256 \

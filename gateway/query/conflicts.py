@@ -285,6 +285,13 @@ def _independent(side: Side, broad: frozenset[str]) -> set[str]:
     return set(side.sites) - broad
 
 
+def _near_tie(sides: Sequence[Side], broad: frozenset[str]) -> bool:
+    """One source against one, weighing nearly the same, and neither broadly disputed unless both are."""
+    return (len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1
+            and sides[1].weight >= NEAR_TIE * sides[0].weight
+            and len(_independent(sides[0], broad)) == len(_independent(sides[1], broad)))
+
+
 def _settle(nodes: list[int], pairs: _Pairs, broad: frozenset[str] = frozenset()) -> tuple[Conflict, set[int]] | None:
     """One slot's conflict and the claims it keeps, or None when the slot holds no dispute."""
     items, conflict = pairs.items, pairs.conflict
@@ -297,8 +304,7 @@ def _settle(nodes: list[int], pairs: _Pairs, broad: frozenset[str] = frozenset()
     if len(sides) < 2 or not sides[0].won:
         return None
     head = items[groups[0][0]][1]
-    if (len(sides) == 2 and len(sides[0].sites) == len(sides[1].sites) == 1 and sides[1].weight >= NEAR_TIE * sides[0].weight
-            and len(_independent(sides[0], broad)) == len(_independent(sides[1], broad))):
+    if _near_tie(sides, broad):
         # one source against one, weighing nearly the same: nothing here says which is right
         reason = (f"one source against one of nearly equal weight ({sides[0].weight:.2f} against "
                   f"{sides[1].weight:.2f}): unresolved")

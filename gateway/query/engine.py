@@ -494,7 +494,9 @@ class QueryEngine:
 
     def _read_abstain(self, reading: ReadingStage) -> LogisticModel | None:
         """The calibration's abstention after reading, when on and fit for this reader."""
-        return self.calibration.read_abstain_for(reading.reader.model_sha256) if self.cfg.read_abstain else None
+        model = self.calibration.read_abstain if self.cfg.read_abstain else None
+        # fit for this reader only: its threshold and weights are in that reader's score units
+        return model if model is not None and model.fit.get("model_sha256") == reading.reader.model_sha256 else None
 
     def _learn(self, q: "_Query") -> None:
         """What this question teaches: the sites' conduct (gateway.query.conduct: who was routed and,
