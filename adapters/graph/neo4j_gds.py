@@ -541,8 +541,8 @@ class Neo4jGraphStore(GraphStore):
 
     def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
         """Each partition's sums are taken in the database (gds/modularity): the partition goes in as
-        a parameter, three numbers come back, where reading the relations out (gds/relations) sent
-        every co-mentioned pair over Bolt (3.5 s of a 15 s refresh on a 200-paragraph SQuAD site)."""
+        a parameter, three numbers come back, where reading every co-mentioned pair out over Bolt
+        took 3.5 s of a 15 s refresh on a 200-paragraph SQuAD site."""
         out = []
         for partition in partitions:
             row = self._query("gds/modularity", "scoring a partition",

@@ -2,7 +2,9 @@
 
 Why the stores share one function: an incremental (seeded) community run is judged against a
 full run by this number (plugin/communities.py falls back to the full run when the seeded one
-drifted), so both backends must score a partition exactly alike, whatever engine found it.
+drifted), so both backends must score a partition exactly alike, whatever engine found it. The
+embedded store scores it from its relations (`modularity`); Neo4j sums the same terms in the
+database and ends in `from_sums`, as `modularity` does.
 """
 from __future__ import annotations
 
