@@ -27,8 +27,8 @@ report says so (`fallback`); a local partition that drifted is first tried once 
 region (also the communities that share a document with a touched one). A seeded run is checked
 against an unseeded run on the same graph. A local refresh is first checked against the last
 unseeded run on record (plugin/community_state.py), while at most `[site]
-drift_reference_max_change` of the documents changed since it ran: on Neo4j that second Leiden run
-and its scoring were half of a refresh's time. Only a local partition that fails that check pays
+drift_reference_max_change` of the documents changed since it ran: on Neo4j the two Leiden runs
+and the scoring of both partitions were about half of a refresh's time. Only a local partition that fails that check pays
 for an unseeded run on the current graph, and falls back only if it drifted from that one too
 (`reference_changed` in the report says which run it was checked against). So a site that syncs
 for months cannot drift into a few giant communities whatever the engine does (issue 34: GDS's
@@ -462,9 +462,10 @@ def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None,
 
     `reference`: the last unseeded run's figures on record, `changed` counted in. While the share
     of documents changed since that run is at most `[site] drift_reference_max_change`, a local
-    refresh is checked against them instead of running Leiden over the whole graph (on a
-    200-paragraph SQuAD site that second run and its scoring were 1.1-1.8 s of a 5.4-7 s embedded
-    refresh, 7.4 s of a 15 s one on Neo4j); one that fails that check is then checked exactly, so
+    refresh is checked against them instead of running Leiden over the whole graph (profiled on a
+    200-paragraph SQuAD site, the region's run and that one with the scoring of both partitions took
+    1.1-1.8 s of a 5.4-7.0 s embedded refresh and 6.3-7.6 s of a 15 s one on Neo4j); one that fails
+    that check is then checked exactly, so
     only a partition that also drifted from an unseeded run on this graph falls back to it."""
     site = ctx.cfg.site
     allowed = site.drift_reference_max_change
