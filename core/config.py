@@ -184,6 +184,11 @@ class SiteConfig:
     # "Community levels"), so levels are opt-in.
     community_levels: int = 1
     leiden_seed: int = 42
+    # A local community refresh (plugin/communities.py, `detect`) checks its partition against the
+    # last unseeded Leiden run on record, instead of running Leiden over the whole graph again, while
+    # at most this share of the documents changed since that run; past it (or when the check fails)
+    # the refresh runs one. 0: every refresh runs one (the exact check, as before issue 34's v2).
+    drift_reference_max_change: float = 0.25
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
     # Term statistics published beside the summaries (sync.terms): hashed words with the number of
     # documents using each, for the gateway's CORI routing. A word fewer than terms_min_documents

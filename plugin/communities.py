@@ -20,15 +20,20 @@ it renames or reshapes communities far from the edit (with 1% of a site's docume
 embedding summaries). Without such a record (none yet, or a mapped graph) the run is seeded: Leiden
 starts from the stored communities.
 
-Either way the result is checked against an unseeded run on the same graph: when its modularity (at
-`leiden_gamma`) falls below DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community
-grows past DRIFT_LARGEST_FACTOR times the unseeded run's, the unseeded (full) partition is used
-instead and the report says so (`fallback`); a local partition that drifted is first tried once
-more over a wider region (also the communities that share a document with a touched one). Leiden is
-the cheap part of a build (summaries and vectors are not), so the check costs little, and a site that syncs for months cannot drift into a
-few giant communities whatever the engine does (issue 34: GDS's seeded Leiden took a site from 80
-communities to 12 in three unchanged runs; its cause, GDS mislabelling a seeded run's later levels,
-is dealt with in adapters/graph/neo4j_gds.py).
+Either way the result is checked against an unseeded run: when its modularity (at `leiden_gamma`)
+falls below DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community grows past
+DRIFT_LARGEST_FACTOR times the unseeded run's, the unseeded (full) partition is used instead and the
+report says so (`fallback`); a local partition that drifted is first tried once more over a wider
+region (also the communities that share a document with a touched one). A seeded run is checked
+against an unseeded run on the same graph. A local refresh is first checked against the last
+unseeded run on record (plugin/community_state.py), while at most `[site]
+drift_reference_max_change` of the documents changed since it ran: on Neo4j the two Leiden runs
+and the scoring of both partitions were about half of a refresh's time. Only a local partition that fails that check pays
+for an unseeded run on the current graph, and falls back only if it drifted from that one too
+(`reference_changed` in the report says which run it was checked against). So a site that syncs
+for months cannot drift into a few giant communities whatever the engine does (issue 34: GDS's
+seeded Leiden took a site from 80 communities to 12 in three unchanged runs; its cause, GDS
+mislabelling a seeded run's later levels, is dealt with in adapters/graph/neo4j_gds.py).
 
 Writes are ordered so that a crash leaves nothing inconsistent behind: summary vectors first, then
 the graph's community set (the commit point), then stale vectors are deleted; a final count check
@@ -103,6 +108,9 @@ class CommunityReport:
     # incremental run, of the unseeded partition it was checked against.
     modularity: float = 0.0
     modularity_full: float | None = None
+    # Share of the documents changed since the unseeded run behind `modularity_full` (0.0: it ran
+    # on this graph, in this build; more: a local refresh checked against the one on record).
+    reference_changed: float | None = None
     # Why an incremental run used the unseeded (full) partition instead of the seeded one ("": it did not).
     fallback: str = ""
     # Communities per coarser level, level 1 first (plugin/hierarchy.py); the fields above are level 0's.
@@ -359,6 +367,9 @@ class Detection:
     # and the number of entities it clustered again (None: not a local refresh).
     kept: dict[str, Community] = field(default_factory=dict)
     reclustered: int | None = None
+    # The unseeded run's figures to record for the next refresh's check: this build's own run, or
+    # (no run needed) the record's, whose `changed` then counts this build's documents too.
+    reference: community_state.Reference | None = None
 
 
 def _labels(groups: dict[int, set[str]]) -> dict[str, int]:
@@ -379,7 +390,7 @@ def drift(modularity: float, modularity_full: float, largest: int, largest_full:
     return ""
 
 
-def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]], changed: set[str],
+def _local(ctx: SiteContext, params: LeidenParams, unseeded: "_Unseeded", related: set[str], changed: set[str],
            stored: Sequence[Community], widen: bool) -> tuple[dict[int, set[str]], dict[str, Community], int]:
     """A local refresh's partition (see the module doc): the stored communities no changed document
     touched, as they are, beside Leiden's communities of everything else; with those kept ones by
@@ -387,12 +398,11 @@ def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]], ch
 
     A stored community is touched when it holds an entity a changed document mentions now, when its
     chunks came from a changed (removed or replaced) document, or when one of its entities has no
-    relation left (`full`, the unseeded run, assigns every related entity). `widen` also re-clusters
+    relation left (not in `related`). `widen` also re-clusters
     the communities that share a document with a touched one (a relation is a shared chunk, so
     these are its neighbours): the second try when the first drifted. Entities of the region that
     Leiden leaves out (related only to kept communities) stay alone here; merge_small then joins
     them to the community they are most related to, as it does any small community."""
-    related = {e for members in full.values() for e in members}
     edited = ctx.graph.document_entities(sorted(changed)) if changed else set()
     kept = {c.id: c for c in stored
             if not changed.intersection(c.doc_ids) and all(e in related and e not in edited for e in c.entity_ids)}
@@ -402,7 +412,7 @@ def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]], ch
     groups = {i: set(c.entity_ids) for i, c in enumerate(kept.values())}
     region = related.difference(*groups.values())
     if region == related:
-        return dict(full), {}, len(region)  # the edit touched every community: a full run's partition
+        return dict(unseeded.groups()), {}, len(region)  # the edit touched every community: a full run's partition
     if region:
         found = final_partition(ctx.graph.detect_communities(params, within=region))
         for members in found.values():
@@ -412,47 +422,102 @@ def _local(ctx: SiteContext, params: LeidenParams, full: dict[int, set[str]], ch
     return groups, kept, len(region)
 
 
-def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None) -> Detection:
+class _Unseeded:
+    """Leiden over the whole graph, unseeded, and its modularity: each run at most once per build,
+    and only when something needs it (a local refresh that passes its check against the record
+    needs neither)."""
+
+    def __init__(self, ctx: SiteContext, params: LeidenParams) -> None:
+        self._ctx, self._params = ctx, params
+        self._groups: dict[int, set[str]] | None = None
+        self._modularity: float | None = None
+
+    @property
+    def ran(self) -> bool:
+        return self._groups is not None
+
+    def groups(self) -> dict[int, set[str]]:
+        if self._groups is None:
+            self._groups = final_partition(self._ctx.graph.detect_communities(self._params))
+        return self._groups
+
+    def modularity(self) -> float:
+        if self._modularity is None:
+            self._modularity = self._ctx.graph.modularity(_labels(self.groups()), self._params.gamma)
+        return self._modularity
+
+    def largest(self) -> int:
+        return max(map(len, self.groups().values()), default=0)
+
+    def reference(self) -> community_state.Reference:
+        return community_state.Reference(self.modularity(), self.largest(), 0.0)
+
+
+def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None,
+           reference: community_state.Reference | None = None) -> Detection:
     """Leiden's partition for this build: unseeded, or (incremental) local where `changed` (the
     documents changed since the stored set was built) is known and else seeded from the stored
     communities, unless that drifted from an unseeded run on the same graph (see the module doc). A
-    local refresh that drifted is tried once more over a wider region before the full run is used."""
+    local refresh that drifted is tried once more over a wider region before the full run is used.
+
+    `reference`: the last unseeded run's figures on record, `changed` counted in. While the share
+    of documents changed since that run is at most `[site] drift_reference_max_change`, a local
+    refresh is checked against them instead of running Leiden over the whole graph (profiled on a
+    200-paragraph SQuAD site, the region's run and that one with the scoring of both partitions took
+    1.1-1.8 s of a 5.4-7.0 s embedded refresh and 6.3-7.6 s of a 15 s one on Neo4j); one that fails
+    that check is then checked exactly, so
+    only a partition that also drifted from an unseeded run on this graph falls back to it."""
     site = ctx.cfg.site
+    allowed = site.drift_reference_max_change
+    if not 0.0 <= allowed <= 1.0:
+        raise ConfigError(f"[site] drift_reference_max_change must be between 0 and 1, got {allowed!r}")
     params = LeidenParams(gamma=site.leiden_gamma, seed=site.leiden_seed)
-    full = final_partition(ctx.graph.detect_communities(params))
+    unseeded = _Unseeded(ctx, params)
     tries: list[Callable[[], tuple[dict[int, set[str]], dict[str, Community], int | None]]] = []
     what = "seeded Leiden"
     if incremental and changed is not None:
         stored = [c for c in ctx.graph.communities() if c.level == LEVEL]
         if stored:
-            tries = [partial(_local, ctx, params, full, changed, stored, widen) for widen in (False, True)]
+            related = ctx.graph.related_entities()
+            tries = [partial(_local, ctx, params, unseeded, related, changed, stored, widen) for widen in (False, True)]
             what = "the local refresh"
     elif incremental:
         seeds = stored_partition(ctx)
         if seeds:
             tries = [lambda: (final_partition(ctx.graph.detect_communities(params, seeds=seeds)), {}, None)]
     if not tries:
-        return Detection(full, ctx.graph.modularity(_labels(full), site.leiden_gamma))
-    largest_full = max(map(len, full.values()), default=0)
+        return Detection(unseeded.groups(), unseeded.modularity(), reference=unseeded.reference())
+    recorded = reference if reference is not None and changed is not None and reference.changed <= allowed else None
+    reason = ""
     for attempt in tries:
         candidate, kept, reclustered = attempt()
-        q_candidate, q_full = ctx.graph.modularities([_labels(candidate), _labels(full)], site.leiden_gamma)
-        reason = drift(q_candidate, q_full, max(map(len, candidate.values()), default=0), largest_full, what)
+        q_candidate = ctx.graph.modularity(_labels(candidate), site.leiden_gamma)
+        largest = max(map(len, candidate.values()), default=0)
+        if recorded is not None and not unseeded.ran:
+            on_record = drift(q_candidate, recorded.modularity, largest, recorded.largest, what)
+            if not on_record:
+                return Detection(candidate, q_candidate, recorded.modularity, kept=kept, reclustered=reclustered,
+                                 reference=recorded)
+            log.info("communities.check_exactly", reason=on_record, reference_changed=recorded.changed)
+        reason = drift(q_candidate, unseeded.modularity(), largest, unseeded.largest(), what)
         if not reason:
-            return Detection(candidate, q_candidate, q_full, kept=kept, reclustered=reclustered)
+            return Detection(candidate, q_candidate, unseeded.modularity(), kept=kept, reclustered=reclustered,
+                             reference=unseeded.reference())
         log.info("communities.drifted", reason=reason, reclustered=reclustered)
-    log.warning("communities.drift_fallback", reason=reason, incremental=len(candidate), full=len(full))
-    return Detection(full, q_full, q_full, f"full build: {reason}")
+    log.warning("communities.drift_fallback", reason=reason, incremental=len(candidate), full=len(unseeded.groups()))
+    return Detection(unseeded.groups(), unseeded.modularity(), unseeded.modularity(), f"full build: {reason}",
+                     reference=unseeded.reference())
 
 
-def plan(ctx: SiteContext, incremental: bool, stats: GraphStats,
-         changed: set[str] | None = None) -> tuple[Detection, _Merge]:
+def plan(ctx: SiteContext, incremental: bool, stats: GraphStats, changed: set[str] | None = None,
+         reference: community_state.Reference | None = None) -> tuple[Detection, _Merge]:
     """The communities a build would publish (Leiden, then small ones merged), nothing written:
     what a build stores, and what a check can compare an incremental set against. `stats`: the
     graph's counts, as the caller read them (each read is a count query on Neo4j); `changed`: the
-    documents changed since the stored set was built, for a local refresh (`detect`)."""
+    documents changed since the stored set was built, for a local refresh, and `reference` what it
+    is checked against (`detect`)."""
     site = ctx.cfg.site
-    detection = detect(ctx, incremental, changed)
+    detection = detect(ctx, incremental, changed, reference)
     detected = detection.groups
     merge = _Merge(dict(detected))
     budget = summary_budget(stats.chunks, site.chunks_per_summary)
@@ -512,8 +577,11 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         log.info("communities.unchanged", communities=report.communities)
         return report
     changed = community_state.changed_documents(ctx, current) if incremental else None
+    reference = community_state.reference(ctx) if changed is not None and current is not None else None
+    if reference is not None and current is not None and changed is not None:
+        reference = replace(reference, changed=reference.changed + len(changed) / max(1, len(current.documents)))
     community_state.forget(ctx)
-    detection, merge = plan(ctx, incremental, stats, changed)
+    detection, merge = plan(ctx, incremental, stats, changed, reference)
     detected = detection.groups
 
     ids = {k: community_id(members) for k, members in merge.groups.items()}
@@ -567,6 +635,8 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         summaries_embedded=embedded,
         modularity=round(detection.modularity, 6),
         modularity_full=None if detection.modularity_full is None else round(detection.modularity_full, 6),
+        reference_changed=(None if detection.modularity_full is None or detection.reference is None
+                           else round(detection.reference.changed, 6)),
         fallback=detection.fallback,
         coarser=tuple(len(level) for level in parents),
         seconds=round(time.perf_counter() - started, 3),
@@ -574,5 +644,5 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         reclustered=detection.reclustered,
     )
     log.info("communities.done", **{k: v for k, v in vars(report).items() if k != "sizes"})
-    community_state.record(ctx, current, dataclasses.asdict(report))
+    community_state.record(ctx, current, dataclasses.asdict(report), detection.reference)
     return report

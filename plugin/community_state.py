@@ -13,6 +13,10 @@ The record also keeps each document's hash and a digest of the settings, embedde
 refresh after an edit diffs the documents to find what changed, and re-clusters only the communities
 the changed documents touch (plugin/communities.py, "local refresh") while the settings are the same.
 
+It also keeps the figures of the last unseeded Leiden run (its modularity and largest community)
+and the share of the documents changed since: a local refresh checks its partition against them
+instead of running Leiden over the whole graph again (plugin/communities.py, `detect`).
+
 The record lives in the site's home (`communities-state.json`), is removed before a build writes
 anything and written after it succeeded, so a crashed build never leaves a record that vouches for
 a half-written set. An organization's mapped graph (`[site.graph_map]`) can change relations
@@ -68,6 +72,15 @@ def basis(ctx: SiteContext, stats: GraphStats) -> Basis | None:
     return Basis(_digest(whole), _digest(shape), documents)
 
 
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """The last unseeded Leiden run's figures, what a local refresh's drift check compares against."""
+
+    modularity: float  # at `leiden_gamma`, of Leiden's partition before small communities merged
+    largest: int  # entities in that partition's largest community
+    changed: float  # share of the site's documents changed since that run (summed over refreshes)
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
 
@@ -110,11 +123,24 @@ def changed_documents(ctx: SiteContext, current: Basis | None) -> set[str] | Non
     return {d for d in before.keys() | now.keys() if before.get(d) != now.get(d)}
 
 
+def reference(ctx: SiteContext) -> Reference | None:
+    """The stored build's unseeded-run figures; None without a record (or one written before them)."""
+    stored = _stored(ctx)
+    found = stored.get("reference") if stored is not None else None
+    if not isinstance(found, dict):
+        return None
+    try:
+        return Reference(float(found["modularity"]), int(found["largest"]), float(found["changed"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def forget(ctx: SiteContext) -> None:
     _path(ctx).unlink(missing_ok=True)
 
 
-def record(ctx: SiteContext, current: Basis | None, report: dict[str, Any]) -> None:
+def record(ctx: SiteContext, current: Basis | None, report: dict[str, Any], found: Reference | None = None) -> None:
     if current is not None:
         write_json_atomic(_path(ctx), {"fingerprint": current.fingerprint, "shape": current.shape,
-                                       "documents": current.documents, "report": report})
+                                       "documents": current.documents, "report": report,
+                                       "reference": None if found is None else dataclasses.asdict(found)})

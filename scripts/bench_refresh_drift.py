@@ -7,6 +7,10 @@ it costs, on each graph store, the same site and the same edits, for each way of
 
 - `local` (what a site does): only the communities the changed documents touch are clustered
   again; the others keep their members, ids, summaries and vectors (plugin/communities.py).
+- `local-exact` (a local refresh as it was before: `[site] drift_reference_max_change = 0`): its
+  drift check runs Leiden over the whole graph every time and compares against that, where `local`
+  compares against the last unseeded run on record while few documents changed since
+  (plugin/communities.py, `detect`); the report's `reference_changed` says which one it was.
 - `seeded` (what a site did before, and still does without a record of its documents' hashes,
   e.g. one written by an older version or a mapped graph): Leiden over the whole graph, seeded from
   the stored communities. The bench takes that path by removing the document hashes from the
@@ -33,7 +37,7 @@ Targets (issue 34): modularity >= 0.95 x the full rebuild's, largest community <
 rebuild's, refresh <= 30% of a full build's time, in every round.
 
     python scripts/bench_refresh_drift.py [--smoke] [--passages 300] [--rounds 10] [--stores embedded,neo4j]
-        [--refresh local,seeded] [--out benchmarks/refresh_drift.json]
+        [--refresh local-exact,local,seeded] [--out benchmarks/refresh_drift.json]
 """
 from __future__ import annotations
 
@@ -134,6 +138,8 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
     site_file = folder / "squad.jsonl"
     write_site_file(site_file, documents)
     ctx = SiteContext.open(site_config(workdir / store / mode / "home", "neo4j" if store == "neo4j" else "embedded", uri))
+    if mode == "local-exact":
+        ctx.cfg.site.drift_reference_max_change = 0.0
     rng = random.Random(cfg["seed"])
     pool = list(pool)
     records: list[dict[str, Any]] = []
@@ -169,6 +175,9 @@ def run_store(store: str, uri: str | None, workdir: Path, documents: list[dict[s
                 "largest_community_full_rebuild": full["largest_community"],
                 "refresh_seconds": round(sw.seconds, 3), "full_build_seconds": round(full_seconds, 3),
                 "fallback": getattr(report, "fallback", None) if report else None,
+                # the unseeded run the drift check compared against: documents changed since it ran
+                # (0.0: it ran in this refresh; None: no check ran)
+                "reference_changed": getattr(report, "reference_changed", None) if report else None,
                 # what the refresh re-did: communities whose id (their members) survived, and
                 # summaries embedded anew (the rest kept their stored vectors)
                 "communities_kept": len(before & after),
@@ -220,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--unchanged-rounds", type=int, default=None, help="then rounds with no change (default 2; smoke 1)")
     p.add_argument("--change", type=float, default=0.05, help="share of the documents a round deletes or edits")
     p.add_argument("--stores", default="embedded,neo4j", help="comma-separated: embedded, neo4j")
-    p.add_argument("--refresh", default="local", help="comma-separated ways to refresh, each on its own site: local, seeded")
+    p.add_argument("--refresh", default="local",
+                   help="comma-separated ways to refresh, each on its own site: local, local-exact, seeded")
     p.add_argument("--seed", type=int, default=7, help="seed of the edit draws")
     p.add_argument("--neo4j-uri", default=None, help="use this running Neo4j + GDS instead of starting one")
     args = benchlib.parse(p, list(argv) if argv is not None else None)
@@ -229,8 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown or not stores:
         p.error(f"--stores: unknown {unknown or 'none given'}; use embedded and/or neo4j")
     modes = [m.strip() for m in args.refresh.split(",") if m.strip()]
-    if sorted(set(modes) - {"local", "seeded"}) or not modes:
-        p.error("--refresh: use local and/or seeded")
+    if sorted(set(modes) - {"local", "local-exact", "seeded"}) or not modes:
+        p.error("--refresh: use local, local-exact and/or seeded")
     if not 0 < args.change <= 1:
         p.error("--change must be in (0, 1]")
     n = args.passages or (40 if args.smoke else 300)

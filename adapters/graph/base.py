@@ -166,6 +166,12 @@ class GraphStore(ABC):
         edit touched the entity graph, so what a local community refresh re-clusters."""
 
     @abstractmethod
+    def related_entities(self) -> set[str]:
+        """Ids of the entities related to another one: those an unseeded `detect_communities` run
+        assigns. What a local community refresh needs of the whole graph (an entity that lost its
+        last relation leaves its community), without running Leiden over it."""
+
+    @abstractmethod
     def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
         """Generalized modularity (resolution `gamma`) of `partition` (entity id -> community number)
         on the entity graph `detect_communities` runs on (adapters/graph/quality.py); related entities
@@ -173,9 +179,8 @@ class GraphStore(ABC):
         checked against a full one on either backend."""
 
     def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
-        """`modularity` of each partition. Stores read the entity graph once for all of them: an
-        incremental run scores its partition and the full one it is checked against, and every
-        read of the graph is a scan of all relations (on Neo4j, sent over Bolt)."""
+        """`modularity` of each partition. The embedded store reads the entity graph once for all of
+        them (every read is a scan of all relations); Neo4j sums each one in the database."""
         return [self.modularity(partition, gamma) for partition in partitions]
 
     @abstractmethod

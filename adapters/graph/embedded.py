@@ -557,6 +557,14 @@ class EmbeddedGraphStore(GraphStore):
     def modularity(self, partition: Mapping[str, int], gamma: float) -> float:
         return self.modularities([partition], gamma)[0]
 
+    def related_entities(self) -> set[str]:
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT DISTINCT a.entity_id FROM hansa_mentions a"
+                " JOIN hansa_mentions b ON b.chunk_id = a.chunk_id AND b.entity_id <> a.entity_id"
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
         with self._reading() as db:
             edges = db.execute(_RELATIONS).fetchall()

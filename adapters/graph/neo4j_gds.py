@@ -540,9 +540,19 @@ class Neo4jGraphStore(GraphStore):
         return self.modularities([partition], gamma)[0]
 
     def modularities(self, partitions: Sequence[Mapping[str, int]], gamma: float) -> list[float]:
-        rows = self._query("gds/relations", "reading the entity graph")
-        edges = [(r["a"], r["b"], r["weight"]) for r in rows]
-        return [quality.modularity(edges, partition, gamma) for partition in partitions]
+        """Each partition's sums are taken in the database (gds/modularity): the partition goes in as
+        a parameter, three numbers come back, where reading every co-mentioned pair out over Bolt
+        took 3.5 s of a 15 s refresh on a 200-paragraph SQuAD site."""
+        out = []
+        for partition in partitions:
+            row = self._query("gds/modularity", "scoring a partition",
+                              labels={str(e): int(c) for e, c in partition.items()})[0]
+            out.append(quality.from_sums(float(row["total"] or 0.0), float(row["inside"] or 0.0),
+                                         float(row["squared_degrees"] or 0.0), gamma))
+        return out
+
+    def related_entities(self) -> set[str]:
+        return {r["entity_id"] for r in self._query("gds/related_entities", "reading related entities")}
 
     def replace_communities(self, communities: Sequence[Community]) -> None:
         check_communities(communities)

@@ -2,7 +2,9 @@
 
 Why the stores share one function: an incremental (seeded) community run is judged against a
 full run by this number (plugin/communities.py falls back to the full run when the seeded one
-drifted), so both backends must score a partition exactly alike, whatever engine found it.
+drifted), so both backends must score a partition exactly alike, whatever engine found it. The
+embedded store scores it from its relations (`modularity`); Neo4j sums the same terms in the
+database and ends in `from_sums`, as `modularity` does.
 """
 from __future__ import annotations
 
@@ -33,11 +35,19 @@ def modularity(edges: Iterable[tuple[str, str, float]], partition: Mapping[str, 
     if not rows:
         return 0.0
     ca, cb, weight = (np.asarray(col) for col in zip(*rows))
-    total = float(weight.sum())  # m
-    inside = float(weight[ca == cb].sum())
     _, dense = np.unique(np.concatenate([ca, cb]), return_inverse=True)
     degree = np.bincount(dense, weights=np.concatenate([weight, weight]))  # K per community
-    return inside / total - float(gamma) * float(np.sum((degree / (2.0 * total)) ** 2))
+    return from_sums(float(weight.sum()), float(weight[ca == cb].sum()), float(np.sum(degree**2)), gamma)
+
+
+def from_sums(total: float, inside: float, squared_degrees: float, gamma: float) -> float:
+    """Q from its three sums: the total relation weight m, the weight inside communities, and the
+    sum over communities of their squared summed degree K^2. What a store that sums them where the
+    graph lives (Neo4j: cypher/gds/modularity.cypher) scores a partition by, without reading the
+    relations out; 0.0 for a graph without edges."""
+    if total <= 0:
+        return 0.0
+    return inside / total - float(gamma) * squared_degrees / (2.0 * total) ** 2
 
 
 def region_resolution(gamma: float, total: float, degree: float, inside: float) -> float:

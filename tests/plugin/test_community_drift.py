@@ -165,11 +165,21 @@ def test_a_drifted_local_refresh_is_widened_then_falls_back_to_the_full_partitio
             calls.append(0 if within is None else len(within))
             return detect_within(params, seeds, within)
 
+        scored: list[int] = []
+        modularity = ctx.graph.modularity
+
+        def scoring(partition: Any, gamma: float) -> float:
+            scored.append(len(partition))
+            return modularity(partition, gamma)
+
         ctx.graph.detect_communities = counted  # type: ignore[method-assign]
+        ctx.graph.modularity = scoring  # type: ignore[method-assign]
         report = refresh_communities(ctx)
         assert report is not None and report.fallback.startswith("full build: the local refresh's")
-        assert len(calls) == 3 and 0 < calls[1] < calls[2]  # the full run, then a wider second region
-        assert report.reclustered is None and report.kept == 0
+        # the region fails the check on record, so the full run is made once, then a wider region
+        assert len(calls) == 3 and 0 < calls[0] < calls[2] and calls[1] == 0
+        assert len(scored) == 3  # each partition scored once: the full run's is not scored again for the retry
+        assert report.reclustered is None and report.kept == 0 and report.reference_changed == 0.0
         assert report.communities == len(full.groups) and report.modularity == report.modularity_full
 
 

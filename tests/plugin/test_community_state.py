@@ -168,3 +168,65 @@ def test_a_refresh_counts_the_graph_once(site: tuple[SiteContext, Path, list[Any
     report = refresh_communities(ctx)
     assert report is not None and not report.unchanged and report.reclustered is not None
     assert len(reads) == 1
+
+
+def _count_leiden(ctx: SiteContext, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Leiden runs on the real store from here on, each True when it ran over the whole graph."""
+    runs: list[bool] = []
+    real = ctx.graph.detect_communities
+
+    def counted(params: Any, seeds: Any = None, within: Any = None) -> Any:
+        runs.append(within is None)
+        return real(params, seeds, within)
+
+    monkeypatch.setattr(ctx.graph, "detect_communities", counted)
+    return runs
+
+
+def _edit_again(ctx: SiteContext, folder: Path, rows: list[Any]) -> None:
+    """After `_edit`: one more paragraph replaced by another's text."""
+    _write(folder / "squad.jsonl", rows[1:2] + [{**rows[2], "text": rows[35]["text"]}]
+           + [{**rows[3], "text": rows[36]["text"]}] + rows[4:30])
+    ingest_paths(ctx, [folder], sync=True)
+
+
+def test_a_clean_local_refresh_runs_no_leiden_over_the_whole_graph(site: tuple[SiteContext, Path, list[Any]],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its check compares against the last unseeded run on record, and counts the documents changed
+    since; once more changed than `drift_reference_max_change` allows, a refresh runs one again."""
+    ctx, folder, rows = site
+    built = build_communities(ctx)
+    _edit(ctx, folder, rows)
+    runs = _count_leiden(ctx, monkeypatch)
+    report = refresh_communities(ctx)
+    assert report is not None and report.fallback == "" and report.reclustered
+    assert runs == [False]  # Leiden within the touched region only
+    assert report.modularity_full == built.modularity and report.reference_changed == pytest.approx(2 / 29, abs=1e-6)
+    assert report.modularity >= DRIFT_MODULARITY_RATIO * built.modularity
+
+    ctx.cfg.site.drift_reference_max_change = 0.05  # below the 3 of 29 documents changed since the full build
+    _edit_again(ctx, folder, rows)
+    runs.clear()
+    again = refresh_communities(ctx)
+    assert again is not None and again.fallback == "" and again.reference_changed == 0.0
+    assert runs[:2] == [False, True] and runs.count(True) == 1  # the region, then the unseeded run it is checked against
+    recorded = community_state.reference(ctx)
+    assert recorded is not None and recorded.changed == 0.0 and recorded.modularity == pytest.approx(again.modularity_full, abs=1e-6)
+
+
+def test_a_refresh_that_fails_the_check_on_record_is_checked_exactly(site: tuple[SiteContext, Path, list[Any]],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record no partition can match (a modularity of 10) makes the refresh run Leiden over the
+    whole graph and compare with that: the local partition passes, and nothing falls back."""
+    ctx, folder, rows = site
+    build_communities(ctx)
+    path = ctx.cfg.home / community_state.FILENAME
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    assert stored["reference"]["changed"] == 0.0
+    stored["reference"]["modularity"] = 10.0
+    path.write_text(json.dumps(stored), encoding="utf-8")
+    _edit(ctx, folder, rows)
+    runs = _count_leiden(ctx, monkeypatch)
+    report = refresh_communities(ctx)
+    assert report is not None and report.fallback == "" and report.kept > 0
+    assert runs == [False, True] and report.reference_changed == 0.0 and report.modularity_full < 1.0

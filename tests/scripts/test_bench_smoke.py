@@ -381,7 +381,7 @@ def test_abstention_refuses_rows_without_both_labels(tmp_path: Path) -> None:
 
 REFRESH_DRIFT_FIELDS = {"store", "round", "kind", "modularity", "modularity_full_rebuild", "largest_community",
                         "largest_community_full_rebuild", "communities", "communities_full_rebuild",
-                        "refresh_seconds", "full_build_seconds", "fallback"}
+                        "refresh_seconds", "full_build_seconds", "fallback", "reference_changed"}
 
 
 def test_refresh_drift_smoke(tmp_path: Path, neo4j_uri: str) -> None:

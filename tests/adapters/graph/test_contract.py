@@ -608,6 +608,14 @@ def test_document_entities_are_what_the_documents_mention(graph_store: GraphStor
     assert graph_store.document_entities([]) == set()
 
 
+def test_related_entities_are_those_leiden_assigns(graph_store: GraphStore) -> None:
+    """What a local community refresh reads instead of running Leiden over the whole graph."""
+    assert graph_store.related_entities() == set()
+    graph_store.write_documents(two_cliques())
+    assigned = {a.entity_id for a in graph_store.detect_communities(LeidenParams())}
+    assert graph_store.related_entities() == assigned == set(all_entity_ids(*two_cliques())) - {"lonely"}
+
+
 def test_modularity_scores_a_partition_as_igraph_does(graph_store: GraphStore) -> None:
     graph_store.write_documents(two_cliques())
     # The graph two_cliques() defines, built independently: each clique's pairs weigh 3.
