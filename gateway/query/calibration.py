@@ -236,7 +236,7 @@ def load_calibration(path: Path) -> Calibration:
 
     Why no packaged default: every model here reads features whose scale is the federation's (sites
     that answered, passages, summary match); `read_abstain` fit on SQuAD 16's and MTRAG 16's fit rows
-    together refused an answerable question of a three-site federation (benchmarks/README.md,
+    together refused an answerable question of a two-site federation (benchmarks/README.md,
     "Abstention after reading"), so each federation fits its own."""
     if not path.is_file():
         log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
