@@ -577,9 +577,9 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         log.info("communities.unchanged", communities=report.communities)
         return report
     changed = community_state.changed_documents(ctx, current) if incremental else None
-    reference = community_state.reference(ctx) if changed is not None and current is not None else None
-    if reference is not None and current is not None and changed is not None:
-        reference = replace(reference, changed=reference.changed + len(changed) / max(1, len(current.documents)))
+    reference = None  # the last unseeded run on record, with this build's changed documents counted in
+    if changed is not None and current is not None and (recorded := community_state.reference(ctx)) is not None:
+        reference = replace(recorded, changed=recorded.changed + len(changed) / max(1, len(current.documents)))
     community_state.forget(ctx)
     detection, merge = plan(ctx, incremental, stats, changed, reference)
     detected = detection.groups

@@ -631,15 +631,6 @@ def _used(candidates: Sequence[_Candidate], resolution: Resolution, rejected: se
             | {i for i, c in enumerate(candidates) if c.base > 0 and (c.site_id, c.doc_id) in disputed})
 
 
-def _teach(learner: SiteReliability | None, conduct: SiteConduct | None, observations: Mapping[str, Observation],
-           resolution: Resolution) -> None:
-    """What one answer teaches: each site's record, and who disputed whom (dispute breadth)."""
-    if learner is not None:
-        learner.observe(observations)
-    if conduct is not None:
-        conduct.record_disputes(resolution.disputes())
-
-
 def fuse(
     question_vector: np.ndarray,
     calls: Sequence[SiteCall],
@@ -691,7 +682,8 @@ def fuse(
     checked = [c for c in candidates if c.checked]
     observations = _observations(checked, chosen, resolution, rejected, candidates, copies, echoed,
                                  scale_of(embedder).overclaim)
-    _teach(learner, conduct if learn else None, observations, resolution)
+    if learner is not None:  # disputes are recorded by the engine, once per question (engine._fuse)
+        learner.observe(observations)
     citations = _rank_citations(ok, checked, chosen, trust, {(candidates[i].site_id, candidates[i].doc_id) for i in rejected},
                                 site_prior)
     found = dict(conflicts=resolution.conflicts, measured=len(checked), site_coverage=covered, reading=read_trace,
