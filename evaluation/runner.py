@@ -215,6 +215,9 @@ def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: in
 OUT_OF_SCOPE_FROM = {"squad": ("mtrag", ("fiqa", "govt", "cloud")), "mtrag": ("squad", ())}
 
 
+OUT_OF_SCOPE_ID = "out-of-scope:"  # the prefix of their ids (calibration rows keep it)
+
+
 def out_of_scope_questions(dataset: str, data: Path, split: str, n: int) -> list[Question]:
     """`n` answerable questions of the other dataset (its `split`, in hash order), as questions no
     site of this federation can answer: what a new user asks of an organization's documents that
@@ -230,7 +233,7 @@ def out_of_scope_questions(dataset: str, data: Path, split: str, n: int) -> list
     ds = load_dataset(other, root)
     pool = [q for q in select(ds.questions, split) if q.answerable and not q.conversation[1:]
             and (not domains or q.domain in domains) and (other != "squad" or question_source(q) == "dev")]
-    return [Question(f"out-of-scope:{q.id}", q.text, kind=OUT_OF_SCOPE, source=f"{other}:{q.source or q.domain}")
+    return [Question(f"{OUT_OF_SCOPE_ID}{q.id}", q.text, kind=OUT_OF_SCOPE, source=f"{other}:{q.source or q.domain}")
             for q in sample(pool, n)]
 
 

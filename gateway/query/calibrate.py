@@ -211,7 +211,8 @@ def fit_reader_floor(rows: Sequence[Row], min_answerable_answered: float, note: 
     return round(float(floor), 6), fit
 
 
-def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note: str = "") -> LogisticModel | None:
+def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note: str = "",
+                       evidence: Sequence[str] = EVIDENCE_FEATURES) -> LogisticModel | None:
     """Abstention for a gateway with a reader, fit on reader rows that carry the final evidence
     (reader_rows): P(answerable) over the evidence features and the reader's best score, at the
     highest threshold that, on top of what the served gateway already refused (`answered` 0: the
@@ -221,7 +222,8 @@ def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note
 
     Why jointly and not the reader's floor alone: on SQuAD 2.0's unanswerables the reader's score
     barely separates (benchmarks/README.md, "The reader"), and the evidence-only model (`abstain`)
-    cannot run where the reader's verdict replaces it; together they see both."""
+    cannot run where the reader's verdict replaces it; together they see both. `evidence`: the
+    evidence features it weighs (SCALE_FREE_FEATURES for a model meant for other federations)."""
     mine = [r for r in rows if r.model == "reader" and "answered" in r.example.features
             and r.example.features.get("passages", 0) > 0]
     if {r.example.label for r in mine} != {True, False}:
@@ -229,20 +231,36 @@ def fit_reader_abstain(rows: Sequence[Row], min_answerable_answered: float, note
     shas = {r.site for r in mine}
     if len(shas) > 1:
         raise InputError(f"reader rows of {len(shas)} different readers: collect them with one")
-    answerable = [r.example for r in mine if r.example.label]
-    served = [e for e in answerable if e.features["answered"] > 0]
-    total = sum(1 for r in rows if r.model == "reader" and r.example.label)  # a row without passages is refused too
+    served, total = _served(rows)
     if not served or len(served) < min_answerable_answered * total:
         return None
     model = fit_model([r.example for r in mine], min_positive_rate=min_answerable_answered,
-                      features=EVIDENCE_FEATURES + READER_FEATURES, note=note)
-    keep = min(1.0, min_answerable_answered * total / len(served))
-    threshold = threshold_keeping(np.array([model.score(e.features) for e in served]), keep)
-    return replace(model, threshold=min(float(threshold), 1.0),
+                      features=tuple(evidence) + READER_FEATURES, note=note)
+    threshold = reader_abstain_threshold(model, rows, min_answerable_answered)
+    assert threshold is not None  # served rows exist, checked above
+    return replace(model, threshold=threshold,
                    fit={**model.fit, "model_sha256": next(iter(shas)),
                         "threshold_rule": "answers min_answerable_answered of the answerable reader rows, "
                         "on top of those the served gateway refused", "served_answered": len(served),
                         "answerable_rows": total})
+
+
+def _served(rows: Sequence[Row]) -> tuple[list[Example], int]:
+    """The answerable reader rows the served gateway answered (with passages), and how many answerable
+    reader rows there are (a row without passages is refused too)."""
+    served = [r.example for r in rows if r.model == "reader" and r.example.label and "answered" in r.example.features
+              and r.example.features.get("passages", 0) > 0 and r.example.features["answered"] > 0]
+    return served, sum(1 for r in rows if r.model == "reader" and r.example.label)
+
+
+def reader_abstain_threshold(model: LogisticModel, rows: Sequence[Row], min_answerable_answered: float) -> float | None:
+    """The highest threshold at which `model` still answers `min_answerable_answered` of the rows'
+    answerable questions, on top of those the served gateway refused; None without served rows."""
+    served, total = _served(rows)
+    if not served:
+        return None
+    keep = min(1.0, min_answerable_answered * total / len(served))
+    return min(float(threshold_keeping(np.array([model.score(e.features) for e in served]), keep)), 1.0)
 
 
 def escalate_rows(gateway: Any, questions: Iterable[LabelledQuestion], max_sites: int = 16) -> list[Row]:

@@ -63,6 +63,10 @@ EVIDENCE_FEATURES = FEATURES[:8] + LATER_FEATURES
 # What only a gateway with a reader knows, after fusion: the best reader score over what its answer
 # read. Abstention fit jointly on the evidence and this (`Calibration.read_abstain`) judges then.
 READER_FEATURES = ("reader_best",)
+# What does not grow with the federation (how many sites, passages, how routing spreads): a model over
+# these and the reader's score can travel between federations, so the reader's card ships one fit on
+# two data sets' fit rows (evaluation/reader_abstain.py) for gateways that fit none of their own.
+SCALE_FREE_FEATURES = ("best_relevance", "margin", "coverage", "agreement")
 MODELS = ("gate", "abstain", "escalate")
 
 Feature = Literal[FEATURES + READER_FEATURES]  # type: ignore[valid-type]

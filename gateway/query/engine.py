@@ -493,10 +493,13 @@ class QueryEngine:
         q.fused = fused
 
     def _read_abstain(self, reading: ReadingStage) -> LogisticModel | None:
-        """The calibration's abstention after reading, when on and fit for this reader."""
-        model = self.calibration.read_abstain if self.cfg.read_abstain else None
-        # fit for this reader only: its threshold and weights are in that reader's score units
-        return model if model is not None and model.fit.get("model_sha256") == reading.reader.model_sha256 else None
+        """Abstention after reading, when on: the calibration's when fit for this reader (its
+        threshold and weights are in that reader's score units), else the one the reader's card ships."""
+        if not self.cfg.read_abstain:
+            return None
+        model = self.calibration.read_abstain
+        return model if model is not None and model.fit.get("model_sha256") == reading.reader.model_sha256 \
+            else reading.abstain
 
     def _learn(self, q: "_Query") -> None:
         """What this question teaches: the sites' conduct (gateway.query.conduct: who was routed and,

@@ -48,10 +48,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from hansa.adapters.reader.base import Reader, Reading
-from hansa.core.errors import ConfigError
+from hansa.core.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from hansa.gateway.query.calibration import LogisticModel
 
 
 FACTOID = "factoid"
@@ -135,6 +138,10 @@ class ReadingStage:
     relative: float = RELATIVE  # ... nor one below this share of the best sentence's score
     floors: Mapping[str, float] = field(default_factory=dict)  # per kind of question; a kind without one: `floor`
     kind: str = ""  # the kind of question whose floor `floor` is (for_question), "" before
+    # Abstention after reading that ships with the reader's calibration (its card's `abstain`, fit by
+    # evaluation/reader_abstain.py over scale-free features): used when the gateway's own calibration
+    # holds no `read_abstain` for this reader (engine._read_abstain)
+    abstain: "LogisticModel | None" = None
 
     def for_question(self, question: str) -> "ReadingStage":
         """This stage at the floor of the question's kind (itself when no kind has its own floor)."""
@@ -172,8 +179,29 @@ def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: f
                           "python -m hansa.evaluation.reader_kinds DIR --squad ... --mtrag ... --write")
     if pool < 1:
         raise ConfigError(f"[gateway] reader_pool must be 1 or more, not {pool}")
+    # the card's abstention belongs with the card's floors: it was fit counting what they refuse
+    abstain = packaged_abstain(calibration, model.model_sha256) if floor < 0 else None
     share = float(calibration.get("relative", RELATIVE)) if relative < 0 else float(relative)
     if not 0.0 <= share <= 1.0:
         raise ConfigError(f"[gateway] reader_relative_floor must lie in 0..1 (or be negative: the model's calibration), "
                           f"not {share}")
-    return ReadingStage(model, chosen, pool, share, floors)
+    return ReadingStage(model, chosen, pool, share, floors, abstain=abstain)
+
+
+def packaged_abstain(calibration: Mapping[str, Any], model_sha256: str) -> "LogisticModel | None":
+    """The card's abstention model, or None when the card holds none. One fit for another reader, or
+    malformed, is an error naming the command that remakes it: the card ships with the model, so
+    either is a broken package, not a configuration to fall back from."""
+    from hansa.gateway.query.calibration import LogisticModel
+
+    if calibration.get("abstain") is None:
+        return None
+    remake = "remake it with python -m hansa.evaluation.reader_abstain --data ROWS --write"
+    try:
+        model = LogisticModel.from_json(calibration["abstain"])
+    except InputError as exc:
+        raise ConfigError(f"the reader's calibration `abstain` is malformed ({exc}): {remake}") from exc
+    if model.fit.get("model_sha256") != model_sha256:
+        raise ConfigError(f"the reader's calibration `abstain` was fit for another reader "
+                          f"({model.fit.get('model_sha256')!r}, not {model_sha256!r}): {remake}")
+    return model

@@ -405,3 +405,64 @@ def test_a_calibrated_gateway_withdraws_an_answer_the_reader_supports_too_weakly
         assert fed.query({"question": RIVER_Q}).get_json()["abstained"] is False
     finally:
         fed.service.close()
+
+
+def test_a_gateway_without_its_own_abstention_uses_the_one_its_readers_card_ships(tmp_path) -> None:
+    """A fresh gateway fits no calibration: the reader's card's `abstain` judges after reading, a
+    calibration of the gateway's own for this reader replaces it, and `read_abstain = false` turns
+    both off."""
+    from dataclasses import replace
+
+    from tests.gateway.test_fast_gateway import ANSWERS, RIVER_Q, open_gateway
+    from hansa.gateway.query.calibration import Calibration, LogisticModel
+
+    def model(intercept: float) -> LogisticModel:
+        return LogisticModel(("reader_best",), (0.0,), (1.0,), (10.0,), intercept, 0.5,
+                             fit={"model_sha256": WordReader.model_sha256})
+
+    fed = open_gateway(tmp_path, ANSWERS)
+    try:
+        engine = fed.service.engine
+        engine.calibration = Calibration()
+        engine.reading = ReadingStage(WordReader(), floor=0.3, abstain=model(-15.0))  # the card's: refuses
+        refused = fed.query({"question": RIVER_Q}).get_json()
+        assert refused["abstained"] is True and "calibrated threshold" in refused["trace"]["abstention"]["reason"]
+        engine.calibration = Calibration(read_abstain=model(-5.0))  # the gateway's own answers: it wins
+        assert fed.query({"question": RIVER_Q}).get_json()["abstained"] is False
+        engine.calibration = Calibration()
+        engine.cfg = replace(engine.cfg, read_abstain=False)
+        assert fed.query({"question": RIVER_Q}).get_json()["abstained"] is False
+    finally:
+        fed.service.close()
+
+
+def test_the_readers_card_abstention_must_be_its_own_and_well_formed(tmp_path) -> None:
+    """The card ships with the model: an `abstain` fit for another reader, or malformed, is a broken
+    package (an error naming the command that remakes it), not a setting to fall back from. An
+    operator's own floor sets the card's calibration aside, its abstention with it."""
+    import json
+    import shutil
+
+    from hansa.adapters.reader.onnx import META, PACKAGED_DIR
+    from hansa.gateway.query.calibration import LogisticModel
+
+    model = tmp_path / "model"
+    shutil.copytree(PACKAGED_DIR, model)
+    meta = json.loads((model / META).read_text())
+    sha = meta["graph"]["sha256"]
+    card = LogisticModel(("best_relevance", "reader_best"), (0.5, 0.5), (0.2, 0.2), (1.0, 2.0), 0.3, 0.6,
+                         fit={"model_sha256": sha})
+    meta["calibration"]["abstain"] = card.to_json()
+    (model / META).write_text(json.dumps(meta))
+    stage = open_reading(str(model))
+    assert stage is not None and stage.abstain == card
+    own_floor = open_reading(str(model), floor=0.4)
+    assert own_floor is not None and own_floor.abstain is None
+    meta["calibration"]["abstain"]["fit"]["model_sha256"] = "b" * 64
+    (model / META).write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="fit for another reader.*hansa.evaluation.reader_abstain"):
+        open_reading(str(model))
+    meta["calibration"]["abstain"] = {"features": ["reader_best"], "threshold": 2.0}
+    (model / META).write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="malformed.*hansa.evaluation.reader_abstain"):
+        open_reading(str(model))
