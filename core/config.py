@@ -279,9 +279,10 @@ class GatewayConfig:
     # is their nearest filler. Not applied to the gate's look at an origin. Measured:
     # benchmarks/README.md, "Questions no site holds".
     abstain_without_question_words: bool = True
-    # With a reader: apply the calibration's abstention after reading (`read_abstain`, a logistic
-    # model over the final evidence and the reader's best score, fit for that reader with `hansa
-    # gateway calibrate` from reader rows). Measured: benchmarks/README.md, "Abstention after reading".
+    # With a reader: abstention after reading (a logistic model over the final evidence and the
+    # reader's best score): the calibration's `read_abstain` when fit for that reader (`hansa gateway
+    # calibrate` from reader rows), else the one the reader's card ships (evaluation/reader_abstain.py).
+    # Measured: benchmarks/README.md, "Abstention after reading".
     read_abstain: bool = True
     # With a reader: follow-up rounds that ask about the names in the best-read sentence while the
     # reader supports no answer (gateway/query/hops.py); 0: none. Bounded by the request's budget.

@@ -238,10 +238,12 @@ def load_calibration(path: Path) -> Calibration:
     """The calibration at `path`, or the safe defaults (no models) with one log line saying why: a
     gateway keeps serving (gate escalating, abstention on its evidence rule) rather than refuse to start.
 
-    Why no packaged default: every model here reads features whose scale is the federation's (sites
-    that answered, passages, summary match); `read_abstain` fit on SQuAD 16's and MTRAG 16's fit rows
-    together refused an answerable question of a two-site federation (benchmarks/README.md,
-    "Abstention after reading"), so each federation fits its own."""
+    Why no packaged default here: every model here reads features whose scale is the federation's
+    (sites that answered, passages, summary match); `read_abstain` fit on SQuAD 16's and MTRAG 16's
+    fit rows over them refused an answerable question of a two-site federation (benchmarks/README.md,
+    "Abstention after reading"), so each federation fits its own. What ships instead is the reader's
+    card's abstention over scale-free features (gateway.query.reading, `ReadingStage.abstain`), which
+    a calibration's `read_abstain` for the same reader replaces."""
     if not path.is_file():
         log.info("gate calibration %s not found: the gate always escalates, abstention uses its evidence rule", path)
         return Calibration(source=f"defaults ({path} not found)")

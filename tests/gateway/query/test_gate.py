@@ -180,11 +180,21 @@ def test_a_question_no_passage_shares_a_word_with_abstains(gw: Gateway, policy: 
 
 def test_without_the_shared_word_rule_the_filler_is_the_answer(in_process_gateway, keys: ApiKeyStore,
                                                                 tmp_path: Path) -> None:
+    question = QueryRequest(question="What do firefighters do in a blaze?", sites=("govt", "clapnq"))
+    # without the rule and without abstention after reading: what it was before either
+    service = in_process_gateway(keys, calibration_file=str(tmp_path / "absent.json"), abstain_without_question_words=False,
+                                 read_abstain=False)
+    try:
+        result = service.query(question, client="gate")
+        assert result.trace.assessment.coverage == 0.0 and not result.abstained and result.citations
+    finally:
+        service.close()
+    # the reader card's abstention after reading refuses the filler too, on weak evidence, not by the rule
     service = in_process_gateway(keys, calibration_file=str(tmp_path / "absent.json"), abstain_without_question_words=False)
     try:
-        result = service.query(QueryRequest(question="What do firefighters do in a blaze?", sites=("govt", "clapnq")),
-                               client="gate")
-        assert result.trace.assessment.coverage == 0.0 and not result.abstained and result.citations  # what it was before
+        result = service.query(question, client="gate")
+        assert result.abstained and result.trace.abstention is not None
+        assert result.trace.abstention.reason == "the evidence and the reader's score are below the calibrated threshold"
     finally:
         service.close()
 
@@ -192,9 +202,12 @@ def test_without_the_shared_word_rule_the_filler_is_the_answer(in_process_gatewa
 def test_an_answerable_question_is_answered_with_its_confidence(gw: Gateway) -> None:
     body = gw.query(QueryRequest(question=GOVT_Q), client="gate").to_json()
     assert body["abstained"] is False and body["citations"] and not body["answer"].startswith(NO_ANSWER)
-    # the default reader's score of the best sentence, not cosine (a descriptive question: its lower floor)
-    assert body["confidence"] == round(body["trace"]["reading"]["best"], 4) > 0
-    assert body["trace"]["reading"]["kind"] == "descriptive"
+    # the probability of the reader card's abstention after reading, over the evidence and the reader's
+    # score of the best sentence (a descriptive question: read at its lower floor), at or above its threshold
+    abstention = body["trace"]["abstention"]
+    assert abstention["reason"] == "the reader supports the answer (calibrated)"
+    assert body["confidence"] == round(abstention["score"], 4) >= round(abstention["threshold"], 4) > 0
+    assert body["trace"]["reading"]["kind"] == "descriptive" and body["trace"]["reading"]["best"] > 0
 
 
 def test_the_calibrated_abstainer_abstains_below_its_threshold(gw: Gateway) -> None:
