@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hansa.core.errors import InputError
+from hansa.evaluation.reader_card import write_calibration
 from hansa.evaluation.runner import OUT_OF_SCOPE_ID
 from hansa.gateway.query.calibrate import Row, fit_reader_abstain, read_rows, reader_abstain_threshold
 from hansa.gateway.query.calibration import SCALE_FREE_FEATURES, LogisticModel
@@ -107,17 +108,7 @@ def card_section(model: LogisticModel, table: Sequence[Mapping[str, Any]], comma
 
 def write(model_dir: Path, model: LogisticModel, section: str) -> None:
     """reader.json's calibration gains `abstain`; the card's section is replaced (or appended)."""
-    from hansa.adapters.reader.onnx import META
-
-    meta_path = model_dir / META
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    meta.setdefault("calibration", {})["abstain"] = model.to_json()
-    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-    card = model_dir / "README.md"
-    text = card.read_text(encoding="utf-8") if card.is_file() else ""
-    if CARD_BEGIN in text and CARD_END in text:
-        text = text[:text.index(CARD_BEGIN)] + text[text.index(CARD_END) + len(CARD_END):].lstrip("\n")
-    card.write_text(text.rstrip("\n") + "\n\n" + section)
+    write_calibration(model_dir, {"abstain": model.to_json()}, section, CARD_BEGIN, CARD_END)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

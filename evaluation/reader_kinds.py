@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from hansa.evaluation.reader import FLOOR_ANSWERED, floor_for_answered
+from hansa.evaluation.reader_card import write_calibration
 from hansa.evaluation.split import split_of
 from hansa.gateway.query.reading import DESCRIPTIVE, FACTOID, KINDS, question_kind
 
@@ -136,22 +137,13 @@ def card_section(floors: Mapping[str, float], single: float, table: Sequence[Map
 def write(model_dir: Path, floors: Mapping[str, float], section: str, relative: float | None = None) -> None:
     """reader.json's calibration gains `floors` (and `relative` when given); the card's section is
     replaced (or appended)."""
-    from hansa.adapters.reader.onnx import META
-
-    meta_path = model_dir / META
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    meta.setdefault("calibration", {})["floors"] = dict(floors)
+    calibration: dict[str, Any] = {"floors": dict(floors)}
     if relative is not None:
-        meta["calibration"]["relative"], meta["calibration"]["relative_fit"] = relative, RELATIVE_FIT
-    meta["calibration"]["floors_fit"] = (f"answers {SHARES[FACTOID]} (factoid) / {SHARES[DESCRIPTIVE]} (descriptive) of "
-                                         "each kind's answerable fit questions of SQuAD 2.0 dev and of MTRAG "
-                                         "(evaluation/reader_kinds.py)")
-    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-    card = model_dir / "README.md"
-    text = card.read_text(encoding="utf-8") if card.is_file() else ""
-    if CARD_BEGIN in text and CARD_END in text:
-        text = text[:text.index(CARD_BEGIN)] + text[text.index(CARD_END) + len(CARD_END):].lstrip("\n")
-    card.write_text(text.rstrip("\n") + "\n\n" + section)
+        calibration["relative"], calibration["relative_fit"] = relative, RELATIVE_FIT
+    calibration["floors_fit"] = (f"answers {SHARES[FACTOID]} (factoid) / {SHARES[DESCRIPTIVE]} (descriptive) of "
+                                 "each kind's answerable fit questions of SQuAD 2.0 dev and of MTRAG "
+                                 "(evaluation/reader_kinds.py)")
+    write_calibration(model_dir, calibration, section, CARD_BEGIN, CARD_END)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
