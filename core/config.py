@@ -362,7 +362,8 @@ class GatewayConfig:
     # Standing (gateway/query/reliability.py, conflicts.py): a site whose reliability holds fewer than
     # `dispute_standing` confirmations (something independent of it confirmed its sentences; copies
     # of another site's text confirm nothing) cannot win or tie a contradiction against a site that
-    # holds them. 0: off. Argued, not fitted; measured in benchmarks/README.md, "A lying enrolled member".
+    # holds them (decayed from when each was earned, so at 2.0 a site needs a third). 0: off. Argued,
+    # not fitted; measured in benchmarks/README.md, "A lying enrolled member".
     dispute_standing: float = 2.0
     # The gate's and abstention's calibration (gateway/query/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.

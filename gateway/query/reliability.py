@@ -118,8 +118,9 @@ PRIOR_ALPHA = 4.0  # a new site starts at 0.8: trusted, but below a site with a 
 PRIOR_BETA = 1.0
 HALF_LIFE_S = 7 * 24 * 3600.0  # [gateway] reliability_half_life_hours (168)
 # [gateway] dispute_standing: confirmations (decayed) a site needs before its side of a contradiction
-# counts against a site that has them (gateway.query.conflicts). Argued, not fitted: one
-# confirmation can be luck (a copy asked where its original was not), two are a record.
+# counts against a site that has them (gateway.query.conflicts); decayed evidence, so in practice
+# a site needs more than this many (three at 2.0). Argued, not fitted: one or two confirmations can
+# be luck (a copy asked where its original was not), three are a record.
 STANDING = 2.0
 
 _SCHEMA = """
@@ -253,7 +254,8 @@ class SiteReliability:
 
     def unproven(self, site_ids: list[str]) -> set[str]:
         """Those of `site_ids` without standing: fewer than `standing` confirmations held in their
-        posterior (alpha above the prior, decayed as the rest of it). A member gains them only when
+        posterior (alpha above the prior, decayed as the rest of it from the moment each was
+        earned, so a site that earned exactly `standing` holds a hair less: it needs one more). A member gains them only when
         something independent of it confirms it (gateway.query.fusion), so a member that only
         copies and alters others' text never has them, while an honest site earns them on every
         question its own text answers."""
