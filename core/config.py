@@ -360,6 +360,12 @@ class GatewayConfig:
     dispute_breadth: int = 3
     dispute_breadth_ratio: float = 3.0
     dispute_memory_hours: float = 720.0
+    # Standing (gateway/query/reliability.py, conflicts.py): a site whose reliability holds fewer than
+    # `dispute_standing` confirmations (something independent of it confirmed its sentences; copies
+    # of another site's text confirm nothing) cannot win or tie a contradiction against a site that
+    # holds them (decayed from when each was earned, so at 2.0 a site needs a third). 0: off. Argued,
+    # not fitted; measured in benchmarks/README.md, "A lying enrolled member".
+    dispute_standing: float = 2.0
     # The gate's and abstention's calibration (gateway/query/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"
@@ -528,6 +534,8 @@ def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, st
         raise ConfigError(f"gateway.router must be one of {', '.join(ROUTERS)}, not {cfg.gateway.router!r}")
     if not 0.0 <= cfg.gateway.router_explore_share <= 1.0:
         raise ConfigError(f"gateway.router_explore_share must be in [0, 1], not {cfg.gateway.router_explore_share}")
+    if cfg.gateway.dispute_standing < 0:
+        raise ConfigError(f"gateway.dispute_standing must be >= 0 (0: off), not {cfg.gateway.dispute_standing}")
     if cfg.gateway.dispute_breadth < 0 or cfg.gateway.dispute_breadth_ratio < 0 or cfg.gateway.dispute_memory_hours <= 0:
         raise ConfigError("gateway.dispute_breadth and dispute_breadth_ratio must be >= 0 (0: off) and "
                           f"dispute_memory_hours > 0, not {cfg.gateway.dispute_breadth}, "

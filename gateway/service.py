@@ -307,7 +307,8 @@ class Gateway:
                 next_embedder = OnnxEmbedder(gcfg.next_embedder, cache_dir=full.onnx_cache_dir if full else None)
                 staged = open_staged_index(gcfg, vector_store, space, gateway_dir, next_embedder)
             calibration = load_calibration(calibration_path(gcfg, gateway_dir))
-            reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0)
+            reliability = SiteReliability.open(gateway_dir, half_life_s=gcfg.reliability_half_life_hours * 3600.0,
+                                               standing=gcfg.dispute_standing)
             owned.callback(reliability.close)
             conduct = SiteConduct.for_gateway(gcfg, gateway_dir)
             owned.callback(conduct.close)

@@ -255,18 +255,26 @@ def ask_all(fed: Any, questions: Sequence[Any], site_of: dict[str, str],
             over_time: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Ask every question; with `over_time`, append what the gateway has learned of the sites every
     CHECKPOINT questions (the attacker's reliability and the least honest one's)."""
+    from hansa.evaluation.metrics import token_f1
     from hansa.evaluation.runner import ask
 
     out = []
     for i, q in enumerate(questions):
         response, _ = ask(fed, {"question": q.text})
         trace = response.get("trace", {})
+        answer = str(response.get("answer", ""))
+        abstained = bool(response.get("abstained", trace.get("abstained", False)))
         out.append({"asked": list(dict.fromkeys(c["site_id"] for c in trace.get("per_site", []))),
                     "gold_sites": sorted({site_of[g] for g in q.gold if g in site_of}),
-                    "answer": str(response.get("answer", "")),
-                    "abstained": bool(response.get("abstained", trace.get("abstained", False))),
+                    "answer": answer, "abstained": abstained,
+                    # the reader's span where there is one, else the whole answer (evaluation/report.py's rule)
+                    "f1": 0.0 if abstained else token_f1(str(response.get("short_answer", "")) or answer, q.answers),
+                    "question": q.text, "references": list(q.answers), "conflicts": response.get("conflicts", []),
                     # sites whose documents the answer uses ([n] markers), not every citation listed
-                    "cited": sorted({c["site_id"] for c in response.get("citations", []) if c.get("used")})})
+                    "cited": sorted({c["site_id"] for c in response.get("citations", []) if c.get("used")}),
+                    # the attackers' distinct opponents so far (dispute breadth), after this answer
+                    "opponents": {s: len(v.disputed_with) for s, v in fed.gateway_service.engine.conduct.view().items()
+                                  if s.startswith(ATTACKER)}})
         if (i + 1) % CHECKPOINT == 0 or i + 1 == len(questions):
             progress(f"    {i + 1}/{len(questions)} questions")
             if over_time is not None:
@@ -293,6 +301,21 @@ def reliability_rank(fed: Any, site_id: str) -> tuple[int | None, dict[str, floa
 
 def share(rows: Sequence[dict[str, Any]], test: Callable[[dict[str, Any]], bool]) -> float | None:
     return round(sum(1 for r in rows if test(r)) / len(rows), 4) if rows else None
+
+
+def mean_f1(rows: Sequence[dict[str, Any]]) -> float | None:
+    """Mean SQuAD token F1 of the answers (the reader's span where there is one; 0 when abstained)."""
+    return round(float(np.mean([r["f1"] for r in rows])), 4) if rows else None
+
+
+def reached(index: int, row: dict[str, Any], lied: Sequence[str]) -> dict[str, Any]:
+    """One answer carrying a liar's sentence: which question, when, whether its gold sites were
+    asked, the altered sentences it carries and the conflicts the gateway reported beside them."""
+    return {"question_index": index, "question": row["question"], "references": row["references"],
+            "asked": row["asked"], "gold_sites": row["gold_sites"],
+            "gold_site_asked": bool(set(row["gold_sites"]) & set(row["asked"])), "attacker_opponents": row["opponents"],
+            "lies": [s for s in lied if s in row["answer"]], "answer": row["answer"][:600],
+            "conflicts": row["conflicts"]}
 
 
 def gold_recall(rows: Sequence[dict[str, Any]]) -> float | None:
@@ -333,6 +356,8 @@ def record(attack: str, honest: int, rows: Sequence[dict[str, Any]], base: Seque
         "attacker_routed_share": share(rows, lambda r: ATTACKER in r["asked"]),
         "abstained_share": share(rows, lambda r: r["abstained"]),
         "abstained_share_baseline": share(base, lambda r: r["abstained"]),
+        "answer_f1": mean_f1(rows), "answer_f1_baseline": mean_f1(base),
+        "answered_share": share(rows, lambda r: not r["abstained"]),
         "mean_sites_asked": round(float(np.mean([len(r["asked"]) for r in rows])), 3) if rows else None,
         "mean_sites_asked_baseline": round(float(np.mean([len(r["asked"]) for r in base])), 3) if base else None,
         "attacker_final_reliability_rank": rank, "sites_ranked": len(every),
@@ -346,6 +371,8 @@ def record(attack: str, honest: int, rows: Sequence[dict[str, Any]], base: Seque
         out["attacker_answer_share_when_asked"] = share([r for r in rows if ATTACKER in r["asked"]], carries)
         # the lie stated with no "Sources disagree" beside it: what a reader would take for the answer
         out["attacker_answer_share_undisputed"] = share(rows, lambda r: carries(r) and "Sources disagree" not in r["answer"])
+        # each answer the liar reached, to tell why (question, when, the disputes the answer shows)
+        out["attacker_reached"] = [reached(i, r, lied) for i, r in enumerate(rows) if carries(r)]
     if attack == "sleeper":  # the rows after its `honest_calls`-th call (one call per question asked of it)
         asked = [i for i, r in enumerate(rows) if ATTACKER in r["asked"]]
         turned = asked[honest_calls] if len(asked) > honest_calls else len(rows)
@@ -506,7 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              honest_calls=SLEEPER_HONEST_CALLS, copy_questions=copy_questions)
                 rec["examples"] = [r["answer"][:240] for r in rows[:3]]
                 out.append(rec)
-            return {"honest_gold_site_recall": gold_recall(base), **facts}, out
+            return {"honest_gold_site_recall": gold_recall(base), "answer_f1": mean_f1(base),
+                    "answered_share": share(base, lambda r: not r["abstained"]), **facts}, out
 
         report.results["baseline"], records = run_all(gateway_env, "")
         report.results["records"] = records

@@ -23,6 +23,12 @@ other sites first and on theirs only between sets equal on that, so their side n
 site that is not broadly disputed, two of them agreeing outvote nobody, a dispute of one of them
 against one other site is not left unresolved, and the sites counted as "more independent sites"
 leave them out.
+
+Sites without standing (`unproven`: gateway.query.reliability's `SiteReliability.unproven`, sites
+nothing independent has confirmed often enough yet) are discounted the same way in a slot where a
+site with standing disagrees with them: a member with no record cannot win, or tie, a head-on
+contradiction against one that has a record, however many copies of its text its accomplices hold.
+Where no site of a slot has standing (a new federation) nothing changes.
 """
 from __future__ import annotations
 
@@ -194,11 +200,15 @@ def _sides(nodes: list[int], items: list[tuple[Statement, Claim]], chosen: set[i
     return groups
 
 
-def _reason(win: Side, lose: Side, broad: frozenset[str] = frozenset()) -> str:
-    ours, theirs = _independent(win, broad), _independent(lose, broad)
+def _reason(win: Side, lose: Side, broad: frozenset[str] = frozenset(), unproven: frozenset[str] = frozenset()) -> str:
+    ours, theirs = _independent(win, broad | unproven), _independent(lose, broad | unproven)
     if not theirs and ours and lose.sites:
-        return (f"the other side's {'site is' if len(lose.sites) == 1 else 'sites are'} broadly disputed "
-                f"(contradicting many distinct sites): {', '.join(lose.sites)}")
+        one = len(lose.sites) == 1
+        if set(lose.sites) & broad:
+            return (f"the other side's {'site is' if one else 'sites are'} broadly disputed "
+                    f"(contradicting many distinct sites): {', '.join(lose.sites)}")
+        return (f"the other side's {'site has' if one else 'sites have'} no confirmed record yet, against "
+                f"{'a site' if len(ours) == 1 else 'sites'} with one: {', '.join(lose.sites)}")
     if len(ours) > len(theirs):
         return f"more independent sites state it ({len(ours)} against {len(theirs)})"
     return (f"its sources weigh more (reliability x measured relevance x support: {win.weight:.2f} "
@@ -292,11 +302,25 @@ def _near_tie(sides: Sequence[Side], broad: frozenset[str]) -> bool:
             and len(_independent(sides[0], broad)) == len(_independent(sides[1], broad)))
 
 
-def _settle(nodes: list[int], pairs: _Pairs, broad: frozenset[str] = frozenset()) -> tuple[Conflict, set[int]] | None:
-    """One slot's conflict and the claims it keeps, or None when the slot holds no dispute."""
+def _discounted(nodes: list[int], items: list[tuple[Statement, Claim]], broad: frozenset[str],
+                unproven: frozenset[str]) -> frozenset[str]:
+    """The slot's sites whose side counts only against each other: the broadly disputed, and the
+    unproven where a site with standing (and not broadly disputed) is in the slot too."""
+    sites = {items[n][0].site_id for n in nodes}
+    standing = sites - broad - unproven
+    return broad | (frozenset(sites & unproven) if standing else frozenset())
+
+
+def _settle(nodes: list[int], pairs: _Pairs, broad: frozenset[str] = frozenset(),
+            unproven: frozenset[str] = frozenset()) -> tuple[Conflict, set[int], frozenset[str]] | None:
+    """One slot's conflict, the claims it keeps and the sites it discounted (`_discounted`), or
+    None when the slot holds no dispute."""
     items, conflict = pairs.items, pairs.conflict
     if len(nodes) < 2 or not any((a, b) in conflict for a in nodes for b in nodes):
         return None
+    discount = _discounted(nodes, items, broad, unproven)
+    unproven = discount - broad
+    broad = discount
     chosen = _best_consistent(nodes, items, conflict, broad)
     groups = _sides(nodes, items, chosen)
     sides = [_side(g, items, chosen) for g in groups]
@@ -308,8 +332,9 @@ def _settle(nodes: list[int], pairs: _Pairs, broad: frozenset[str] = frozenset()
         # one source against one, weighing nearly the same: nothing here says which is right
         reason = (f"one source against one of nearly equal weight ({sides[0].weight:.2f} against "
                   f"{sides[1].weight:.2f}): unresolved")
-        return Conflict(head.subject, head.predicate, head.kind, tuple(sides), reason, unresolved=True), set(nodes)
-    return Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1], broad)), chosen
+        return Conflict(head.subject, head.predicate, head.kind, tuple(sides), reason, unresolved=True), set(nodes), broad
+    return (Conflict(head.subject, head.predicate, head.kind, tuple(sides), _reason(sides[0], sides[1], broad - unproven, unproven)),
+            chosen, broad)
 
 
 def _tally(found: Conflict, won: dict[str, int], lost: dict[str, int], broad: frozenset[str] = frozenset()) -> None:
@@ -325,24 +350,25 @@ def _tally(found: Conflict, won: dict[str, int], lost: dict[str, int], broad: fr
             lost[s] = lost.get(s, 0) + 1
 
 
-def resolve(statements: Sequence[Statement], broad: Collection[str] = ()) -> Resolution:
+def resolve(statements: Sequence[Statement], broad: Collection[str] = (), unproven: Collection[str] = ()) -> Resolution:
     """Find the contradictions among the statements and keep the heaviest consistent claims,
-    `broad` sites (broadly disputed) counting only against each other."""
-    broad = frozenset(broad)
+    `broad` sites (broadly disputed) counting only against each other, and `unproven` ones (without
+    standing) only against each other where a site with standing is in the dispute."""
+    broad, unproven = frozenset(broad), frozenset(unproven)
     pairs = _pairs(statements)
     conflicts: list[Conflict] = []
     rejected: set[int] = set()
     won: dict[str, int] = {}
     lost: dict[str, int] = {}
     for nodes in pairs.slots:
-        settled = _settle(nodes, pairs, broad)
+        settled = _settle(nodes, pairs, broad, unproven)
         if settled is None:
             continue
-        found, kept = settled
+        found, kept, discount = settled
         conflicts.append(found)
         if found.unresolved:
             continue  # both sides stay
-        _tally(found, won, lost, broad)
+        _tally(found, won, lost, discount)
         rejected.update(pairs.items[n][0].key for n in nodes if n not in kept)
     conflicts.sort(key=lambda c: -c.winner.weight)
     return Resolution(tuple(conflicts), frozenset(rejected), pairs.agreeing, won, lost, broad)

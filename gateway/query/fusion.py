@@ -101,7 +101,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Collection, Mapping, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
@@ -522,14 +522,19 @@ def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: s
     nothing and is confirmed by nothing: a doctored copy agrees with its original on every claim
     but the one it changed (the adversarial bench's contradictor rose to the most trusted site so).
     A broadly disputed site (gateway.query.conduct) confirms nobody and the reader confirms nothing
-    of it: the reader judges whether a sentence answers, not whether it is true."""
+    of it: the reader judges whether a sentence answers, not whether it is true. For the same reason
+    the reader confirms no disputed document, and no sentence another site offered a near-verbatim
+    copy of: which copy is the original it cannot tell, and a member holding copies of others' text
+    (the adversarial bench's liars) had earned its standing from whichever copy fusion happened to
+    keep (gateway.query.reliability `unproven`)."""
     disputed = {doc for conflict in resolution.conflicts for side in conflict.sides for doc in side.documents}
     broad = resolution.broad
     out = {candidates[k].site_id for k, others in resolution.agreeing_sites.items()
            if k not in rejected and (candidates[k].site_id, candidates[k].doc_id) not in disputed
            and set(others) - copies[k] - {candidates[k].site_id}
            - {s for s, _ in disputed} - broad}
-    return out | {c.site_id for c in chosen if c.read is not None and c.read > 0 and c.site_id not in broad}
+    return out | {c.site_id for c in chosen if c.read is not None and c.read > 0 and c.site_id not in broad
+                  and not copies[c.order] and (c.site_id, c.doc_id) not in disputed}
 
 
 def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozenset[str]:
@@ -674,7 +679,8 @@ def fuse(
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
                            sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
                            observations=echoed)
-    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences, conduct)
+    unproven = reliability.unproven(sorted(trust)) if reliability is not None else set()
+    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences, conduct, unproven)
     ranking = pool.verified(question_vector, embedder, eager_below)
     read_trace, best_read, ranking = pool.read(reading, question, question_vector, embedder, ranking)
     resolution, rejected, chosen = ranking
@@ -756,8 +762,8 @@ class _Pool:
     other sites, the sites' trust, and the broadly disputed sites (with `conduct`)."""
 
     def __init__(self, candidates: list[_Candidate], trust: dict[str, float], duplicate_jaccard: float,
-                 max_sentences: int, conduct: SiteConduct | None = None) -> None:
-        self.candidates, self.trust, self.conduct = candidates, trust, conduct
+                 max_sentences: int, conduct: SiteConduct | None = None, unproven: Collection[str] = ()) -> None:
+        self.candidates, self.trust, self.conduct, self.unproven = candidates, trust, conduct, frozenset(unproven)
         self.broad = frozenset(conduct.broadly_disputed()) if conduct is not None else frozenset()
         self.duplicate_jaccard, self.max_sentences = duplicate_jaccard, max_sentences
         self.claims = [extract_claims(c.text) for c in candidates]
@@ -791,11 +797,11 @@ class _Pool:
         """Settle the conflicts with the broadly disputed sites as they stand with this answer's own
         disputes counted (gateway.query.conduct): the dispute that makes a site broad is already
         settled against it."""
-        resolution = resolve(statements, self.broad)
+        resolution = resolve(statements, self.broad, self.unproven)
         if self.conduct is None or not resolution.conflicts:
             return resolution
         broad = frozenset(self.conduct.broadly_disputed(resolution.disputes()))
-        return resolution if broad == self.broad else resolve(statements, broad)
+        return resolution if broad == self.broad else resolve(statements, broad, self.unproven)
 
     def read(self, reading: ReadingStage | None, question: str, question_vector: np.ndarray,
              embedder: Embedder, ranking: _Ranking) -> tuple[dict[str, object] | None, str, _Ranking]:

@@ -117,6 +117,11 @@ FILE_NAME = "reliability.sqlite"
 PRIOR_ALPHA = 4.0  # a new site starts at 0.8: trusted, but below a site with a record
 PRIOR_BETA = 1.0
 HALF_LIFE_S = 7 * 24 * 3600.0  # [gateway] reliability_half_life_hours (168)
+# [gateway] dispute_standing: confirmations (decayed) a site needs before its side of a contradiction
+# counts against a site that has them (gateway.query.conflicts); decayed evidence, so in practice
+# a site needs more than this many (three at 2.0). Argued, not fitted: one or two confirmations can
+# be luck (a copy asked where its original was not), three are a record.
+STANDING = 2.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS site_reliability (
@@ -186,10 +191,11 @@ class SiteReliability:
     """The per-site posteriors. `path=None` keeps them in memory (tests, benchmarks)."""
 
     def __init__(self, path: Path | None, *, half_life_s: float = HALF_LIFE_S, prior_alpha: float = PRIOR_ALPHA,
-                 prior_beta: float = PRIOR_BETA, clock: Callable[[], float] = time.time) -> None:
-        if half_life_s <= 0 or prior_alpha <= 0 or prior_beta <= 0:
-            raise ValueError("half_life_s and the prior's alpha and beta must be positive")
-        self.path = path
+                 prior_beta: float = PRIOR_BETA, standing: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+        """`standing`: the confirmations `unproven` asks of a site (0: every site has standing)."""
+        if half_life_s <= 0 or prior_alpha <= 0 or prior_beta <= 0 or standing < 0:
+            raise ValueError("half_life_s and the prior's alpha and beta must be positive, standing cannot be negative")
+        self.path, self.standing = path, standing
         self.half_life_s, self.prior_alpha, self.prior_beta, self.clock = half_life_s, prior_alpha, prior_beta, clock
         self._db = open_state_db(path, (_SCHEMA, _KINDS_SCHEMA))
         self._lock = threading.Lock()
@@ -201,8 +207,9 @@ class SiteReliability:
 
     @classmethod
     def for_gateway(cls, cfg: "Config", gateway_dir: Path) -> "SiteReliability":
-        """As configured: `[gateway] reliability_half_life_hours`."""
-        return cls.open(gateway_dir, half_life_s=cfg.gateway.reliability_half_life_hours * 3600.0)
+        """As configured: `[gateway] reliability_half_life_hours`, `dispute_standing`."""
+        return cls.open(gateway_dir, half_life_s=cfg.gateway.reliability_half_life_hours * 3600.0,
+                        standing=cfg.gateway.dispute_standing)
 
     def close(self) -> None:
         self._db.close()
@@ -244,6 +251,17 @@ class SiteReliability:
             alpha, beta = r.alpha + obs.successes, r.beta + obs.failures
             weights[site_id] = alpha / (alpha + beta)
         return weights
+
+    def unproven(self, site_ids: list[str]) -> set[str]:
+        """Those of `site_ids` without standing: fewer than `standing` confirmations held in their
+        posterior (alpha above the prior, decayed as the rest of it from the moment each was
+        earned, so a site that earned exactly `standing` holds a hair less: it needs one more). A member gains them only when
+        something independent of it confirms it (gateway.query.fusion), so a member that only
+        copies and alters others' text never has them, while an honest site earns them on every
+        question its own text answers."""
+        if self.standing <= 0:
+            return set()
+        return {s for s, r in self.records(site_ids).items() if r.alpha - self.prior_alpha < self.standing}
 
     def view(self) -> list[dict[str, object]]:
         """Every observed site's reliability, most trusted first: for `hansa gateway sites`."""

@@ -438,6 +438,10 @@ def test_adversarial_smoke(tmp_path: Path) -> None:
         assert set(r["sites"]) == set(doc["results"]["baseline"]["sites"]) | ({"zz-attacker", "zz-attacker-2"}
                                                                                if attackers == 2 else {"zz-attacker"})
         assert 0.0 <= r["abstained_share"] <= 1.0 and 0.0 <= r["abstained_share_baseline"] <= 1.0
+        assert 0.0 <= r["answer_f1"] <= 1.0 and 0.0 <= r["answered_share"] <= 1.0
+        if attack in ("contradictor", "colluders", "sleeper"):  # each answer a liar reached, with its lie
+            reached = r["attacker_reached"]
+            assert len(reached) == round(r["attacker_answer_share"] * r["questions"]) and all(x["lies"] for x in reached)
         over_time = r["reliability_over_time"]  # read every 25 questions and after the last
         assert over_time[-1]["questions"] == r["questions"] and over_time[-1]["attacker"] == r["attacker_final_reliability"]
     assert records["sleeper"]["honest_calls"] > 0 and records["sleeper"]["questions_after_turning"] >= 0
