@@ -14,7 +14,8 @@ side on the same sites' data:
   fused10 below fused_all is fusion's ranking; fused_all below raw_union is what the gateway dropped
   (an abstention cites nothing);
 - n_raw, n_fused: documents cited by the sites, and in the answer;
-- paired: the mean per-question difference of each model from the first, with its standard error.
+- paired: the mean per-question difference of each model from the first, with its standard error;
+- by_domain: raw_union and fused10 per question domain (MTRAG's four), routed and at the gold sites.
 
     nice python scripts/bench_evidence_stages.py --split fit --limit 200 --out benchmarks/evidence_stages_mtrag16_fit.json
 """
@@ -121,6 +122,12 @@ def main() -> None:
                                              "se": round(statistics.stdev(d) / len(d) ** 0.5, 4) if len(d) > 1 else None,
                                              "better": sum(x > 0 for x in d), "worse": sum(x < 0 for x in d)}
             results[model]["paired_vs_" + models[0]] = paired
+        domains = sorted({q.domain for q in questions})
+        results[model]["by_domain"] = {
+            domain: {"questions": sum(q.domain == domain for q in questions),
+                     **{f"{name}.{k}": round(statistics.fmean(r[name][k] for r, q in zip(rows, questions) if q.domain == domain), 4)
+                        for name in ("hansa", "oracle") for k in ("raw_union", "fused10")}}
+            for domain in domains}
     report.params.update({"dataset": args.dataset, "sites": args.sites, "split": args.split,
                           "questions": len(questions), "models": models})
     report.results.update(results)
