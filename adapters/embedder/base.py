@@ -23,6 +23,9 @@ class Embedder(ABC):
     # sha256 of the files that compute the vectors (the ONNX graph); "" where no file is known
     # (a served model): two members share a space only when model_id and this both match.
     model_sha256: str = ""
+    # (query, passage) texts the model prepends (catalog.py): part of what a vector means, so the
+    # embedding cache keys by them (cached.embedder_identity); ("", "") for models without.
+    prefixes: tuple[str, str] = ("", "")
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:

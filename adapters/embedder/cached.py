@@ -29,8 +29,14 @@ _LOOKUP_BATCH = 500  # keys per SELECT ... IN (...): below SQLite's variable lim
 
 
 def embedder_identity(embedder: Embedder) -> str:
-    """What makes two embedders' vectors interchangeable: model, files, dimension and numeric precision."""
-    return f"{embedder.model_id}|{embedder.model_sha256}|{embedder.dim}|{getattr(embedder, 'precision', 'fp32')}"
+    """What makes two embedders' vectors interchangeable: model, files, dimension, numeric precision
+    and the prefixes the model prepends. Why the prefixes: a model's declared query prefix may
+    change (catalog.py) while its files do not, and a question's vector cached without it must not
+    be handed back once it is declared. A model without prefixes keeps the identity it always had,
+    so the vectors cached for it stay valid."""
+    identity = f"{embedder.model_id}|{embedder.model_sha256}|{embedder.dim}|{getattr(embedder, 'precision', 'fp32')}"
+    query, passage = getattr(embedder, "prefixes", ("", ""))
+    return f"{identity}|query={query!r}|passage={passage!r}" if query or passage else identity
 
 
 class CachedEmbedder(Embedder):

@@ -167,6 +167,7 @@ class OnnxEmbedder(Embedder):
         self.catalog = spec
         self.recipe, self._files = _catalog_source(spec, cache) if spec is not None else _local_source(model, cache)
         self.model_id, self.dim, self.model_sha256 = self.recipe.model_id, self.recipe.dim, self.recipe.model_sha256
+        self.prefixes = (self.recipe.query_prefix, self.recipe.passage_prefix)
         self.name = spec.name if spec is not None else str(model)
         self._batch_size = batch_size
         self._batch_tokens = batch_tokens

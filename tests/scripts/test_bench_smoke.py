@@ -356,6 +356,18 @@ def test_fusion_sweep_smoke(tmp_path: Path, param: str) -> None:
     assert res["site_calls"]["replayed"] > 0  # the weights after the first reuse the sites' answers
 
 
+def test_evidence_stages_smoke(tmp_path: Path) -> None:
+    doc = run_bench("evidence_stages", tmp_path)
+    [(model, res)] = doc["results"].items()  # smoke: the first model only
+    assert model == doc["params"]["models"][0] and doc["params"]["questions"] >= 1
+    for name in ("hansa", "oracle"):
+        stage = res[name]
+        assert all(0.0 <= stage[k] <= 1.0 for k in ("raw_union", "raw_merged10", "fused10", "fused_all", "rr"))
+        # a cut never finds more than the whole: the answer's top 10 within its citations
+        assert stage["fused10"] <= stage["fused_all"] and stage["raw_merged10"] <= stage["raw_union"]
+    assert res["oracle"]["raw_union"] > 0  # the gold sites, asked, cite some gold
+
+
 def test_abstention_smoke(tmp_path: Path) -> None:
     doc = run_bench("abstention", tmp_path)
     [(name, res)] = doc["results"].items()  # smoke: MTRAG 16's committed fit rows only

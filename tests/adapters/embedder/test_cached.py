@@ -57,3 +57,26 @@ def test_a_torn_row_is_recomputed_not_returned(tmp_path: Path) -> None:
     db.close()
     np.testing.assert_array_equal(cache.embed(["a"])[0], good)
     assert inner.asked == ["a", "a"]
+
+
+class PrefixedEmbedder(CountingEmbedder):
+    """A model that prepends a declared query prefix (as catalog models may: onnx.Recipe)."""
+
+    def __init__(self, query_prefix: str) -> None:
+        super().__init__()
+        self.prefixes = (query_prefix, "")
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed([self.prefixes[0] + t for t in texts])
+
+
+def test_a_changed_query_prefix_never_gets_the_old_vectors(tmp_path: Path) -> None:
+    before = CachedEmbedder(PrefixedEmbedder(""), tmp_path / "e.sqlite").embed_queries(["who?"])
+    declared = PrefixedEmbedder("Represent this sentence for searching relevant passages: ")
+    after = CachedEmbedder(declared, tmp_path / "e.sqlite").embed_queries(["who?"])
+    assert declared.asked == ["Represent this sentence for searching relevant passages: who?"]
+    assert not np.array_equal(before, after)
+    # a model without prefixes keys as it always did: its cached vectors stay valid
+    plain = CountingEmbedder()
+    CachedEmbedder(plain, tmp_path / "e.sqlite").embed_queries(["who?"])
+    assert plain.asked == []
