@@ -57,3 +57,13 @@ def test_a_torn_row_is_recomputed_not_returned(tmp_path: Path) -> None:
     db.close()
     np.testing.assert_array_equal(cache.embed(["a"])[0], good)
     assert inner.asked == ["a", "a"]
+
+
+def test_retain_keeps_only_the_texts_named(tmp_path: Path) -> None:
+    inner = CountingEmbedder()
+    cache = CachedEmbedder(inner, tmp_path / "e.sqlite")
+    cache.embed(["a", "b", "c"])
+    assert cache.retain(["b", "z"]) == 2
+    cache.embed(["a", "b"])
+    assert inner.asked == ["a", "b", "c", "a"]  # b survived, a was dropped
+    assert cache.retain(["a", "b"]) == 0
