@@ -19,8 +19,8 @@ they nearly equal (`[site] summary_keep_overlap`, `_summary_sources`), and a sum
 embedded is not embedded again (`[site] summary_text_cache`, `_text_cache`). Why not seeded Leiden
 over the whole graph, as before: it renames or reshapes communities far from the edit (with 1% of
 a site's documents edited, 37 of 127 summaries were embedded again; a refresh after 5% edits cost a
-full rebuild's time, most of it embedding summaries). Without such a record (none yet, or a mapped graph) the run is seeded: Leiden
-starts from the stored communities.
+full rebuild's time, most of it embedding summaries). Without such a record (none yet, or a mapped
+graph) the run is seeded: Leiden starts from the stored communities.
 
 Either way the result is checked against an unseeded run: when its modularity (at `leiden_gamma`)
 falls below DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community grows past
