@@ -189,6 +189,16 @@ class SiteConfig:
     # at most this share of the documents changed since that run; past it (or when the check fails)
     # the refresh runs one. 0: every refresh runs one (the exact check, as before issue 34's v2).
     drift_reference_max_change: float = 0.25
+    # Summary text vectors kept by content in the site's home (plugin/communities.py,
+    # SUMMARY_TEXT_CACHE): a build embeds only summary texts no stored summary has. Exact: the same
+    # text gives the vector it gave before. Most of a refresh's time was embedding summaries.
+    summary_text_cache: bool = True
+    # A community an edit touched keeps the summary text of the stored community it shares the most
+    # members with when their Jaccard overlap is at least this and none of that community's documents
+    # changed (its text quotes only documents the site still holds as they were); its vector is then
+    # the stored text's (from the cache above) blended with its current chunks. 0: always summarize
+    # a touched community again (benchmarks/README.md, "Incremental refresh vs a full rebuild").
+    summary_keep_overlap: float = 0.8
     publish_text: bool = False  # policy: send summary text with the embedding (default: none)
     # Term statistics published beside the summaries (sync.terms): hashed words with the number of
     # documents using each, for the gateway's CORI routing. A word fewer than terms_min_documents

@@ -14,11 +14,13 @@ whose chunks named a removed or replaced document, nor an entity that lost all i
 its exact membership, id, summary and vector; Leiden runs only on the subgraph of the other entities
 (the touched communities' members and new entities, `GraphStore.detect_communities(within=...)`, at
 the resolution that weighs that subgraph as the whole graph's modularity does), and only the
-communities it forms are summarized again. Why not seeded Leiden over the whole graph, as before:
-it renames or reshapes communities far from the edit (with 1% of a site's documents edited, 37 of
-127 summaries were embedded again; a refresh after 5% edits cost a full rebuild's time, most of it
-embedding summaries). Without such a record (none yet, or a mapped graph) the run is seeded: Leiden
-starts from the stored communities.
+communities it forms are summarized again, or keep the summary text of the stored community
+they nearly equal (`[site] summary_keep_overlap`, `_summary_sources`), and a summary text already
+embedded is not embedded again (`[site] summary_text_cache`, `_text_cache`). Why not seeded Leiden
+over the whole graph, as before: it renames or reshapes communities far from the edit (with 1% of
+a site's documents edited, 37 of 127 summaries were embedded again; a refresh after 5% edits cost a
+full rebuild's time, most of it embedding summaries). Without such a record (none yet, or a mapped
+graph) the run is seeded: Leiden starts from the stored communities.
 
 Either way the result is checked against an unseeded run: when its modularity (at `leiden_gamma`)
 falls below DRIFT_MODULARITY_RATIO of the unseeded run's, or its largest community grows past
@@ -46,14 +48,17 @@ import hashlib
 import heapq
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
+from hansa.adapters.embedder.base import Embedder
+from hansa.adapters.embedder.cached import CachedEmbedder
 from hansa.adapters.graph.base import GraphStats, LeidenParams
 from hansa.adapters.records import Community, CommunityAssignment
 from hansa.core.crash_points import crash_point
@@ -87,6 +92,7 @@ SIZE_BUCKETS = ((1, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, No
 # above this many times the unseeded run's largest.
 DRIFT_MODULARITY_RATIO = 0.95
 DRIFT_LARGEST_FACTOR = 2.0
+SUMMARY_TEXT_CACHE = "summary-text-vectors.sqlite"  # in the site's home (`_text_cache`)
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,10 @@ class CommunityReport:
     summaries_extractive: int = 0
     summaries_llm: int = 0
     summaries_embedded: int = 0  # the others were unchanged and kept their stored vectors
+    # Of those, the texts the model embedded (the others came from the summary text cache), and the
+    # communities a local refresh clustered again that kept a stored summary text (`_summary_sources`).
+    summary_texts_embedded: int = 0
+    summaries_kept: int = 0
     # Modularity at the site's resolution (`leiden_gamma`) of the Leiden partition used, and, for an
     # incremental run, of the unseeded partition it was checked against.
     modularity: float = 0.0
@@ -268,12 +278,14 @@ def _centroids(ctx: SiteContext, communities: Sequence[Community]) -> np.ndarray
     return out
 
 
-def summary_vectors(ctx: SiteContext, communities: Sequence[Community]) -> np.ndarray:
+def summary_vectors(ctx: SiteContext, communities: Sequence[Community], texts: Embedder | None = None) -> np.ndarray:
     """The vector each community is published and searched by (`[site] summary_vector`).
 
     "blend" won in routing-only experiments on MTRAG (16 random shards, 511 questions): gold-site
     recall@4 0.941 against 0.929 for the summary text alone, 0.897 for the chunk centroid alone and
-    0.931 for a router that sees every chunk. Each vector still aggregates a whole community."""
+    0.931 for a router that sees every chunk. Each vector still aggregates a whole community.
+    `texts` embeds the summary texts (the site's summary text cache, `_text_cache`; default the
+    site's embedder)."""
     mode = ctx.cfg.site.summary_vector
     if mode not in SUMMARY_VECTOR_MODES:
         raise ConfigError(f"[site] summary_vector must be one of {', '.join(SUMMARY_VECTOR_MODES)}, not {mode!r}")
@@ -281,14 +293,14 @@ def summary_vectors(ctx: SiteContext, communities: Sequence[Community]) -> np.nd
         return np.zeros((0, ctx.embedder.dim), dtype=np.float32)
     parts = []
     if mode in ("text", "blend"):
-        parts.append(ctx.embedder.embed([c.summary for c in communities]))
+        parts.append((texts or ctx.embedder).embed([c.summary for c in communities]))
     if mode in ("centroid", "blend"):
         parts.append(_unit_rows(_centroids(ctx, communities)))
     return _unit_rows(np.sum(parts, axis=0))
 
 
-def _summary_vectors(ctx: SiteContext, communities: list[Community],
-                     previous: Sequence[Community]) -> tuple[np.ndarray, list[int], list[int]]:
+def _summary_vectors(ctx: SiteContext, communities: list[Community], previous: Sequence[Community],
+                     texts: Embedder | None = None) -> tuple[np.ndarray, list[int], list[int]]:
     """All summary vectors, computing only those of changed summaries; returns them with the
     indexes that were (re)computed and those whose vector was reused from a community of another id
     (both need a row written under their own id).
@@ -298,7 +310,8 @@ def _summary_vectors(ctx: SiteContext, communities: list[Community],
     community had the same text and chunks, whatever its id: a refresh that moves a peripheral
     entity renames its community but need not embed it again. One reused vector is first checked
     against a fresh computation, so a model (or `summary_vector` mode) swapped for another of the
-    same dimension cannot leave old-space vectors behind."""
+    same dimension cannot leave old-space vectors behind. The others are computed with `texts`
+    embedding their summary texts (`summary_vectors`)."""
     out = np.zeros((len(communities), ctx.embedder.dim), dtype=np.float32)
     earlier = {(c.summary, tuple(c.chunk_ids)): c.id for c in previous}
     keys = ((i, (c.summary, tuple(c.chunk_ids))) for i, c in enumerate(communities))
@@ -314,22 +327,52 @@ def _summary_vectors(ctx: SiteContext, communities: list[Community],
     reused = set(reuse)
     todo = [i for i in range(len(communities)) if i not in reused]
     if todo:
-        out[todo] = summary_vectors(ctx, [communities[i] for i in todo])
+        out[todo] = summary_vectors(ctx, [communities[i] for i in todo], texts)
     renamed = [i for i in reuse if source[i] != communities[i].id]
     return out, todo, renamed
 
 
-def _write_summaries(ctx: SiteContext, communities: list[Community]) -> int:
+@contextmanager
+def _text_cache(ctx: SiteContext) -> Iterator[CachedEmbedder | None]:
+    """The site's summary text vectors by content (`[site] summary_text_cache`), or None when off.
+
+    Why: a refresh after 5% edits spent 73-85% of its time embedding the summaries of the
+    communities it touched (a 120-paragraph SQuAD site, benchmarks/README.md), and a stored vector
+    is reused only when both a summary's text and its chunks are unchanged (`_summary_vectors`),
+    while a touched community whose summary is kept (`[site] summary_keep_overlap`) has the same
+    text over other chunks. The cache holds the text vectors of the stored summaries alone
+    (`CachedEmbedder.retain` after each write), so it stays the size of the summary set."""
+    if not ctx.cfg.site.summary_text_cache:
+        yield None
+        return
+    cache = CachedEmbedder(ctx.embedder, ctx.cfg.home / SUMMARY_TEXT_CACHE)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
+def _write_summaries(ctx: SiteContext, communities: list[Community]) -> tuple[int, int]:
     """Vectors, then the graph (commit point), then stale vectors; repair strays by a rebuild.
 
-    Returns how many summaries were embedded (the rest kept their stored vectors)."""
+    Returns how many summary vectors were computed (the rest kept their stored vectors), and for
+    how many of them the model embedded the text (the others' came from the text cache)."""
+    with _text_cache(ctx) as texts:
+        embedded = _write_summary_set(ctx, communities, texts)
+        if texts is None:
+            return embedded, embedded if ctx.cfg.site.summary_vector != "centroid" else 0
+        texts.retain([c.summary for c in communities])
+        return embedded, texts.misses
+
+
+def _write_summary_set(ctx: SiteContext, communities: list[Community], texts: CachedEmbedder | None) -> int:
     before = ctx.graph.communities()
     previous = {c.id for c in before}
     ids = [c.id for c in communities]
     fields = [{"level": c.level} for c in communities]
     spec = summary_collection(ctx.embedder.dim)
     ctx.vectors.ensure_collection(spec)
-    vectors, embedded, renamed = _summary_vectors(ctx, communities, before)
+    vectors, embedded, renamed = _summary_vectors(ctx, communities, before, texts)
     write = sorted({*embedded, *renamed})
     if write:
         ctx.vectors.upsert(SUMMARIES, [ids[i] for i in write], vectors[write], [fields[i] for i in write])
@@ -367,6 +410,9 @@ class Detection:
     # and the number of entities it clustered again (None: not a local refresh).
     kept: dict[str, Community] = field(default_factory=dict)
     reclustered: int | None = None
+    # A local refresh's stored communities the edit touched (clustered again): their summaries may
+    # be kept by the communities that replace them (`_summary_sources`).
+    touched: tuple[Community, ...] = ()
     # The unseeded run's figures to record for the next refresh's check: this build's own run, or
     # (no run needed) the record's, whose `changed` then counts this build's documents too.
     reference: community_state.Reference | None = None
@@ -475,6 +521,7 @@ def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None,
     unseeded = _Unseeded(ctx, params)
     tries: list[Callable[[], tuple[dict[int, set[str]], dict[str, Community], int | None]]] = []
     what = "seeded Leiden"
+    stored: list[Community] = []
     if incremental and changed is not None:
         stored = [c for c in ctx.graph.communities() if c.level == LEVEL]
         if stored:
@@ -497,12 +544,12 @@ def detect(ctx: SiteContext, incremental: bool, changed: set[str] | None = None,
             on_record = drift(q_candidate, recorded.modularity, largest, recorded.largest, what)
             if not on_record:
                 return Detection(candidate, q_candidate, recorded.modularity, kept=kept, reclustered=reclustered,
-                                 reference=recorded)
+                                 reference=recorded, touched=tuple(c for c in stored if c.id not in kept))
             log.info("communities.check_exactly", reason=on_record, reference_changed=recorded.changed)
         reason = drift(q_candidate, unseeded.modularity(), largest, unseeded.largest(), what)
         if not reason:
             return Detection(candidate, q_candidate, unseeded.modularity(), kept=kept, reclustered=reclustered,
-                             reference=unseeded.reference())
+                             reference=unseeded.reference(), touched=tuple(c for c in stored if c.id not in kept))
         log.info("communities.drifted", reason=reason, reclustered=reclustered)
     log.warning("communities.drift_fallback", reason=reason, incremental=len(candidate), full=len(unseeded.groups()))
     return Detection(unseeded.groups(), unseeded.modularity(), unseeded.modularity(), f"full build: {reason}",
@@ -544,6 +591,33 @@ def _hierarchy(ctx: SiteContext, merge: _Merge, ids: dict[int, str]) -> list[lis
     return coarser_levels(finest, named, levels, ctx.cfg.site.leiden_seed, community_id)
 
 
+def _summary_sources(touched: Sequence[Community], changed: set[str], finest: dict[str, frozenset[str]],
+                     overlap: float) -> dict[str, Community]:
+    """The stored community whose summary text each new community keeps (`[site] summary_keep_overlap`):
+    the touched one it shares the most members with, when their Jaccard overlap is at least
+    `overlap` and none of its documents changed, so every sentence its summary quotes is still in
+    the site as it was. Why: after 5% edits a third of a site's communities are touched, and most
+    of them come back from Leiden with nearly the same members; summarizing them again changes their
+    text (28 of 31 texts changed on a 120-paragraph SQuAD site) and so their vector, and embedding
+    those texts was most of a refresh's time. Above 0.5 no two new communities can keep one text."""
+    if overlap != 0.0 and not 0.5 < overlap <= 1.0:
+        raise ConfigError(f"[site] summary_keep_overlap must be 0 (off) or above 0.5 and at most 1, got {overlap!r}")
+    if overlap == 0.0 or not touched:
+        return {}
+    donors = [c for c in touched if not changed.intersection(c.doc_ids)]
+    owner = {e: i for i, c in enumerate(donors) for e in c.entity_ids}
+    out: dict[str, Community] = {}
+    for cid, members in finest.items():
+        shared = Counter(owner[e] for e in members if e in owner)
+        if not shared:
+            continue
+        best, count = min(shared.items(), key=lambda item: (-item[1], item[0]))
+        donor = donors[best]
+        if count / len(members.union(donor.entity_ids)) >= overlap:
+            out[cid] = donor
+    return out
+
+
 def clear_communities(ctx: SiteContext) -> None:
     """Withdraw every community (an emptied site): the next publish sends only tombstones."""
     community_state.forget(ctx)
@@ -573,6 +647,7 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         names = {f.name for f in dataclasses.fields(CommunityReport)}
         figures = {k: v for k, v in kept.items() if k in names} | {"coarser": tuple(kept.get("coarser", ()))}
         report = replace(CommunityReport(**figures), summaries_extractive=0, summaries_llm=0, summaries_embedded=0,
+                         summary_texts_embedded=0, summaries_kept=0,
                          unchanged=True, seconds=round(time.perf_counter() - started, 3))
         log.info("communities.unchanged", communities=report.communities)
         return report
@@ -590,6 +665,9 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
     parent_of = {child: p.id for level in parents for p in level for child in p.children}
     memberships = [(cid, LEVEL, finest[cid]) for cid in sorted(finest)]
     memberships += [(p.id, p.level, p.members) for level in parents for p in level]
+    sources = _summary_sources(detection.touched, changed or set(),
+                               {cid: m for cid, m in finest.items() if cid not in detection.kept},
+                               ctx.cfg.site.summary_keep_overlap)
     communities: list[Community] = []
     methods: dict[str, int] = defaultdict(int)
     for cid, level, members in tqdm(memberships, desc="communities", unit="community", disable=not progress):
@@ -600,8 +678,11 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
             sorted(members), max_entities=SUMMARY_ENTITIES, max_relations=SUMMARY_RELATIONS,
             max_chunks=MAX_COMMUNITY_CHUNKS
         )
-        summary, method = summarize(replace(context, community_id=cid), ctx.llm)
-        methods[method] += 1
+        if level == LEVEL and cid in sources:  # nearly the same members, and its text still true
+            summary = sources[cid].summary
+        else:
+            summary, method = summarize(replace(context, community_id=cid), ctx.llm)
+            methods[method] += 1
         chunk_ids = tuple(chunk.chunk_id for chunk in context.chunks)
         communities.append(
             Community(
@@ -615,7 +696,7 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
                 parent=parent_of.get(cid, ""),
             )
         )
-    embedded = _write_summaries(ctx, communities)
+    embedded, texts_embedded = _write_summaries(ctx, communities)
     build_terms(ctx)
 
     sizes = sorted(len(c.entity_ids) for c in communities if c.level == LEVEL)
@@ -633,6 +714,8 @@ def build_communities(ctx: SiteContext, progress: bool = False, incremental: boo
         summaries_extractive=methods[EXTRACTIVE],
         summaries_llm=sum(n for m, n in methods.items() if m != EXTRACTIVE),
         summaries_embedded=embedded,
+        summary_texts_embedded=texts_embedded,
+        summaries_kept=len(sources),
         modularity=round(detection.modularity, 6),
         modularity_full=None if detection.modularity_full is None else round(detection.modularity_full, 6),
         reference_changed=(None if detection.modularity_full is None or detection.reference is None

@@ -79,14 +79,19 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        # CPU seconds of this process (all its threads) in the block: steadier than wall seconds on
+        # shared cores, blind to other processes' work (a Neo4j server's).
+        self.cpu_seconds = 0.0
         self._start = 0.0
+        self._cpu = 0.0
 
     def __enter__(self) -> "Stopwatch":
-        self._start = time.perf_counter()
+        self._start, self._cpu = time.perf_counter(), time.process_time()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._start
+        self.cpu_seconds = time.process_time() - self._cpu
 
     @property
     def elapsed(self) -> float:

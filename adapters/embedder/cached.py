@@ -120,6 +120,23 @@ class CachedEmbedder(Embedder):
         self.misses += len(missing)
         return np.vstack([found[k] for k in keys]).astype(np.float32, copy=False)
 
+    def retain(self, texts: Sequence[str]) -> int:
+        """Drop every stored vector but those of `texts` (passage side); returns how many were dropped.
+        Why: a cache that mirrors one set of texts (a site's summaries) stays that set's size
+        instead of growing with every text it ever held."""
+        keep = {self.key(t) for t in texts}
+        with self._lock:
+            stale = [k for (k,) in self._db.execute("SELECT key FROM vectors").fetchall() if bytes(k) not in keep]
+            if stale:
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in stale])
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._db.execute("ROLLBACK") if self._db.in_transaction else None
+                    raise BackendError(f"cannot prune the embedding cache {self.path}: {exc}") from exc
+        return len(stale)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -118,8 +118,9 @@ def test_a_vector_is_reused_by_its_text_and_chunks_not_by_its_id(site: SiteConte
     renamed = replace(first, id=community_id(first.entity_ids[1:]), entity_ids=first.entity_ids[1:])
     fewer_chunks = replace(second, chunk_ids=second.chunk_ids[1:])
     try:
-        embedded = _write_summaries(site, [renamed, fewer_chunks, *rest])
+        embedded, texts = _write_summaries(site, [renamed, fewer_chunks, *rest])
         assert embedded == 1  # only the community whose chunks changed
+        assert texts == 0  # and its text's vector came from the summary text cache
         stored = site.vectors.get(SUMMARIES, [renamed.id, first.id, second.id])
         assert set(stored) == {renamed.id, second.id}  # the old id's row is gone, the new one written
         assert np.array_equal(stored[renamed.id], vectors[first.id])

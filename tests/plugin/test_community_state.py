@@ -7,12 +7,15 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pytest
 
 from hansa.core.config import load_config
+from hansa.core.errors import ConfigError
 from hansa.evaluation.squad import load_passages
 from hansa.plugin import community_state
-from hansa.plugin.communities import DRIFT_LARGEST_FACTOR, DRIFT_MODULARITY_RATIO, build_communities, plan, stored_partition
+from hansa.plugin.communities import (DRIFT_LARGEST_FACTOR, DRIFT_MODULARITY_RATIO, build_communities, plan, stored_partition,
+                                      summary_vectors)
 from hansa.plugin.deletion import refresh_communities
 from hansa.plugin.ingest import ingest_paths
 from hansa.plugin.site import SUMMARIES, SiteContext
@@ -230,3 +233,79 @@ def test_a_refresh_that_fails_the_check_on_record_is_checked_exactly(site: tuple
     report = refresh_communities(ctx)
     assert report is not None and report.fallback == "" and report.kept > 0
     assert runs == [False, True] and report.reference_changed == 0.0 and report.modularity_full < 1.0
+
+
+def _model_texts(ctx: SiteContext, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the site's real embedder embeds from here on (passages, not queries)."""
+    texts: list[str] = []
+    real = ctx.embedder.embed
+
+    def counted(batch: Any) -> Any:
+        texts.extend(batch)
+        return real(batch)
+
+    monkeypatch.setattr(ctx.embedder, "embed", counted)
+    return texts
+
+
+def test_a_summary_text_already_embedded_is_not_embedded_again(site: tuple[SiteContext, Path, list[Any]],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the summary vectors gone (no stored vector to reuse), a build takes every text's vector
+    from the summary text cache, and each published vector is what a fresh computation gives."""
+    ctx, _, _ = site
+    built = build_communities(ctx)
+    assert built.summary_texts_embedded == built.summaries_embedded == built.communities
+    ctx.vectors.drop(SUMMARIES)
+    texts = _model_texts(ctx, monkeypatch)
+    again = build_communities(ctx)
+    assert again.summaries_embedded == again.communities and again.summary_texts_embedded == 0 and texts == []
+    monkeypatch.undo()
+    stored = ctx.graph.communities()
+    vectors = ctx.vectors.get(SUMMARIES, [c.id for c in stored])
+    fresh = summary_vectors(ctx, stored)
+    assert all(float(np.dot(vectors[c.id], row)) > 0.9999 for c, row in zip(stored, fresh))
+
+    ctx.cfg.site.summary_text_cache = False  # off: every text is embedded again
+    ctx.vectors.drop(SUMMARIES)
+    texts = _model_texts(ctx, monkeypatch)
+    off = build_communities(ctx)
+    assert off.summary_texts_embedded == off.communities and len(texts) == off.communities
+
+
+def test_a_touched_community_with_nearly_the_same_members_keeps_its_summary(
+        site: tuple[SiteContext, Path, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`summary_keep_overlap`: a community the edit touched keeps the text of the stored community it
+    shares at least that Jaccard overlap with, when none of that one's documents changed; its vector
+    blends that text (from the cache, not the model) with its current chunks. The membership is the
+    refresh's own (the same as with the option off)."""
+    ctx, folder, rows = site
+    ctx.cfg.site.summary_keep_overlap = 0.6
+    build_communities(ctx)
+    before = {c.id: c for c in ctx.graph.communities()}
+    hashes = ctx.graph.document_hashes(sorted(ctx.graph.documents_by_source("")))
+    _edit(ctx, folder, rows)
+    now = ctx.graph.document_hashes(sorted(hashes))
+    changed = {d for d in hashes if now.get(d) != hashes[d]}
+    texts = _model_texts(ctx, monkeypatch)
+    report = refresh_communities(ctx)
+    monkeypatch.undo()
+    assert report is not None and report.fallback == "" and report.summaries_kept > 0
+    after = ctx.graph.communities()
+    by_text = {c.summary: c for c in before.values()}
+    donated = [c for c in after if c.id not in before and c.summary in by_text]
+    assert len(donated) == report.summaries_kept
+    for c in donated:
+        donor = by_text[c.summary]
+        assert len(set(c.entity_ids) & set(donor.entity_ids)) / len(set(c.entity_ids) | set(donor.entity_ids)) >= 0.6
+        assert not changed.intersection(donor.doc_ids)
+    stored_texts = {c.summary for c in before.values()}
+    assert not [t for t in texts if t in stored_texts][1:]  # at most the reuse check's one text
+    assert report.summary_texts_embedded == len({c.summary for c in after} - stored_texts)
+    vectors = ctx.vectors.get(SUMMARIES, [c.id for c in after])
+    fresh = summary_vectors(ctx, after)
+    assert all(float(np.dot(vectors[c.id], row)) > 0.9999 for c, row in zip(after, fresh))
+
+    ctx.cfg.site.summary_keep_overlap = 0.5  # two communities could keep one text
+    _edit_again(ctx, folder, rows)
+    with pytest.raises(ConfigError, match="summary_keep_overlap"):
+        refresh_communities(ctx)

@@ -80,3 +80,13 @@ def test_a_changed_query_prefix_never_gets_the_old_vectors(tmp_path: Path) -> No
     plain = CountingEmbedder()
     CachedEmbedder(plain, tmp_path / "e.sqlite").embed_queries(["who?"])
     assert plain.asked == []
+
+
+def test_retain_keeps_only_the_texts_named(tmp_path: Path) -> None:
+    inner = CountingEmbedder()
+    cache = CachedEmbedder(inner, tmp_path / "e.sqlite")
+    cache.embed(["a", "b", "c"])
+    assert cache.retain(["b", "z"]) == 2
+    cache.embed(["a", "b"])
+    assert inner.asked == ["a", "b", "c", "a"]  # b survived, a was dropped
+    assert cache.retain(["a", "b"]) == 0
