@@ -370,6 +370,11 @@ class GatewayConfig:
     dispute_breadth: int = 3
     dispute_breadth_ratio: float = 3.0
     dispute_memory_hours: float = 720.0
+    # A broadly disputed site's sentences fill an answer only where no other site's sentence
+    # answers the question (gateway/query/fusion.py, "Last resort"): a liar's altered sentence that
+    # nobody happened to contradict no longer rides beside honest answers. false: they rank with the
+    # others. Measured in benchmarks/README.md, "A lying enrolled member".
+    disputed_last_resort: bool = True
     # Standing (gateway/query/reliability.py, conflicts.py): a site whose reliability holds fewer than
     # `dispute_standing` confirmations (something independent of it confirmed its sentences; copies
     # of another site's text confirm nothing) cannot win or tie a contradiction against a site that

@@ -162,13 +162,17 @@ class SiteConduct:
 
     def __init__(self, path: Path | None = None, *, decay: float = GAP_DECAY, min_calls: int = MIN_CALLS,
                  window: int = WINDOW, breadth: int = BREADTH, breadth_ratio: float = BREADTH_RATIO,
-                 dispute_memory_s: float = DISPUTE_MEMORY_S, clock: Callable[[], float] = time.time) -> None:
+                 dispute_memory_s: float = DISPUTE_MEMORY_S, last_resort: bool = True,
+                 clock: Callable[[], float] = time.time) -> None:
         if not 0 < decay <= 1 or min_calls < 1 or window < 1:
             raise ValueError("decay must lie in (0, 1], min_calls and window must be positive")
         if breadth < 0 or breadth_ratio < 0 or dispute_memory_s <= 0:
             raise ValueError("breadth and breadth_ratio cannot be negative, dispute_memory_s must be positive")
         self.decay, self.min_calls, self.path, self.window = decay, min_calls, path, window
         self.breadth, self.breadth_ratio, self.dispute_memory_s, self.clock = breadth, breadth_ratio, dispute_memory_s, clock
+        # fusion uses a broadly disputed site's sentences only where no other site's answer
+        # (gateway.query.fusion, "Last resort"); False: they rank with everyone else's
+        self.last_resort = last_resort
         self._db = open_state_db(path, _SCHEMA)
         rows = self._db.execute("SELECT site_id, gap, calls FROM claim_gap").fetchall()
         self._gap: dict[str, float] = {s: float(g) for s, g, _ in rows}
@@ -186,9 +190,10 @@ class SiteConduct:
 
     @classmethod
     def for_gateway(cls, g: "GatewayConfig", gateway_dir: Path) -> "SiteConduct":
-        """As configured: `[gateway] dispute_breadth`, `dispute_breadth_ratio`, `dispute_memory_hours`."""
+        """As configured: `[gateway] dispute_breadth`, `dispute_breadth_ratio`, `dispute_memory_hours`,
+        `disputed_last_resort`."""
         return cls.open(gateway_dir, breadth=g.dispute_breadth, breadth_ratio=g.dispute_breadth_ratio,
-                        dispute_memory_s=g.dispute_memory_hours * 3600.0)
+                        dispute_memory_s=g.dispute_memory_hours * 3600.0, last_resort=g.disputed_last_resort)
 
     def close(self) -> None:
         self._db.close()

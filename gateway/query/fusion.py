@@ -19,7 +19,8 @@ Claims (gateway/query/claims.py) are compared across sites; contradictions are r
 consistent set of claims (gateway/query/conflicts.py), losing sentences leave the answer, and the answer
 says that sources disagree. With a `conduct` record, broadly disputed sites (its dispute breadth: sites
 that have contradicted many distinct others) weigh only against each other in a contradiction and
-support nobody, and the answer's own disputes are counted before it is settled. Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
+support nobody, the answer's own disputes are counted before it is settled, and their sentences fill
+an answer only where no other site's do ("Last resort", below). Near-duplicates (word Jaccard above DUPLICATE_JACCARD) collapse to the
 better-attributed copy — one its site actually cites, then the higher weight, then the more
 confident site — and the best MAX_SENTENCES are kept, best first. Every sentence carries an [n] marker
 indexing the citation list. Citations are ranked by what the gateway measured: a document's site
@@ -64,6 +65,17 @@ was measured. Each site's highest claims are spot-checked (`spot_checks`) whatev
 a site whose measured sentences fall short of its claims by more than DISTRUST has every sentence
 measured. The guarantee stays: no claim ever raises a weight above what the gateway measured, and
 every sentence in an answer was measured. What it saves: sentences the ranking never reaches.
+
+Last resort (`last_resort`; `[gateway] disputed_last_resort`, on by default): a broadly disputed
+site's sentences are used only where no sentence of a site outside that set answers (weighs above
+0: with a reader, read above its floor). Why: breadth settles contradictions, but a contradiction
+needs the honest holder to offer the sentence the liar altered. Asked, the holder may offer other
+sentences of its document, and the altered one then stands unopposed beside honest answers (on the
+adversarial bench's report split, a site broadly disputed for many questions had its "179 Liberty
+Street" sentence kept as an answer's third sentence). A site that has contradicted many distinct
+sites is not evidence worth adding to what others already answer; where nobody else answers, its
+sentences are still used (and read, weighed and settled as any other), so a site disputed for stale
+data still answers what only it holds. Unlike quarantine, it removes nothing from routing.
 
 Screening (`Screen`): sentences the gateway refuses to use as evidence whatever a site says of
 them: an echo of the question and an instruction addressed to whoever reads the evidence.
@@ -751,6 +763,13 @@ def _candidates(pairs: Sequence[tuple[SiteCall, str, str, float | None]]) -> lis
     return out
 
 
+def last_resort(chosen: Sequence[_Candidate], broad: Collection[str]) -> list[_Candidate]:
+    """`chosen` without the broadly disputed sites' sentences, unless nothing else is left (the
+    module docstring, "Last resort")."""
+    others = [c for c in chosen if c.site_id not in broad]
+    return others if others else list(chosen)
+
+
 class _Ranking(NamedTuple):
     resolution: Resolution
     rejected: set[int]
@@ -790,8 +809,10 @@ class _Pool:
             others = (set(resolution.agreeing_sites.get(i, set())) | self.copies[i]) - resolution.broad
             cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
         kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], self.duplicate_jaccard)
-        chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0][:self.max_sentences]
-        return _Ranking(resolution, rejected, chosen)
+        chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0]
+        if self.conduct is not None and self.conduct.last_resort:
+            chosen = last_resort(chosen, resolution.broad)
+        return _Ranking(resolution, rejected, chosen[:self.max_sentences])
 
     def _resolve(self, statements: Sequence[Statement]) -> Resolution:
         """Settle the conflicts with the broadly disputed sites as they stand with this answer's own
