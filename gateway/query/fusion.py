@@ -691,8 +691,7 @@ def fuse(
         return FusedAnswer(answer=f"No answer: {note}.", citations=_rank_citations(ok, [], [], trust, set(), site_prior),
                            sentences=(), note=note, site_coverage=covered, screened=tuple(screened),
                            observations=echoed)
-    unproven = reliability.unproven(sorted(trust)) if reliability is not None else set()
-    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences, conduct, unproven)
+    pool = _Pool(_candidates(pairs), trust, duplicate_jaccard, max_sentences, conduct, _unproven(reliability, trust))
     ranking = pool.verified(question_vector, embedder, eager_below)
     read_trace, best_read, ranking = pool.read(reading, question, question_vector, embedder, ranking)
     resolution, rejected, chosen = ranking
@@ -728,6 +727,11 @@ def _trust(reliability: SiteReliability | None, ok: Sequence[SiteCall],
     if reliability is None:
         return {}
     return reliability.weights(sorted({c.site_id for c in ok}), pending=pending)
+
+
+def _unproven(reliability: SiteReliability | None, trust: Mapping[str, float]) -> set[str]:
+    """The answering sites without standing (gateway.query.reliability; none without a record)."""
+    return reliability.unproven(sorted(trust)) if reliability is not None else set()
 
 
 def _covered(ok: Sequence[SiteCall], coverage: AnswerCoverage | None) -> dict[str, float]:
