@@ -19,9 +19,10 @@ def _row(name: str, r: Mapping[str, Any]) -> str:
 
 def _command(args: Mapping[str, Any]) -> str:
     flags = ("stage", "init", "questions", "dev_questions", "off_topic", "layers", "freeze_layers", "lr", "seed")
-    named = " ".join(f"--{k.replace('_', '-')} {'PREVIOUS_DIR' if k == 'init' else v}" for k, v in args.items()
-                     if k in flags and v and not (k == "stage" and v == "base") and not (k == "seed" and v == 13))
-    return f"`python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR {named}`"
+    named = "".join(f" --{k.replace('_', '-')} {'PREVIOUS_DIR' if k == 'init' else v}" for k, v in args.items()
+                    if k in flags and (v or k == "questions") and not (k == "stage" and v == "base")
+                    and not (k == "seed" and v == 13))  # --questions 0 (all) is not the default
+    return f"`python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR{named}`"
 
 
 def _stages(train: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -36,17 +37,50 @@ def _stages(train: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 ORDINAL = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 
-def _contrast(n: int, stage: Mapping[str, Any]) -> str:
-    a = stage["args"]
+def _base_data(a: Mapping[str, Any]) -> str:
+    chosen = f"{a['questions']} sampled with seed {a['seed']}" if a.get("questions") else "all of them"
+    return ("SQuAD v1.1 **train** questions of hansa's fit split only (evaluation/split.py), " + chosen + ", each "
+            "with the gold sentence holding a reference answer as its positive; hard negatives are the other sentences "
+            "of the gold paragraph and the sentences of other paragraphs of the same article with the most question "
+            "words, plus one sentence of another article (evaluation/reader_pairs.py)")
+
+
+def _contrast_data(a: Mapping[str, Any]) -> str:
+    chosen = f"{a['questions']} fit-split train questions of a sample seeded {a['seed']}" if a.get("questions") else \
+        "all fit-split train questions"
     dev = f"the first {a['dev_questions']} of " if a.get("dev_questions") else ""
     off = (f"; and {a['off_topic']} sentences of other articles sharing the most words with each train question, "
            "as negatives (filler)" if a.get("off_topic") else "")
-    return (f"- Stage {ORDINAL.get(n, n)} (from stage {ORDINAL.get(n - 1, n - 1)}'s graph), data: {a['questions']} fit-split train questions of a sample "
-            f"seeded {a['seed']}, each with a *contrast twin* (one detail changed: an entity or number the answer "
-            "sentence states, an antonym, a negation) whose negative is the same answer sentence; plus " + dev
+    return (chosen + ", each with a *contrast twin* (one detail changed: an entity or number the answer sentence "
+            "states, an antonym, a negation) whose negative is the same answer sentence; plus " + dev
             + "the fit-split SQuAD 2.0 dev questions of half the dev articles (a hash of the article): unanswerable ones "
-            f"against their near-miss paragraph's sentences{off} (evaluation/reader_contrast.py): {stage['pairs']:,} "
-            f"pairs, {stage['positives']:,} positive.")
+            f"against their near-miss paragraph's sentences{off} (evaluation/reader_contrast.py)")
+
+
+def _made_of(stage: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """What each stage's pairs were built as: its pairs files' recipes, else its own arguments."""
+    return stage.get("pairs_files") or [stage["args"]]
+
+
+def read_dev_questions(train: Mapping[str, Any]) -> bool:
+    """Whether any stage trained on SQuAD 2.0 dev's fit questions (the contrast pairs do)."""
+    return any(m.get("stage") == "contrast" for stage in _stages(train) for m in _made_of(stage))
+
+
+def _data(stage: Mapping[str, Any]) -> str:
+    parts = [(_contrast_data if m.get("stage") == "contrast" else _base_data)(m) for m in _made_of(stage)]
+    return "; and ".join(parts) + f": {stage['pairs']:,} pairs, {stage['positives']:,} positive."
+
+
+def _command_of(stage: Mapping[str, Any]) -> str:
+    a = stage["args"]
+    if not stage.get("pairs_files"):
+        return _command(a)
+    made = " and ".join(_command(m).replace("--out DIR", "--write-pairs PAIRS" + str(n)) for n, m in enumerate(stage["pairs_files"], 1))
+    pairs = " ".join(f"--pairs PAIRS{n}" for n in range(1, len(stage["pairs_files"]) + 1))
+    return (f"{made}, then `python -m hansa.evaluation.reader_train {pairs} --base BASE --out RUN --state-out "
+            f"--freeze-layers {a.get('freeze_layers', 0)} --epochs {a['epochs']} --batch {a['batch']} --lr {a['lr']}` "
+            "and `python -m hansa.evaluation.reader_train --export-state RUN --out DIR` (the graphs, on the packaged base)")
 
 
 def _training(train: Mapping[str, Any]) -> list[str]:
@@ -54,20 +88,16 @@ def _training(train: Mapping[str, Any]) -> list[str]:
     stages = _stages(train)
     first = stages[0]
     lines = [f"- Base: {first['base']} (Apache-2.0), first {first['layers']} layers; word embeddings and the lowest "
-             f"{first['args'].get('freeze_layers', 0)} layers frozen.",
-             "- Stage one, data: SQuAD v1.1 **train** questions of hansa's fit split only (evaluation/split.py), "
-             f"{first['args']['questions']} sampled with seed {first['args']['seed']}: {first['pairs']:,} pairs, "
-             f"{first['positives']:,} positive (the gold sentence holding a reference answer); hard negatives are the other "
-             "sentences of the gold paragraph and the sentences of other paragraphs of the same article with the most question "
-             "words, plus one sentence of another article (evaluation/reader_pairs.py)."]
-    lines += [_contrast(n, stage) for n, stage in enumerate(stages[1:], 2)]
+             f"{first['args'].get('freeze_layers', 0)} layers frozen."]
+    lines += [f"- Stage {ORDINAL.get(n, n)}{f' (from stage {ORDINAL.get(n - 1, n - 1)}' + chr(39) + 's graph)' if n > 1 else ''}, "
+              f"data: {_data(stage)}" for n, stage in enumerate(stages, 1)]
     lines.append("- SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from Wikipedia); no report-split question "
                  "was read in training.")
     for n, stage in enumerate(stages, 1):
         a = stage["args"]
         lines.append(f"- Stage {n} recipe: {a['epochs']} epoch(s), batch {a['batch']}, AdamW lr {a['lr']}, span loss weight "
                      f"{a['span_weight']}, seed {a['seed']}, on {stage['device']} ({stage['pairs_per_s']} pairs/s, "
-                     f"{stage['train_s'] / 60:.0f} min); command: {_command(a)}.")
+                     f"{stage['train_s'] / 60:.0f} min); command: {_command_of(stage)}.")
     lines.append("- Then: `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write` and "
                  "`python -m hansa.evaluation.reader_kinds DIR --squad ../shared/datasets/squad --mtrag "
                  "../shared/datasets/mtrag --write` (with `--relative S`: the share of the best sentence's score "
@@ -101,7 +131,7 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
         "paragraph, trained on SQuAD 2.0 train (with its unanswerables); this one sees one sentence at a time"
         + ("; from stage two on, training read the fit questions of half the dev articles, so the threshold and floor are fit "
            "on the other fit questions, and *held out* rows are report questions of articles training never read."
-           if args.get("stage") == "contrast" else " and never saw an unanswerable question in training."),
+           if read_dev_questions(train) else " and never saw an unanswerable question in training."),
         "",
         "| graph, part | questions | EM | F1 | HasAns F1 | NoAns acc | answered (answerable) | best sentence holds answer |",
         "|---|---|---|---|---|---|---|---|",

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from hansa.core.sentences import sentence_spans
 from hansa.core.text import content_words
+
+PAIRS_FORMAT = "hansa-reader-pairs/1"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def sentences_of(text: str) -> tuple[str, ...]:
+    # imported here: a pairs file is read where the sentence splitter (blingfire) may be missing, on an
+    # accelerator's own Python (reader_train --pairs)
+    from hansa.core.sentences import sentence_spans
+
     return tuple(text[a:b] for a, b in sentence_spans(text) if text[a:b].strip())
 
 
@@ -124,3 +129,38 @@ def training_pairs(squad_dir: Path, max_questions: int, seed: int = 13) -> list[
         out += question_pairs(r["question"], r["answers"], gold, by_doc[gold.doc_id], other)
     rng.shuffle(out)
     return out
+
+
+def write_pairs(path: Path, pairs: Sequence[Pair], made_by: dict[str, Any]) -> None:
+    """The pairs as one gzip JSON document, each question and sentence stored once.
+
+    Why a file: training may run on an accelerator whose Python lacks what building pairs needs
+    (the sentence splitter, the data set); the pairs are built here, shipped, and trained on there,
+    the same pairs wherever training runs."""
+    index: dict[str, int] = {}
+    texts: list[str] = []
+
+    def at(text: str) -> int:
+        if text not in index:
+            index[text] = len(texts)
+            texts.append(text)
+        return index[text]
+
+    rows = [[at(p.question), at(p.sentence), p.label, *(p.span or (-1, -1))] for p in pairs]
+    doc = {"format": PAIRS_FORMAT, "made_by": made_by, "texts": texts, "pairs": rows}
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(doc, fh, separators=(",", ":"))
+
+
+def read_pairs(path: Path) -> tuple[list[Pair], dict[str, Any]]:
+    """The pairs of a file `write_pairs` wrote, and how they were made; anything else is refused."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("format") != PAIRS_FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, expected {PAIRS_FORMAT}")
+        texts = doc["texts"]
+        pairs = [Pair(texts[q], texts[s], int(y), (a, b) if a >= 0 else None) for q, s, y, a, b in doc["pairs"]]
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise SystemExit(f"--pairs {path}: not a pairs file written by `reader_train --write-pairs` ({exc})")
+    return pairs, doc.get("made_by", {})

@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from hansa.evaluation.reader_contrast import contrast_pairs
-from hansa.evaluation.reader_pairs import Pair, training_pairs
+from hansa.evaluation.reader_pairs import Pair, read_pairs, write_pairs
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUTS = ("answers", "start_logits", "end_logits")
@@ -54,7 +53,8 @@ def build_model(base_dir: Path, layers: int = 0):
 
         def __init__(self) -> None:
             super().__init__()
-            self.bert = BertModel.from_pretrained(str(base_dir), add_pooling_layer=False)
+            # .float(): a base stored in half precision (what travels to an accelerator) trains in fp32
+            self.bert = BertModel.from_pretrained(str(base_dir), add_pooling_layer=False).float()
             if layers:
                 self.bert.encoder.layer = self.bert.encoder.layer[:layers]
                 self.bert.config.num_hidden_layers = layers
@@ -114,6 +114,20 @@ def batches(pairs: Sequence[Pair], size: int, seed: int) -> list[list[Pair]]:
     return out
 
 
+def build_pairs(args: argparse.Namespace) -> list[Pair]:
+    """The run's pairs: read from `--pairs` files, else built from SQuAD (the stage's builder; imported
+    here because building needs the sentence splitter, reading does not)."""
+    if args.pairs:
+        return [p for path in args.pairs for p in read_pairs(Path(path))[0]]
+    if args.stage == "contrast":
+        from hansa.evaluation.reader_contrast import contrast_pairs
+
+        return contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions, args.off_topic)
+    from hansa.evaluation.reader_pairs import training_pairs
+
+    return training_pairs(Path(args.squad), args.questions, args.seed)
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
     torch, AutoTokenizer, _ = _torch()
     random.seed(args.seed)
@@ -126,10 +140,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if args.init:  # a missing or foreign graph is refused before minutes of reading SQuAD
         load_onnx_weights(model, init_graph(Path(args.init)))
     # the pairs draw from their own random.Random(seed): built after the model, they are the same pairs
-    if args.stage == "contrast":
-        pairs = contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions, args.off_topic)
-    else:
-        pairs = training_pairs(Path(args.squad), args.questions, args.seed)
+    pairs = build_pairs(args)
     model = model.to(device)
     frozen = [model.bert.embeddings.word_embeddings, *model.bert.encoder.layer[:args.freeze_layers]]
     for p in (p for module in frozen for p in module.parameters()):
@@ -138,16 +149,26 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     steps = math.ceil(len(pairs) / args.batch) * args.epochs
     warm = max(1, int(0.06 * steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min((k + 1) / warm, max(0.0, (steps - k) / max(1, steps - warm))))
+    # the decay's end: all planned steps, or (under --time-budget) the steps the budget holds at the rate
+    # measured so far, so a cut-short run still ends with its learning rate decayed
+    horizon = [steps]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min((k + 1) / warm, max(0.0, (horizon[0] - k) / max(1, horizon[0] - warm))))
     bce = torch.nn.BCEWithLogitsLoss()
     ce = torch.nn.CrossEntropyLoss(reduction="none")
     model.train()
-    t0, step, seen, log = time.time(), 0, 0, []
+    t0, step, seen, log, stopped = time.time(), 0, 0, [], False
+    t50 = t0
     for epoch in range(args.epochs):
         for batch in batches(pairs, args.batch, args.seed + epoch):
+            if step >= horizon[0] or (args.time_budget and time.time() - t0 > args.time_budget):
+                stopped = True  # the accelerator's lease is short: keep what was learned rather than lose it all
+                break
             b = encode(tokenizer, batch, args.max_length)
             enc = {k: v.to(device) for k, v in b["enc"].items()}
-            answers, start, end = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+            # bf16 on a GPU (its matrix units); the losses run in fp32 either way
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+                answers, start, end = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+            answers, start, end = answers.float(), start.float(), end.float()
             y = torch.tensor([p.label for p in batch], dtype=torch.float32, device=device)
             loss = bce(answers, y)
             mask = torch.tensor(b["has_span"], dtype=torch.float32, device=device)
@@ -163,18 +184,72 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             opt.zero_grad()
             step += 1
             seen += len(batch)
-            if step % 20 == 0 or step == steps:
+            if args.time_budget and step == 50:
+                t50 = time.time()  # the first steps are slow (the device warms up): the rate is measured after them
+            elif args.time_budget and step > 50 and step % 50 == 0:
+                left = args.time_budget - (time.time() - t0)
+                horizon[0] = max(warm + 1, min(steps, step + int(left * (step - 50) / (time.time() - t50))))
+            if step % args.log_every == 0 or step == steps:
                 rate = seen / (time.time() - t0)
-                log.append({"step": step, "of": steps, "loss": round(float(loss), 4), "pairs_per_s": round(rate, 1)})
+                log.append({"step": step, "of": steps, "loss": round(float(loss.detach()), 4), "pairs_per_s": round(rate, 1)})
                 print(json.dumps(log[-1]), flush=True)
+        if stopped:
+            break
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model.eval().cpu()
-    export(model, tokenizer, out)
+    if args.state_out:
+        save_state(model, out)
+    else:
+        export(model, tokenizer, out)
     return {"pairs": len(pairs), "positives": sum(p.label for p in pairs), "steps": step, "device": device,
             "train_s": round(time.time() - t0, 1), "pairs_per_s": round(seen / (time.time() - t0), 1),
             "base": "sentence-transformers/all-MiniLM-L6-v2", "layers": len(model.bert.encoder.layer), "log": log[-5:],
+            **({"stopped_at_time_budget": True, "planned_steps": steps} if stopped else {}),
+            **({"pairs_files": [read_pairs(Path(p))[1] for p in args.pairs]} if args.pairs else {}),
             **({"init": _lineage(Path(args.init))} if args.init else {})}
+
+
+STATE_SHARD_BYTES = 15 * 2**20  # what one file back from an accelerator may weigh (its tool returns files of <= 16 MiB)
+
+
+def save_state(model: Any, out: Path) -> None:
+    """Every weight but the frozen word embeddings (they are the base's), fp32, in shards
+    `state-NN.safetensors` of <= STATE_SHARD_BYTES; `--export-state` makes the graphs from them here."""
+    from safetensors.torch import save_file
+
+    shard: dict[str, Any] = {}
+    size, n = 0, 0
+    for name, tensor in model.state_dict().items():
+        if name == "bert.embeddings.word_embeddings.weight":
+            continue
+        if shard and size + tensor.numel() * 4 > STATE_SHARD_BYTES:
+            save_file(shard, str(out / f"state-{n:02d}.safetensors"))
+            shard, size, n = {}, 0, n + 1
+        shard[name] = tensor.float().contiguous()
+        size += tensor.numel() * 4
+    if shard:
+        save_file(shard, str(out / f"state-{n:02d}.safetensors"))
+
+
+def export_state(args: argparse.Namespace) -> dict[str, Any]:
+    """The graphs of a run that saved its weights (`--state-out`), on the packaged base: the word
+    embeddings, frozen in training, are the base's own in full precision."""
+    torch, AutoTokenizer, _ = _torch()
+    from safetensors.torch import load_file
+
+    state_dir = Path(args.export_state)
+    info = json.loads((state_dir / "train.json").read_text())
+    base = Path(args.base) if args.base else _packaged_minilm()
+    model = build_model(base, info.get("args", {}).get("layers", 0))
+    state = model.state_dict()
+    for shard in sorted(state_dir.glob("state-*.safetensors")):
+        state.update(load_file(str(shard)))
+    model.load_state_dict(state)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    export(model.eval(), AutoTokenizer.from_pretrained(str(base)), out)
+    return info
 
 
 def _lineage(init: Path) -> dict[str, Any]:
@@ -275,8 +350,8 @@ def _packaged_minilm() -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--squad", required=True, help="the SQuAD folder (passages.jsonl.gz, questions.jsonl.gz)")
-    ap.add_argument("--out", required=True, help="where reader.onnx, reader-int8.onnx, tokenizer.json and train.json go")
+    ap.add_argument("--squad", default="", help="the SQuAD folder (passages.jsonl.gz, questions.jsonl.gz); needed unless --pairs or --export-state")
+    ap.add_argument("--out", default="", help="where reader.onnx, reader-int8.onnx, tokenizer.json and train.json go")
     ap.add_argument("--base", default="", help="a BERT-style model directory (default: the packaged all-MiniLM-L6-v2)")
     ap.add_argument("--stage", choices=("base", "contrast"), default="base",
                     help="base: answer sentences and near misses (reader_pairs); contrast: unanswerable twins and "
@@ -299,7 +374,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--cpu", action="store_true", help="train on the CPU even when torch sees a GPU")
+    ap.add_argument("--write-pairs", default="", help="build this stage's pairs, write them to this file (gzip JSON) and "
+                                                    "stop: no torch needed (what an accelerator without the data set trains on)")
+    ap.add_argument("--pairs", action="append", default=[], help="train on pairs files --write-pairs wrote (repeatable: "
+                                                                 "their union) instead of building pairs; --squad is then unused")
+    ap.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds and keep what "
+                                                                   "was learned (0: none; for an accelerator's short lease)")
+    ap.add_argument("--state-out", action="store_true", help="write the trained weights (state-NN.safetensors, <= 15 MiB "
+                                                             "each) instead of the graphs; make these with --export-state")
+    ap.add_argument("--export-state", default="", help="a directory --state-out wrote: export its graphs, tokenizer and "
+                                                      "train.json into --out, on the packaged base, and stop")
+    ap.add_argument("--log-every", type=int, default=20, help="steps between progress lines")
     args = ap.parse_args(argv)
+    if not args.out and not args.write_pairs:
+        ap.error("--out is needed (where the reader goes)")
+    if not args.squad and not args.pairs and not args.export_state:
+        ap.error("--squad is needed to build pairs (or train on --pairs files, or --export-state a run)")
+    if args.write_pairs:
+        made_by = {k: v for k, v in vars(args).items() if k in ("stage", "questions", "dev_questions", "off_topic", "seed")}
+        pairs = build_pairs(args)
+        write_pairs(Path(args.write_pairs), pairs, made_by)
+        print(json.dumps({"pairs": len(pairs), "positives": sum(p.label for p in pairs), "file": args.write_pairs, **made_by}))
+        return
+    if args.export_state:
+        info = export_state(args)
+        (Path(args.out) / "train.json").write_text(json.dumps(info, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in info.items() if k != "log"}))
+        return
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     info = train(args)
     info.update({"started": started, "args": {k: v for k, v in vars(args).items() if k not in ("squad", "out")}})

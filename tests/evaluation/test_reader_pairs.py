@@ -60,3 +60,30 @@ def test_only_fit_split_train_questions_are_trained_on(tmp_path: Path) -> None:
     expected = {r["question"] for r in rows if r["source"] == "squad1.1-train" and split_of(r["id"]) == "fit"}
     assert asked and asked <= expected  # no dev question, no report-split question
     assert training_pairs(tmp_path, 0) == pairs  # seeded: the same pairs every run
+
+
+def test_a_pairs_file_holds_the_same_pairs_and_says_how_they_were_made(tmp_path: Path) -> None:
+    from hansa.evaluation.reader_pairs import Pair, read_pairs, write_pairs
+
+    pairs = [Pair("who?", "Eiffel built it.", 1, (0, 6)), Pair("who?", "It is tall.", 0), Pair("when?", "Eiffel built it.", 0)]
+    path = tmp_path / "pairs.json.gz"
+    write_pairs(path, pairs, {"stage": "base", "questions": 0})
+    got, made_by = read_pairs(path)
+    assert got == pairs and made_by == {"stage": "base", "questions": 0}
+    with gzip.open(path, "rt") as fh:
+        assert len(json.load(fh)["texts"]) == 4  # each question and sentence stored once
+
+
+def test_a_file_that_is_not_a_pairs_file_is_refused_naming_it(tmp_path: Path) -> None:
+    import pytest
+
+    from hansa.evaluation.reader_pairs import read_pairs
+
+    for name, content in (("other.json.gz", json.dumps({"format": "something-else"})), ("broken.json.gz", "{not json")):
+        path = tmp_path / name
+        with gzip.open(path, "wt") as fh:
+            fh.write(content)
+        with pytest.raises(SystemExit, match=rf"--pairs .*{name}: not a pairs file written by `reader_train --write-pairs`"):
+            read_pairs(path)
+    with pytest.raises(SystemExit, match="missing.json.gz"):
+        read_pairs(tmp_path / "missing.json.gz")

@@ -177,6 +177,29 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     quantized, dequantized = (ort.InferenceSession(str(d)).run(None, feed)
                               for d in (second / "reader-int8.onnx", third / "reader.onnx"))
     assert np.allclose(quantized[0], dequantized[0], atol=0.1)
+    # where the accelerator's Python cannot build pairs: pairs written here, trained on from the file, the weights
+    # saved and the graphs exported here; lr 0 and the same seed, so the same graph as training from SQuAD directly
+    pairs, run, exported = tmp_path / "pairs.json.gz", tmp_path / "run", tmp_path / "exported"
+    train(["--squad", str(squad), "--questions", "24", "--write-pairs", str(pairs)])
+    train(["--pairs", str(pairs), "--out", str(run), "--state-out", "--layers", "1", "--freeze-layers", "0", "--threads", "1",
+           "--lr", "0"])
+    assert sorted(p.name for p in run.iterdir()) == ["state-00.safetensors", "train.json"]
+    train(["--export-state", str(run), "--out", str(exported)])
+    direct = tmp_path / "direct"
+    train(["--squad", str(squad), "--out", str(direct), "--questions", "24", "--layers", "1", "--freeze-layers", "0",
+           "--threads", "1", "--lr", "0"])
+    from_file, from_squad = (ort.InferenceSession(str(d / "reader.onnx")).run(None, feed) for d in (exported, direct))
+    assert np.allclose(from_file[0], from_squad[0], atol=1e-5)
+    assert json.loads((exported / "train.json").read_text())["pairs_files"] == [
+        {"stage": "base", "questions": 24, "dev_questions": 0, "off_topic": 0, "seed": 13}]
+    measure([str(exported), "--squad", str(squad), "--limit", "40", "--write"])
+    card = (exported / "README.md").read_text()
+    assert "--write-pairs PAIRS1 --questions 24" in card and "--export-state RUN" in card
+    # a time budget stops training and keeps what was learned
+    short = tmp_path / "short"
+    train(["--pairs", str(pairs), "--out", str(short), "--state-out", "--layers", "1", "--threads", "1", "--batch", "2",
+           "--time-budget", "0.001"])
+    assert json.loads((short / "train.json").read_text())["stopped_at_time_budget"] is True
     with pytest.raises(SystemExit, match="reader.onnx"):  # before SQuAD is read: no SQuAD is there to read
         train(["--squad", str(tmp_path / "no-squad"), "--out", str(tmp_path / "none"), "--stage", "contrast", "--init",
                str(tmp_path / "missing"), "--questions", "4", "--layers", "1", "--threads", "1"])
