@@ -113,7 +113,7 @@ RELATIVE_FIT = ("chosen by `hansa eval --dataset squad --sites 16 --site-setting
 
 
 def card_section(floors: Mapping[str, float], single: float, table: Sequence[Mapping[str, Any]],
-                 relative: float | None = None) -> str:
+                 relative: float | None = None, relative_fit: str = RELATIVE_FIT) -> str:
     lines = [CARD_BEGIN, "## Floors per kind of question", "",
              "The gateway's floor depends on what the question asks for (gateway/query/reading.py: a small "
              "lexical rule; \"who/when/which/how many/what is the X of Y\" is factoid, \"what does X do/how/why/"
@@ -130,16 +130,17 @@ def card_section(floors: Mapping[str, float], single: float, table: Sequence[Map
               f"{r['answered_at_single_floor']:.3f} |" for r in table]
     if relative is not None:
         lines += ["", f"A further answer sentence must score at least **{relative}** of the best sentence's score "
-                      f"(`calibration.relative`; {RELATIVE_FIT})."]
+                      f"(`calibration.relative`; {relative_fit})."]
     return "\n".join(lines + ["", CARD_END, ""])
 
 
-def write(model_dir: Path, floors: Mapping[str, float], section: str, relative: float | None = None) -> None:
+def write(model_dir: Path, floors: Mapping[str, float], section: str, relative: float | None = None,
+          relative_fit: str = RELATIVE_FIT) -> None:
     """reader.json's calibration gains `floors` (and `relative` when given); the card's section is
     replaced (or appended)."""
     calibration: dict[str, Any] = {"floors": dict(floors)}
     if relative is not None:
-        calibration["relative"], calibration["relative_fit"] = relative, RELATIVE_FIT
+        calibration["relative"], calibration["relative_fit"] = relative, relative_fit
     calibration["floors_fit"] = (f"answers {SHARES[FACTOID]} (factoid) / {SHARES[DESCRIPTIVE]} (descriptive) of "
                                  "each kind's answerable fit questions of SQuAD 2.0 dev and of MTRAG "
                                  "(evaluation/reader_kinds.py)")
@@ -160,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--relative", type=float, default=None,
                     help="with --write: also write this share of the best sentence's score as the model's "
                          "`calibration.relative` (chosen on the fit split by hansa eval runs; see the card)")
+    ap.add_argument("--relative-fit", default=RELATIVE_FIT,
+                    help="with --relative: how that share was chosen, for the card (default: the fit-split runs it names)")
     args = ap.parse_args(argv)
     if args.relative is not None and not 0.0 <= args.relative <= 1.0:
         ap.error(f"--relative must lie in 0..1, not {args.relative}")
@@ -177,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     out = {"floors": floors, "single_floor": single, "answered": table, "shares": SHARES}
     if args.write:
         relative = args.relative if args.relative is not None else reader.calibration.get("relative")  # kept on a refit
-        write(Path(args.model_dir), floors, card_section(floors, single, table, relative), args.relative)
+        how = args.relative_fit if args.relative is not None else reader.calibration.get("relative_fit", RELATIVE_FIT)
+        write(Path(args.model_dir), floors, card_section(floors, single, table, relative, how), args.relative, how)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
