@@ -207,8 +207,9 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
 
 DESCRIBED_Q = "What does the Federal Emergency Management Agency do?"
 # a heading of the demo federation's passages (cli/data/demo_passages.jsonl, MTRAG, Apache-2.0) that
-# says what FEMA does, in words the SQuAD-trained reader scores low (~0.09)
-DESCRIBED_A = "Guide\nWhat FEMA Is Doing - Mitigation Activities"
+# says what FEMA advises, in words the SQuAD-trained reader scores low (~0.17: under the single floor, over
+# the descriptive one)
+DESCRIBED_A = "FEMA: Assemble a Disaster Supplies Kit"
 
 
 def test_a_descriptive_question_reads_at_its_own_lower_floor() -> None:
