@@ -80,15 +80,17 @@ def _command_of(stage: Mapping[str, Any]) -> str:
     pairs = " ".join(f"--pairs PAIRS{n}" for n in range(1, len(stage["pairs_files"]) + 1))
     return (f"{made}, then `python -m hansa.evaluation.reader_train {pairs} --base BASE --out RUN --state-out "
             f"--freeze-layers {a.get('freeze_layers', 0)} --epochs {a['epochs']} --batch {a['batch']} --lr {a['lr']}` "
-            "and `python -m hansa.evaluation.reader_train --export-state RUN --out DIR` (the graphs, on the packaged base)")
+            "and `python -m hansa.evaluation.reader_train --export-state RUN --out DIR` (the graphs, on the packaged base; "
+            "BASE: all-MiniLM-L6-v2's folder, which may travel in half precision)")
 
 
 def _training(train: Mapping[str, Any]) -> list[str]:
     """How the model was made: stage one, then each stage that continued it."""
     stages = _stages(train)
     first = stages[0]
-    lines = [f"- Base: {first['base']} (Apache-2.0), first {first['layers']} layers; word embeddings and the lowest "
-             f"{first['args'].get('freeze_layers', 0)} layers frozen."]
+    frozen = first["args"].get("freeze_layers", 0)
+    lines = [f"- Base: {first['base']} (Apache-2.0), first {first['layers']} layers; word embeddings"
+             + (f" and the lowest {frozen} layers" if frozen else "") + " frozen."]
     lines += [f"- Stage {ORDINAL.get(n, n)}{f' (from stage {ORDINAL.get(n - 1, n - 1)}' + chr(39) + 's graph)' if n > 1 else ''}, "
               f"data: {_data(stage)}" for n, stage in enumerate(stages, 1)]
     lines.append("- SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from Wikipedia); no report-split question "
@@ -96,7 +98,7 @@ def _training(train: Mapping[str, Any]) -> list[str]:
     for n, stage in enumerate(stages, 1):
         a = stage["args"]
         lines.append(f"- Stage {n} recipe: {a['epochs']} epoch(s), batch {a['batch']}, AdamW lr {a['lr']}, span loss weight "
-                     f"{a['span_weight']}, seed {a['seed']}, on {stage['device']} ({stage['pairs_per_s']} pairs/s, "
+                     f"{a['span_weight']}, seed {a['seed']}, on {stage.get('device_name') or stage['device']} ({stage['pairs_per_s']} pairs/s, "
                      f"{stage['train_s'] / 60:.0f} min); command: {_command_of(stage)}.")
     lines.append("- Then: `python -m hansa.evaluation.reader DIR --squad ../shared/datasets/squad --write` and "
                  "`python -m hansa.evaluation.reader_kinds DIR --squad ../shared/datasets/squad --mtrag "

@@ -203,6 +203,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     else:
         export(model, tokenizer, out)
     return {"pairs": len(pairs), "positives": sum(p.label for p in pairs), "steps": step, "device": device,
+            **({"device_name": torch.cuda.get_device_name()} if device == "cuda" else {}),
             "train_s": round(time.time() - t0, 1), "pairs_per_s": round(seen / (time.time() - t0), 1),
             "base": "sentence-transformers/all-MiniLM-L6-v2", "layers": len(model.bert.encoder.layer), "log": log[-5:],
             **({"stopped_at_time_budget": True, "planned_steps": steps} if stopped else {}),
