@@ -13,7 +13,14 @@ optimizer's memory, and they need no new meaning).
 
 Why this recipe, on two CPU cores: measured here (2026-11-27, quiet machine) a training step of
 MiniLM-L6 runs ~17 question-sentence pairs/s on SQuAD's sentences (~50 at <= 44 tokens); batching pairs of
-similar length, a 96-token cap and the two lowest layers frozen bring it to ~XX; a CUDA device is used when torch sees one, with the same seed and data.
+similar length, a 96-token cap and the two lowest layers frozen bring it to ~20 (the previous reader's
+two stages: 21.2 and 19.0 pairs/s). A CUDA device is used when torch sees one (bf16), with the same
+seed and data: on an H200 all layers train at ~2,100 pairs/s, bound by tokenising on the host.
+
+On an accelerator whose Python lacks what building pairs needs (the sentence splitter, the data set)
+or whose tool returns only small files: `--write-pairs` here, `--pairs ... --state-out` there
+(`--time-budget` for a short lease), `--export-state` here (benchmarks/README.md, "The reader trained
+on an accelerator").
 
 Exports: `reader.onnx` (fp32) and `reader-int8.onnx` (ONNX Runtime's dynamic int8 quantization of
 its MatMul weights); the runtime (onnx.py) ships the one the card names.
@@ -211,6 +218,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             **({"init": _lineage(Path(args.init))} if args.init else {})}
 
 
+WORD_EMBEDDINGS = "bert.embeddings.word_embeddings.weight"  # frozen: never saved, always the base's
 STATE_SHARD_BYTES = 15 * 2**20  # what one file back from an accelerator may weigh (its tool returns files of <= 16 MiB)
 
 
@@ -222,7 +230,7 @@ def save_state(model: Any, out: Path) -> None:
     shard: dict[str, Any] = {}
     size, n = 0, 0
     for name, tensor in model.state_dict().items():
-        if name == "bert.embeddings.word_embeddings.weight":
+        if name == WORD_EMBEDDINGS:
             continue
         if shard and size + tensor.numel() * 4 > STATE_SHARD_BYTES:
             save_file(shard, str(out / f"state-{n:02d}.safetensors"))
@@ -240,12 +248,20 @@ def export_state(args: argparse.Namespace) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     state_dir = Path(args.export_state)
+    shards = sorted(state_dir.glob("state-*.safetensors"))
+    if not (state_dir / "train.json").is_file() or not shards:
+        raise SystemExit(f"--export-state: {state_dir} holds no train.json and state-NN.safetensors (a directory "
+                         "`reader_train --state-out` wrote)")
     info = json.loads((state_dir / "train.json").read_text())
     base = Path(args.base) if args.base else _packaged_minilm()
     model = build_model(base, info.get("args", {}).get("layers", 0))
     state = model.state_dict()
-    for shard in sorted(state_dir.glob("state-*.safetensors")):
-        state.update(load_file(str(shard)))
+    saved = {k: v for shard in shards for k, v in load_file(str(shard)).items()}
+    missing = sorted(set(state) - set(saved) - {WORD_EMBEDDINGS})
+    if missing or set(saved) - set(state):
+        raise SystemExit(f"--export-state: {state_dir}'s shards do not hold this reader's weights "
+                         f"(missing {', '.join(missing[:3]) or 'none'}; a shard lost or another model's)")
+    state.update(saved)
     model.load_state_dict(state)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -195,6 +195,11 @@ def test_training_makes_a_model_the_gateway_can_read_with(tmp_path: Path, shared
     measure([str(exported), "--squad", str(squad), "--limit", "40", "--write"])
     card = (exported / "README.md").read_text()
     assert "--write-pairs PAIRS1 --questions 24" in card and "--export-state RUN" in card
+    # a lost shard is refused, naming the directory, before any graph is written
+    (run / "state-00.safetensors").rename(tmp_path / "elsewhere.safetensors")
+    with pytest.raises(SystemExit, match=r"--export-state: .*run holds no train.json and state-NN"):
+        train(["--export-state", str(run), "--out", str(tmp_path / "never")])
+    assert not (tmp_path / "never").exists()
     # a time budget stops training and keeps what was learned
     short = tmp_path / "short"
     train(["--pairs", str(pairs), "--out", str(short), "--state-out", "--layers", "1", "--threads", "1", "--batch", "2",
