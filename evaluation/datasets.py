@@ -24,6 +24,7 @@ UNANSWERABLE = "unanswerable"
 UNDERSPECIFIED = "underspecified"
 # a question of the other dataset, which no site of this federation holds (evaluation.runner.out_of_scope_questions)
 OUT_OF_SCOPE = "out_of_scope"
+OUT_OF_SCOPE_ID = "out-of-scope:"  # the prefix of their ids (calibration rows keep it: reader_abstain tells them apart)
 ANSWERABLE_KINDS = frozenset({ANSWERABLE, PARTIAL})
 
 

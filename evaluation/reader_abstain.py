@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from hansa.core.errors import InputError
+from hansa.evaluation.datasets import OUT_OF_SCOPE_ID
 from hansa.evaluation.reader_card import write_calibration
-from hansa.evaluation.runner import OUT_OF_SCOPE_ID
 from hansa.gateway.query.calibrate import Row, fit_reader_abstain, read_rows, reader_abstain_threshold
 from hansa.gateway.query.calibration import SCALE_FREE_FEATURES, LogisticModel
 

@@ -53,7 +53,7 @@ from typing import Any, Callable, Sequence
 
 from hansa.core.errors import HansaError, InputError
 from hansa.evaluation import metrics
-from hansa.evaluation.datasets import OUT_OF_SCOPE, Dataset, Passage, Question, load_dataset
+from hansa.evaluation.datasets import OUT_OF_SCOPE, OUT_OF_SCOPE_ID, Dataset, Passage, Question, load_dataset
 from hansa.evaluation.split import sample, select
 
 STRATEGIES = ("hansa", "exhaustive", "centralized", "top1", "oracle", "full_information")
@@ -213,9 +213,6 @@ def choose_questions(ds: Dataset, split: str, limit: int, limit_unanswerable: in
 # The other dataset's questions asked of a federation (out_of_scope_questions). MTRAG's Wikipedia
 # domain (clapnq) is left out of those asked of SQuAD, whose sites hold Wikipedia too.
 OUT_OF_SCOPE_FROM = {"squad": ("mtrag", ("fiqa", "govt", "cloud")), "mtrag": ("squad", ())}
-
-
-OUT_OF_SCOPE_ID = "out-of-scope:"  # the prefix of their ids (calibration rows keep it)
 
 
 def out_of_scope_questions(dataset: str, data: Path, split: str, n: int) -> list[Question]:
