@@ -17,12 +17,12 @@ def _row(name: str, r: Mapping[str, Any]) -> str:
             f"{r['no_ans_accuracy']:.3f} | {r['answered_answerable']:.3f} | {r['answer_sentence_accuracy']:.3f} |")
 
 
-def _command(args: Mapping[str, Any]) -> str:
+def _command(args: Mapping[str, Any], out: str = "--out DIR") -> str:
     flags = ("stage", "init", "questions", "dev_questions", "off_topic", "layers", "freeze_layers", "lr", "seed")
     named = "".join(f" --{k.replace('_', '-')} {'PREVIOUS_DIR' if k == 'init' else v}" for k, v in args.items()
                     if k in flags and (v or k == "questions") and not (k == "stage" and v == "base")
                     and not (k == "seed" and v == 13))  # --questions 0 (all) is not the default
-    return f"`python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad --out DIR{named}`"
+    return f"`python -m hansa.evaluation.reader_train --squad ../shared/datasets/squad {out}{named}`"
 
 
 def _stages(train: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -76,7 +76,7 @@ def _command_of(stage: Mapping[str, Any]) -> str:
     a = stage["args"]
     if not stage.get("pairs_files"):
         return _command(a)
-    made = " and ".join(_command(m).replace("--out DIR", "--write-pairs PAIRS" + str(n)) for n, m in enumerate(stage["pairs_files"], 1))
+    made = " and ".join(_command(m, f"--write-pairs PAIRS{n}") for n, m in enumerate(stage["pairs_files"], 1))
     pairs = " ".join(f"--pairs PAIRS{n}" for n in range(1, len(stage["pairs_files"]) + 1))
     return (f"{made}, then `python -m hansa.evaluation.reader_train {pairs} --base BASE --out RUN --state-out "
             f"--freeze-layers {a.get('freeze_layers', 0)} --epochs {a['epochs']} --batch {a['batch']} --lr {a['lr']}` "
@@ -91,8 +91,9 @@ def _training(train: Mapping[str, Any]) -> list[str]:
     frozen = first["args"].get("freeze_layers", 0)
     lines = [f"- Base: {first['base']} (Apache-2.0), first {first['layers']} layers; word embeddings"
              + (f" and the lowest {frozen} layers" if frozen else "") + " frozen."]
-    lines += [f"- Stage {ORDINAL.get(n, n)}{f' (from stage {ORDINAL.get(n - 1, n - 1)}' + chr(39) + 's graph)' if n > 1 else ''}, "
-              f"data: {_data(stage)}" for n, stage in enumerate(stages, 1)]
+    for n, stage in enumerate(stages, 1):
+        continued = f" (from stage {ORDINAL.get(n - 1, n - 1)}'s graph)" if n > 1 else ""
+        lines.append(f"- Stage {ORDINAL.get(n, n)}{continued}, data: {_data(stage)}")
     lines.append("- SQuAD is CC BY-SA 4.0 (Rajpurkar et al. 2016, 2018; text from Wikipedia); no report-split question "
                  "was read in training.")
     for n, stage in enumerate(stages, 1):
