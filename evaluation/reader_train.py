@@ -121,18 +121,20 @@ def batches(pairs: Sequence[Pair], size: int, seed: int) -> list[list[Pair]]:
     return out
 
 
-def build_pairs(args: argparse.Namespace) -> list[Pair]:
-    """The run's pairs: read from `--pairs` files, else built from SQuAD (the stage's builder; imported
-    here because building needs the sentence splitter, reading does not)."""
+def build_pairs(args: argparse.Namespace) -> tuple[list[Pair], list[dict[str, Any]]]:
+    """The run's pairs and, for `--pairs` files, each file's recipe (its `made_by`, for train.json and the
+    card): read from the files, else built from SQuAD (the stage's builder; imported here because
+    building needs the sentence splitter, reading does not)."""
     if args.pairs:
-        return [p for path in args.pairs for p in read_pairs(Path(path))[0]]
+        files = [read_pairs(Path(path)) for path in args.pairs]
+        return [p for pairs, _ in files for p in pairs], [made_by for _, made_by in files]
     if args.stage == "contrast":
         from hansa.evaluation.reader_contrast import contrast_pairs
 
-        return contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions, args.off_topic)
+        return contrast_pairs(Path(args.squad), args.questions, args.seed, args.dev_questions, args.off_topic), []
     from hansa.evaluation.reader_pairs import training_pairs
 
-    return training_pairs(Path(args.squad), args.questions, args.seed)
+    return training_pairs(Path(args.squad), args.questions, args.seed), []
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
@@ -147,7 +149,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if args.init:  # a missing or foreign graph is refused before minutes of reading SQuAD
         load_onnx_weights(model, init_graph(Path(args.init)))
     # the pairs draw from their own random.Random(seed): built after the model, they are the same pairs
-    pairs = build_pairs(args)
+    pairs, pairs_files = build_pairs(args)
     model = model.to(device)
     frozen = [model.bert.embeddings.word_embeddings, *model.bert.encoder.layer[:args.freeze_layers]]
     for p in (p for module in frozen for p in module.parameters()):
@@ -214,7 +216,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             "train_s": round(time.time() - t0, 1), "pairs_per_s": round(seen / (time.time() - t0), 1),
             "base": "sentence-transformers/all-MiniLM-L6-v2", "layers": len(model.bert.encoder.layer), "log": log[-5:],
             **({"stopped_at_time_budget": True, "planned_steps": steps} if stopped else {}),
-            **({"pairs_files": [read_pairs(Path(p))[1] for p in args.pairs]} if args.pairs else {}),
+            **({"pairs_files": pairs_files} if args.pairs else {}),
             **({"init": _lineage(Path(args.init))} if args.init else {})}
 
 
@@ -409,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         ap.error("--squad is needed to build pairs (or train on --pairs files, or --export-state a run)")
     if args.write_pairs:
         made_by = {k: v for k, v in vars(args).items() if k in ("stage", "questions", "dev_questions", "off_topic", "seed")}
-        pairs = build_pairs(args)
+        pairs, _ = build_pairs(args)
         write_pairs(Path(args.write_pairs), pairs, made_by)
         print(json.dumps({"pairs": len(pairs), "positives": sum(p.label for p in pairs), "file": args.write_pairs, **made_by}))
         return
