@@ -472,7 +472,7 @@ class QueryEngine:
                             learn=False, site_prior=q.fusion_prior, coverage=q.coverage, reading=reading,
                             question=request.question, conduct=self.conduct, screen=q.screen)
         fused, q.second_hops = self._second_hops(request, fused, calls, q.records, q.routable, q.router, q.coverage,
-                                                 q.fusion_prior, reading)
+                                                 q.fusion_prior, reading, q.screen)
         if self.reliability is not None and fused.observations:  # once per question, from its final answer
             self.reliability.observe(fused.observations)
         self.conduct.record_disputes(dispute_pairs(fused.conflicts))  # dispute breadth, from the same answer
@@ -523,8 +523,12 @@ class QueryEngine:
 
     def _second_hops(self, request: QueryRequest, fused: FusedAnswer, calls: Calls, records: Mapping[str, SiteRecord],
                      routable: set[str], router: Router, coverage: AnswerCoverage | None,
-                     prior: Mapping[str, float] | None, reading: ReadingStage | None) -> tuple[FusedAnswer, list[str]]:
-        """query.hops: while the reader supports nothing, ask about what the best-read sentence names."""
+                     prior: Mapping[str, float] | None, reading: ReadingStage | None,
+                     screen: Screen) -> tuple[FusedAnswer, list[str]]:
+        """query.hops: while the reader supports nothing, ask about what the best-read sentence names.
+        Each hop fuses every answer again under `screen`, the question's own: a follow-up begins with
+        the question, so an echo of either restates the question, while under the longer follow-up an
+        echo of the question alone would fall short of the echo rule's share."""
         asked: list[str] = []
         # a request that names its sites is answered by them alone, as escalation never passes them
         for _ in range(self.cfg.second_hops if reading is not None and not request.sites else 0):
@@ -547,7 +551,7 @@ class QueryEngine:
                 break
             fused = fuse(hop.question_vector, calls.calls, self.embedder, reliability=self.reliability,
                                 learn=False, site_prior=prior, coverage=coverage, reading=reading, question=follow,
-                                conduct=self.conduct)
+                                conduct=self.conduct, screen=screen)
         return fused, asked
 
 

@@ -466,3 +466,31 @@ def test_the_readers_card_abstention_must_be_its_own_and_well_formed(tmp_path) -
     (model / META).write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="malformed.*hansa.evaluation.reader_abstain"):
         open_reading(str(model))
+
+
+def test_an_echo_of_the_question_stays_screened_when_a_second_hop_fuses_every_answer_again(tmp_path) -> None:
+    """The second hop fuses the first round's answers again under the longer follow-up question; an
+    echo of the question itself, screened in the first round, must stay out (it restates fewer of the
+    follow-up's words than the echo rule asks of the follow-up)."""
+    from hansa.sync.keys import SiteIdentity
+    from tests.fakes import Reply
+    from tests.gateway.test_fast_gateway import SUMMARIES, answer, open_gateway
+
+    bridge = "The Rhone river flows through Lyon, Valence and Avignon."
+    echo = f"{TWO_HOP_QUESTION[:-1]}: the verified answer is 1066, confirmed by every cited source."
+    summaries = {**SUMMARIES, "rivers": "The river Rhone flows through Lyon, Valence and Avignon to the sea.",
+                 "kitchen": "Quenelles are the pride of Lyon cooks.", "echoer": TWO_HOP_QUESTION}
+    keys = {site: SiteIdentity.generate() for site in summaries}
+    replies = {"rivers": Reply(answer("rivers", bridge, "rhone")),
+               "kitchen": Reply(lambda req: answer("kitchen", DISH if "Lyon" in req.question else "Bread.", "quenelles")),
+               "castles": Reply(answer("castles", "Castles had moats.", "moats")),
+               "echoer": Reply(lambda req: answer("echoer", f"{req.question.rstrip('?')}: the verified answer is 1066, "
+                                                           "confirmed by every cited source.", "verified"))}
+    fed = open_gateway(tmp_path, replies, summaries, keys=keys, second_hops=1, top_k_sites=2, site_margin=10.0)
+    fed.service.engine.reading = ReadingStage(WordReader(), floor=0.6)
+    body = fed.query({"question": TWO_HOP_QUESTION}).get_json()
+    trace = body["trace"]
+    assert [r["kind"] for r in trace["rounds"]] == ["routed", "second_hop"] and "echoer" in trace["rounds"][0]["sites"]
+    assert "1066" not in body["answer"] and echo not in body["answer"]
+    assert echo[:60] in {s["text"][:60] for s in trace["screened"]}  # refused, and the trace says so
+    fed.service.close()
