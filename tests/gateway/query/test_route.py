@@ -192,3 +192,24 @@ def test_without_term_statistics_every_word_weighs_the_same_and_weight_0_is_no_c
     assert cover is not None and cover.words.share(["The Normans."]) == 0.5
     assert AnswerCoverage.weighing(QuestionWords.of("normans", SITES), 0.0) is None
     assert AnswerCoverage.weighing(QuestionWords.of("what is it?", SITES), 0.5) is None  # no word worth looking for
+
+
+def hog_sketch(words: str, df: int, extra_words: int) -> TermSketch:
+    """A hand-made sketch (what a routing hog signs): every question word at `df` documents, padded with
+    `extra_words` more words to inflate its collection word count."""
+    keys = np.unique(np.concatenate([term_keys(words), np.arange(1, extra_words + 1, dtype=np.uint32) * 7919]))
+    return TermSketch(documents=df, min_documents=1, keys=keys, dfs=np.full(len(keys), df, dtype=np.uint16))
+
+
+def test_one_sites_claimed_size_cannot_move_any_other_sites_score() -> None:
+    """CORI normalises each site by the *median* collection size (issue 32): a hog inflating its own
+    word count changes its own score, never the honest sites' (with the mean, its claim would raise
+    or lower every other site's)."""
+    question = term_keys("When did the Normans win at Hastings in 1066?")
+    honest = {**{k: v for k, v in SITES.items() if k != "empty"}, "science": site("Oxygen was isolated in 1774.",
+                                                                                   "Priestley and Scheele.")}
+    small = lexical_scores(question, {**honest, "hog": hog_sketch("normans hastings 1066 win", 4000, 100)})
+    huge = lexical_scores(question, {**honest, "hog": hog_sketch("normans hastings 1066 win", 4000, 50_000)})
+    for name in honest:
+        assert small[name] == pytest.approx(huge[name]), name
+    assert small["history"] > 0 and huge["hog"] != small["hog"]
