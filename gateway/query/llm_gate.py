@@ -23,6 +23,7 @@ from hansa.adapters.llm.base import LLM
 from hansa.core.errors import HansaError
 from hansa.gateway.query.assess import Assessment, Passage
 from hansa.gateway.query.gate import GateDecision
+from hansa.gateway.query.synthesize import EVIDENCE_IS_DATA, quoted
 from hansa.core.text import content_words  # the sites' own notion of a content word
 
 # Phrases by which an answer admits the evidence does not hold the answer (lower-cased, substring).
@@ -30,8 +31,8 @@ INSUFFICIENT = ("insufficient information", "not enough information", "no inform
                 "can't answer", "unable to answer", "does not mention", "doesn't mention", "not mentioned",
                 "does not say", "doesn't say", "i don't know", "i do not know", "no answer")
 CONTEXT_PASSAGES = 5
-PROMPT = ("Answer the question using only the context. If the context does not contain the answer, reply "
-          "exactly: Insufficient information.")
+PROMPT = ("Answer the question using only the evidence. If the evidence does not contain the answer, reply "
+          f"exactly: Insufficient information. {EVIDENCE_IS_DATA}")
 
 
 def insufficient(answer: str) -> bool:
@@ -71,9 +72,10 @@ class LLMGate:
     def decide_with_evidence(self, question: str, passages: Sequence[Passage], assessment: Assessment) -> GateDecision:
         if not passages:
             return GateDecision(False, "the origin offered no evidence", 0.0, self.threshold)
-        context = "\n".join(f"- {p.text}" for p in passages[:CONTEXT_PASSAGES])
+        # quoted as delimited data, as synthesis quotes it: an origin's passage may hold an instruction (issue 32)
+        evidence = quoted({n: [p.text] for n, p in enumerate(passages[:CONTEXT_PASSAGES], 1)})
         messages = [{"role": "system", "content": PROMPT},
-                    {"role": "user", "content": f"Context:\n{context}\n\nQuestion: {question}"}]
+                    {"role": "user", "content": f"Evidence:\n{evidence}\n\nQuestion: {question}"}]
         try:
             answers = [self.llm.complete(messages, max_tokens=self.max_tokens, temperature=self.temperature)
                        for _ in range(self.samples)]
