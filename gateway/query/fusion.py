@@ -372,8 +372,8 @@ class FusedAnswer:
     # what this answer teaches each site's reliability (an echo's failure included): see _observations
     observations: Mapping[str, Observation] = field(default_factory=dict)
     site_best: Mapping[str, float] = field(default_factory=dict)  # each answering site's best measured relevance
-    # sites whose evidence carried the answer (confirmed, or near the leading sentence's weight):
-    # what a learning router is taught (gateway.query.learned), never a site's own claims
+    # sites whose evidence carried the answer (`_contributors`): what a learning router is taught
+    # (gateway.query.learned), never a site's own claims
     contributors: frozenset[str] = frozenset()
 
     @property
@@ -549,10 +549,16 @@ def _confirmed(chosen: Sequence[_Candidate], resolution: Resolution, rejected: s
                   and not copies[c.order] and (c.site_id, c.doc_id) not in disputed}
 
 
-def _contributors(chosen: Sequence[_Candidate], confirmed: set[str]) -> frozenset[str]:
-    """Sites whose evidence carried the answer: confirmed, or a chosen sentence weighing at least
-    CONTRIBUTION of the leading one (the gateway's measurement, not the site's word; filler that
-    only completes the answer does not count)."""
+def _contributors(chosen: Sequence[_Candidate], confirmed: set[str], read: bool) -> frozenset[str]:
+    """Sites whose evidence carried the answer (the learned router's labels). With the reader (`read`):
+    the sites `_confirmed`, the signal reliability learns from, so no label rewards what reliability
+    refuses to (a disputed document, a copy of another site's text, a broadly disputed site: the
+    adversarial bench's liars were labelled for their copies and the router learned to call them).
+    Without one, nothing but another site can confirm, so a chosen sentence weighing at least
+    CONTRIBUTION of the leading one counts too (the gateway's measurement, not the site's word;
+    filler that only completes the answer does not)."""
+    if read:
+        return frozenset(c.site_id for c in chosen if c.site_id in confirmed)
     lead = chosen[0].weight if chosen else 0.0
     return frozenset(c.site_id for c in chosen if c.site_id in confirmed or c.weight >= CONTRIBUTION * lead)
 
@@ -710,7 +716,7 @@ def fuse(
         note = _why_unread(reading, read_trace) or _why_no_answer(calls)
         return FusedAnswer(answer=f"No answer: {note}.", citations=citations, sentences=(), note=note, **found)
     sentences, answer, short = _compose(chosen, citations, resolution, reading is not None)
-    contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies))
+    contributors = _contributors(chosen, _confirmed(chosen, resolution, rejected, candidates, copies), reading is not None)
     return FusedAnswer(answer=answer, citations=citations, sentences=sentences, short_answer=short,
                        contributors=contributors, **found)
 

@@ -458,14 +458,18 @@ def test_adversarial_smoke(tmp_path: Path) -> None:
         assert over_time[-1]["questions"] == r["questions"] and over_time[-1]["attacker"] == r["attacker_final_reliability"]
     assert records["sleeper"]["honest_calls"] > 0 and records["sleeper"]["questions_after_turning"] >= 0
     assert 0.0 <= records["injector"]["instruction_obeyed_share"] <= 1.0
-    # The harness measures, it asserts no attack's success (a defence may rightly bring any share to 0);
-    # what must hold either way: the hog's hand-made publication was built and the gateway answered it,
-    # and the echoer's text reaches only answers of questions it was asked.
+    # The harness measures what the liars and the hog achieve; a defence may rightly bring any share to 0.
+    # The hog's hand-made publication was built and the gateway answered it:
     hog = records["routing_hog"]["hog_publication"]
     assert hog["terms"] > 100 and hog["summaries"] > 20 and isinstance(hog["accepted"], bool)
-    echo = records["echoer"]
-    assert echo["attacker_answer_share"] <= echo["attacker_routed_share"]
-    assert records["injector"]["instruction_obeyed_share"] <= records["injector"]["attacker_routed_share"]
+    # What holds by construction, asserted on these real signed sites (issue 32's probes): the screen
+    # keeps every echo of the question and every instruction out of every answer, second hops included,
+    # and an echo costs its site (it ends below every honest site).
+    echo, injector = records["echoer"], records["injector"]
+    assert echo["attacker_routed_share"] > 0 and echo["attacker_answer_share"] == 0.0
+    assert echo["attacker_below_every_honest_site"] is True
+    assert injector["attacker_routed_share"] > 0
+    assert injector["attacker_answer_share"] == 0.0 and injector["instruction_obeyed_share"] == 0.0
 
 
 def test_house_smoke(tmp_path: Path) -> None:

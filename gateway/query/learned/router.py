@@ -174,8 +174,9 @@ class LearnedRouter:
     def observe(self, question: str, considered: Sequence[SiteScore], selected: Sequence[str],
                 calls: Sequence[SiteCall], fused: FusedAnswer) -> None:
         """Log the outcome of one question: a site contributed when its evidence carried the fused
-        answer (FusedAnswer.contributors: confirmed by another site or the reader, or a sentence near
-        the leading one's measured weight; filler and a site's own claims teach nothing, issue 32).
+        answer (FusedAnswer.contributors: with the reader, confirmed as reliability counts it; without,
+        also a sentence near the leading one's measured weight; filler and a site's own claims teach
+        nothing, issue 32).
         Only sites that answered carry a label (`called`); a failed call (timeout, error) says
         nothing about relevance, so it is logged as `failed` and never trained on.
         A called site outside the router's own pick (a prefix of `considered`) was explored; an

@@ -494,3 +494,20 @@ def test_an_echo_of_the_question_stays_screened_when_a_second_hop_fuses_every_an
     assert "1066" not in body["answer"] and echo not in body["answer"]
     assert echo[:60] in {s["text"][:60] for s in trace["screened"]}  # refused, and the trace says so
     fed.service.close()
+
+
+def test_with_the_reader_a_router_is_taught_only_what_reliability_counts_as_confirmed(embedder: HashEmbedder) -> None:
+    """The learned router's labels (FusedAnswer.contributors) with the reader are the sites the
+    reader or another site confirmed: a document disputed on the question is chosen but teaches the
+    router nothing (issue 32: the liars' copies had been labelled, and the router learned to call
+    them). Without a reader, a sentence near the leading weight still counts."""
+    reading = ReadingStage(WordReader(), floor=0.3)
+    q = embedder.embed_query(QUESTION)
+    alone = fuse(q, [site("a", [(ANSWER, "nd")])], embedder, reading=reading, question=QUESTION)
+    assert alone.contributors == {"a"}  # the reader supports it: confirmed
+    wrong = ANSWER.replace("1858", "1878")
+    calls = [site("a", [(ANSWER, "nd")]), site("b", [(wrong, "bad")])]
+    disputed = fuse(q, calls, embedder, reading=reading, question=QUESTION)
+    assert {s.text for s in disputed.sentences} == {ANSWER, wrong} and disputed.conflicts
+    assert disputed.contributors == frozenset()  # both chosen, neither confirmed
+    assert fuse(q, calls, embedder).contributors == {"a", "b"}  # no reader: the measured weight
