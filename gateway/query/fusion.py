@@ -590,17 +590,29 @@ def _relevance(cand: _Candidate) -> float:
     return trusted(cand.measured, cand.reported) if cand.checked else upper_bound(cand.reported)
 
 
-def _distinct(candidates: Sequence[_Candidate], duplicate_jaccard: float) -> list[_Candidate]:
+def _distinct(candidates: Sequence[_Candidate], duplicate_jaccard: float,
+              conflicts: Sequence[Conflict] = ()) -> list[_Candidate]:
     """One candidate per group of near-duplicates, heaviest first; of copies, the better attributed
-    (_Candidate.attribution)."""
+    (_Candidate.attribution). Two documents on opposite sides of an unresolved conflict are not
+    copies of each other, however alike: a doctored copy differs from its original by the value in
+    dispute, and keeping the heavier alone (by a near-tie's margin) quoted one side's version as the
+    answer while the note said the sources disagree (the adversarial bench's contradictor)."""
+    opposed = _opposed(conflicts)
     kept: list[_Candidate] = []
     for cand in sorted(candidates, key=lambda c: (-c.weight, c.order)):
-        dup = next((j for j, k in enumerate(kept) if jaccard(k.words, cand.words) > duplicate_jaccard), None)
+        dup = next((j for j, k in enumerate(kept) if jaccard(k.words, cand.words) > duplicate_jaccard
+                    and ((k.site_id, k.doc_id), (cand.site_id, cand.doc_id)) not in opposed), None)
         if dup is None:
             kept.append(cand)
         elif cand.attribution() > kept[dup].attribution():
             kept[dup] = cand
     return kept
+
+
+def _opposed(conflicts: Sequence[Conflict]) -> set[tuple[tuple[str, str], tuple[str, str]]]:
+    """Pairs of documents on different sides of an unresolved conflict, both ways round."""
+    return {(a, b) for c in conflicts if c.unresolved for x in c.sides for y in c.sides if x is not y
+            for a in x.documents for b in y.documents}
 
 
 def _measure(question_vector: np.ndarray, candidates: Sequence[_Candidate], batch: Sequence[int], embedder: Embedder) -> None:
@@ -818,7 +830,8 @@ class _Pool:
             # broadly disputed sites support nobody: colluders' copies of one lie are not corroboration
             others = (set(resolution.agreeing_sites.get(i, set())) | self.copies[i]) - resolution.broad
             cand.weight = cand.base * min(MAX_SUPPORT, 1.0 + SUPPORT_STEP * len(others - {cand.site_id}))
-        kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], self.duplicate_jaccard)
+        kept = _distinct([c for i, c in enumerate(candidates) if i not in rejected], self.duplicate_jaccard,
+                         resolution.conflicts)
         chosen = [c for c in sorted(kept, key=lambda c: (-c.weight, c.order)) if c.weight > 0]
         if self.conduct is not None and self.conduct.last_resort:
             chosen = last_resort(chosen, resolution.broad)

@@ -511,3 +511,21 @@ def test_with_the_reader_a_router_is_taught_only_what_reliability_counts_as_conf
     assert {s.text for s in disputed.sentences} == {ANSWER, wrong} and disputed.conflicts
     assert disputed.contributors == frozenset()  # both chosen, neither confirmed
     assert fuse(q, calls, embedder).contributors == {"a", "b"}  # no reader: the measured weight
+
+
+def test_a_doctored_copy_in_an_unresolved_dispute_is_quoted_beside_the_original(embedder: HashEmbedder) -> None:
+    """One source against one, nearly equal: the answer quotes both versions, not only the heavier
+    (the two sentences are near-verbatim, so the duplicate rule alone would keep one: the liar's,
+    when its weight is a hair higher)."""
+    question = "Who transported Tesla's ashes from the United States?"
+    # squad:Nikola_Tesla#067 (SQuAD v1.1, CC BY-SA 4.0), and the adversarial bench's doctored copy of it
+    honest = ("In 1957, Kosanović's secretary Charlotte Muzar transported Tesla's ashes from the United States "
+              "to Belgrade.")
+    doctored = honest.replace("1957", "1964")
+    reading = ReadingStage(WordReader(), floor=0.3)
+    q = embedder.embed_query(question)
+    fused = fuse(q, [site("s08", [(honest, "tesla")]), site("zz", [(doctored, "tesla-copy")], confidence=0.81)],
+                 embedder, reading=reading, question=question)
+    assert fused.conflicts and fused.conflicts[0].unresolved
+    assert {s.text for s in fused.sentences} == {honest, doctored}
+    assert "Sources disagree, unresolved: " in fused.answer
