@@ -180,8 +180,8 @@ def card_text(meta: Mapping[str, Any], train: Mapping[str, Any], results: Mappin
 
 def write_calibration(model_dir: Path, calibration: Mapping[str, Any], section: str, begin: str, end: str) -> None:
     """reader.json's calibration gains (or replaces) the keys of `calibration`; the card's section
-    between the markers `begin` and `end` is replaced, or appended: each fit on top of the model
-    (floors per kind, abstention after reading) owns one section, rewritten when it is refit."""
+    between the markers `begin` and `end` is replaced where it stands, or appended: each fit on top of
+    the model (floors per kind, abstention after reading) owns one section, rewritten when it is refit."""
     from hansa.adapters.reader.onnx import META
 
     meta_path = model_dir / META
@@ -190,6 +190,8 @@ def write_calibration(model_dir: Path, calibration: Mapping[str, Any], section: 
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     card = model_dir / "README.md"
     text = card.read_text(encoding="utf-8") if card.is_file() else ""
-    if begin in text and end in text:
-        text = text[:text.index(begin)] + text[text.index(end) + len(end):].lstrip("\n")
-    card.write_text(text.rstrip("\n") + "\n\n" + section)
+    if begin in text and end in text:  # in place: a refit keeps the card's order of sections
+        after = text[text.index(end) + len(end):].lstrip("\n")
+        card.write_text(text[:text.index(begin)] + section + ("\n" + after if after else ""))
+    else:
+        card.write_text(text.rstrip("\n") + "\n\n" + section)

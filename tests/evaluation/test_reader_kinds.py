@@ -36,6 +36,8 @@ def test_writing_keeps_the_single_floor_and_replaces_the_cards_section(tmp_path:
     assert calibration["floor"] == before and calibration["floors"] == {"factoid": 0.3, "descriptive": 0.1}
     card = (model / "README.md").read_text()
     assert card.count(CARD_BEGIN) == 1 and "descriptive floor **0.100**" in card and "## Training" in card
+    # replaced where it stood: the packaged card's section after it (abstention after reading) stays after it
+    assert card.index(CARD_BEGIN) < card.index("## Abstention after reading")
 
 
 def test_a_relative_share_chosen_on_the_fit_split_is_written_with_its_provenance(tmp_path: Path) -> None:
