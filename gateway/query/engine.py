@@ -303,6 +303,11 @@ class QueryEngine:
         held = self.conduct.quarantined()
         return records, {sid for sid, r in records.items() if r.is_routable(now) and sid not in held}, held
 
+    def _unproven(self, routable: Collection[str]) -> set[str] | None:
+        """The routable sites without standing, none of whom routing asks alone (route.accompanied);
+        None without reliability, which alone knows who has standing."""
+        return self.reliability.unproven(sorted(routable)) if self.reliability is not None else None
+
     def rank(self, question: str, router: Router) -> Routing:
         """Route `question` with `router` over the routable sites and call none: what a router
         sees of a question (calibration collects the tiered gaps of the fit split this way)."""
@@ -349,7 +354,8 @@ class QueryEngine:
         routing = route(request.question, embedder=self.embedder, index=self.index, records=records,
                         routable=routable, top_m=self.cfg.top_m_summaries,
                         k=request.top_k_sites or self.cfg.top_k_sites, router=router, explicit=request.sites,
-                        discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels)
+                        discounts=self.conduct.discounts(), held=held, levels=self.cfg.route_levels,
+                        unproven=self._unproven(routable))
         calls = Calls(request, request.retrieve_request(policy.mode), records, self.transport, self.cfg.site_timeout_s,
                       self.finish, self.early_measure, started)
         t = calls.add("route", t)
@@ -541,7 +547,8 @@ class QueryEngine:
             # routed by the names alone (what the second paragraph is about), asked with the question too
             hop = route(" ".join(names), embedder=self.embedder, index=self.index, records=records, routable=routable,
                         top_m=self.cfg.top_m_summaries, k=request.top_k_sites or self.cfg.top_k_sites, router=router,
-                        discounts=self.conduct.discounts(), levels=self.cfg.route_levels)
+                        discounts=self.conduct.discounts(), levels=self.cfg.route_levels,
+                        unproven=self._unproven(routable))
             sites = _not_yet_asked(hop, set(calls.called))
             if not sites:
                 break

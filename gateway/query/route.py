@@ -419,9 +419,12 @@ def route(
     discounts: Mapping[str, float] | None = None,
     held: Mapping[str, str] | None = None,
     levels: str = "all",
+    unproven: Collection[str] | None = None,
 ) -> Routing:
     """`discounts`: what to subtract from a site's score, its routing claims' excess over what it
     answered (gateway.query.conduct); applied to any router's ranking before the sites are selected.
+    `unproven`: the routable sites without standing (gateway.query.reliability), none of whom is
+    asked alone (`accompanied`; None: the rule is off).
     `held`: quarantined sites and the operator's reason (they are not in `routable`; the trace
     says why they were left out). `levels` ([gateway] route_levels): "all" lets the summaries of
     every community level vote (a site's best match over its levels, GraphRAG's coarse summaries
@@ -442,7 +445,7 @@ def route(
     lexical = lexical_scores(keys, sketches) if router.reads_lexical else None
     considered = discounted(router.rank(vector, hits, routable, lexical=lexical), discounts)
     if explicit is None:
-        selected = [s.site_id for s in router.select(considered, k)]
+        selected = accompanied([s.site_id for s in router.select(considered, k)], considered, k, unproven)
     else:
         selected = list(explicit)
     withdrawn = {sid for sid, rec in records.items() if rec.is_withdrawn}  # no hit says why they are missing
@@ -453,6 +456,27 @@ def route(
     t2 = time.perf_counter()
     return Routing(vector, hits, considered, selected, excluded, "routed" if explicit is None else "explicit",
                    (t1 - t0) * 1000, (t2 - t1) * 1000, words, embedder)
+
+
+def accompanied(selected: list[str], considered: Sequence[SiteScore], k: int,
+                unproven: Collection[str] | None) -> list[str]:
+    """`selected`, and beside it the best-ranked site with standing when none selected has any (the
+    runner-up when a lone leader has no considered site with standing to stand beside), within `k`.
+
+    Why: the claim-gap discount (gateway.query.conduct) compares a site's summaries with its answers
+    against the federation's median, so it needs other sites asked beside it. A newcomer whose
+    summary is the very question asked is the only site within the margin of itself: asked alone,
+    nothing it answers is ever compared, and it keeps the question from the honest holder for good.
+    Beside a site with standing, the honest answer is there from the first question, and the
+    newcomer's gap settles within MIN_CALLS calls. Standing is earned only by sentences something
+    independent confirmed, so a member that only echoes or copies never has it. The cost: one call
+    more for a question led only by sites still without standing (every question's leader at a
+    federation's start, until its sites have answered a few)."""
+    if not unproven or not selected or len(selected) >= k or any(s not in unproven for s in selected):
+        return selected
+    rest = [s.site_id for s in considered if s.site_id not in selected]
+    companion = next((s for s in rest if s not in unproven), rest[0] if len(selected) == 1 and rest else None)
+    return selected if companion is None else [*selected, companion]
 
 
 def discounted(ranked: Sequence[SiteScore], discounts: Mapping[str, float] | None) -> list[SiteScore]:

@@ -8,7 +8,7 @@ import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.route import (DEFAULT_MARGIN, SECOND_HIT_BONUS, AnswerCoverage, QuestionWords, SiteScore,
+from hansa.gateway.query.route import (DEFAULT_MARGIN, accompanied, SECOND_HIT_BONUS, AnswerCoverage, QuestionWords, SiteScore,
                                        lexical_scores, score_sites, select_sites)
 from hansa.sync.terms import TermSketch, term_keys
 
@@ -213,3 +213,15 @@ def test_one_sites_claimed_size_cannot_move_any_other_sites_score() -> None:
     for name in honest:
         assert small[name] == pytest.approx(huge[name]), name
     assert small["history"] > 0 and huge["hog"] != small["hog"]
+
+
+def test_a_leader_without_standing_is_asked_beside_the_best_ranked_site_with_standing() -> None:
+    ranked = [SiteScore(s, 1.0 - i / 10, (), 0) for i, s in enumerate(["new", "other-new", "a", "b"])]
+    assert accompanied(["new"], ranked, 5, {"new", "other-new"}) == ["new", "a"]
+    assert accompanied(["new", "other-new"], ranked, 5, {"new", "other-new"}) == ["new", "other-new", "a"]
+    assert accompanied(["new"], ranked, 5, {"new", "other-new", "a", "b"}) == ["new", "other-new"]  # none has it
+    assert accompanied(["new", "other-new"], ranked, 5, {"new", "other-new", "a", "b"}) == ["new", "other-new"]
+    assert accompanied(["new", "a"], ranked, 5, {"new"}) == ["new", "a"]  # one with standing is asked
+    assert accompanied(["a"], ranked, 5, {"new"}) == ["a"]
+    assert accompanied(["new"], ranked, 1, {"new"}) == ["new"]  # a client's top_k_sites holds
+    assert accompanied(["new"], ranked, 5, None) == ["new"] and accompanied([], ranked, 5, {"new"}) == []
