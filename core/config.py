@@ -381,6 +381,12 @@ class GatewayConfig:
     # holds them (decayed from when each was earned, so at 2.0 a site needs a third). 0: off. Argued,
     # not fitted; measured in benchmarks/README.md, "A lying enrolled member".
     dispute_standing: float = 2.0
+    # Routing never asks a site without standing alone (gateway/query/route.py `accompanied`): the
+    # best-ranked site with standing is asked beside it, so a newcomer whose summaries match a
+    # question best cannot keep it from the honest holder. false: the router's selection as it is
+    # (a closed federation of members that trust each other saves the call). Measured in
+    # benchmarks/README.md, "A lying enrolled member".
+    unproven_never_alone: bool = True
     # The gate's and abstention's calibration (gateway/query/calibration.py), relative to the
     # gateway home (<home>/gateway) unless absolute. Missing or corrupt: safe defaults, one log line.
     calibration_file: str = "gate-calibration.json"

@@ -305,8 +305,10 @@ class QueryEngine:
 
     def _unproven(self, routable: Collection[str]) -> set[str] | None:
         """The routable sites without standing, none of whom routing asks alone (route.accompanied);
-        None without reliability, which alone knows who has standing."""
-        return self.reliability.unproven(sorted(routable)) if self.reliability is not None else None
+        None ([gateway] unproven_never_alone false, or no reliability, which alone knows who has standing)."""
+        if self.reliability is None or not self.cfg.unproven_never_alone:
+            return None
+        return self.reliability.unproven(sorted(routable))
 
     def rank(self, question: str, router: Router) -> Routing:
         """Route `question` with `router` over the routable sites and call none: what a router

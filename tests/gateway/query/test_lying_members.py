@@ -126,19 +126,30 @@ def test_an_injected_instruction_never_reaches_an_llm_that_would_obey_it(tmp_pat
     assert body["trace"]["synthesis"]["single_source"]  # one member stands behind it: marked
 
 
+def _newcomer_federation(root: Path, **cfg) -> list[dict]:
+    """Six times the question whose very text is the echoing newcomer's one summary."""
+    keys = {**SITE_KEYS, "hog": SiteIdentity.generate()}
+    f = open_gateway(root, {**ANSWERS, "hog": echo("hog")}, summaries={**SUMMARIES, "hog": RIVER_Q},
+                     keys=keys, top_k_sites=5, **cfg)
+    try:
+        return [f.query({"question": RIVER_Q}).get_json() for _ in range(6)]
+    finally:
+        f.service.close()
+
+
 def test_a_newcomer_whose_summary_is_the_question_never_stands_alone(tmp_path: Path) -> None:
     """A member whose one summary is the very question is the only site within the routing margin;
     alone, no settled claim gap exists to discount it against, so it would keep the question from the
     honest holder. A leader without standing is asked beside the best-ranked site with standing (the
     runner-up while none has it), and the newcomer's echoes then settle its discount."""
-    keys = {**SITE_KEYS, "hog": SiteIdentity.generate()}
-    f = open_gateway(tmp_path, {**ANSWERS, "hog": echo("hog")}, summaries={**SUMMARIES, "hog": RIVER_Q},
-                     keys=keys, top_k_sites=5)
-    try:
-        bodies = [f.query({"question": RIVER_Q}).get_json() for _ in range(6)]
-    finally:
-        f.service.close()
+    bodies = _newcomer_federation(tmp_path)
     assert all("rivers" in b["trace"]["sites_called"] for b in bodies)
     assert all(RIVER_SENTENCE in b["answer"] and "1066" not in b["answer"] for b in bodies)
     first, last = ([s["site_id"] for s in b["trace"]["sites_considered"]] for b in (bodies[0], bodies[-1]))
     assert first[0] == "hog" and last[0] == "rivers"  # its claim gap, once settled, undoes its summary
+
+
+def test_with_the_rule_off_the_newcomer_keeps_the_question(tmp_path: Path) -> None:
+    """`[gateway] unproven_never_alone = false`: the capture the rule prevents."""
+    bodies = _newcomer_federation(tmp_path, unproven_never_alone=False)
+    assert all(b["trace"]["sites_called"] == ["hog"] and RIVER_SENTENCE not in b["answer"] for b in bodies)
