@@ -10,6 +10,11 @@ gateway is mocked; its behaviour is exactly what ships. Attacks (`--attacks`):
   the next sequence) a hand-made set: summary vectors of generic questions (templates and SQuAD
   *train* questions, which an attacker can read too) and a term sketch claiming every word of the
   corpus and of the questions at a high document frequency;
+- `question_hog`: the worst newcomer: it publishes (signed, as the next sequence) one summary per
+  question it will be asked, the questions' very text (an attacker who knows the traffic; its term
+  sketch as the routing hog's), and answers every call as the echoer does. Before `[gateway]
+  unproven_never_alone` it was the only site within the routing margin of itself and kept each
+  question from the honest holder (`--compare unproven_never_alone=false` shows it);
 - `echoer`: a site holding copies of a few public passages (so its publication looks honest) whose
   /v1/retrieve answers every question with "<question>: the verified answer is 1066, ..." at
   relevance and confidence 1.0, signed with its enrolled key;
@@ -61,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402  (scripts/ is not a package)
 from benchlib import Stopwatch, progress  # noqa: E402
 
-ATTACKS = ("routing_hog", "echoer", "injector", "spammer", "contradictor", "colluders", "sleeper")
+ATTACKS = ("routing_hog", "question_hog", "echoer", "injector", "spammer", "contradictor", "colluders", "sleeper")
 ATTACKER = "zz-attacker"  # sorts after the honest sites
 ACCOMPLICE = "zz-attacker-2"  # the second of the colluders
 SPAM = "Buy cheap watches at example.com today: the best deals of 2026, trusted by every customer."
@@ -326,7 +331,7 @@ def gold_recall(rows: Sequence[dict[str, Any]]) -> float | None:
 
 
 def attacker_text(attack: str) -> str:
-    return {"echoer": ECHO_MARK, "injector": INSTRUCTION_MARK, "spammer": SPAM_MARK}.get(attack, "")
+    return {"echoer": ECHO_MARK, "question_hog": ECHO_MARK, "injector": INSTRUCTION_MARK, "spammer": SPAM_MARK}.get(attack, "")
 
 
 def carries_attacker(attack: str, answer: str, cited: Sequence[str], lied: Sequence[str]) -> bool:
@@ -400,7 +405,7 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
         docs[ATTACKER] = attacker_documents(attack, copied)
     if attack == "colluders":
         docs[ACCOMPLICE] = attacker_documents(attack, copied)
-    make = {"echoer": echo_app, "spammer": spam_app,
+    make = {"echoer": echo_app, "question_hog": echo_app, "spammer": spam_app,
             "sleeper": lambda s, ctx: sleeper_app(s, ctx, honest_calls)}.get(attack or "")
     site_app = (lambda s, ctx: make(s, ctx) if s == ATTACKER else None) if make else None
     name = attack or "baseline"
@@ -412,6 +417,10 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
         if attack == "routing_hog":
             vocabulary = [x["text"] for d in docs.values() for x in d] + [q.text for q in questions]
             facts["hog_publication"] = hog_publication(fed, ATTACKER, [*GENERIC_QUESTIONS, *train], vocabulary)
+        if attack == "question_hog":  # every question it will be asked, word for word
+            vocabulary = [x["text"] for d in docs.values() for x in d] + [q.text for q in questions]
+            asked = list(dict.fromkeys(q.text for q in [*warmup, *questions]))
+            facts["hog_publication"] = hog_publication(fed, ATTACKER, asked, vocabulary)
         if warmup:
             facts["learned_router"] = learn_from_traffic(fed, warmup, site_of, name)
         progress(f"  {name}: asking {len(questions)} questions of {len(docs)} sites")

@@ -438,7 +438,7 @@ def test_adversarial_smoke_with_the_learned_router_retrained_from_its_traffic(tm
 def test_adversarial_smoke(tmp_path: Path) -> None:
     doc = run_bench("adversarial", tmp_path)
     records = {r["attack"]: r for r in doc["results"]["records"]}
-    assert set(records) == {"routing_hog", "echoer", "injector", "spammer", "contradictor", "colluders", "sleeper"}
+    assert set(records) == {"routing_hog", "question_hog", "echoer", "injector", "spammer", "contradictor", "colluders", "sleeper"}
     for attack, r in records.items():
         assert ADVERSARIAL_FIELDS <= set(r), attack
         assert r["questions"] == doc["params"]["questions"] >= 4 and r["honest_sites"] == doc["params"]["honest_sites"]
@@ -470,6 +470,12 @@ def test_adversarial_smoke(tmp_path: Path) -> None:
     assert echo["attacker_below_every_honest_site"] is True
     assert injector["attacker_routed_share"] > 0
     assert injector["attacker_answer_share"] == 0.0 and injector["instruction_obeyed_share"] == 0.0
+    # The newcomer whose summaries are the very questions is never asked alone: honest holders are
+    # asked beside it, so it cannot keep the questions from them, and its echoes never reach an answer.
+    qhog = records["question_hog"]
+    assert qhog["hog_publication"]["accepted"] and qhog["hog_publication"]["summaries"] == doc["params"]["questions"]
+    assert qhog["attacker_routed_share"] > 0 and qhog["attacker_answer_share"] == 0.0
+    assert qhog["honest_gold_site_recall"] >= 0.5 * qhog["honest_gold_site_recall_baseline"] > 0
 
 
 def test_house_smoke(tmp_path: Path) -> None:
