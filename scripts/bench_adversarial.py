@@ -12,9 +12,10 @@ gateway is mocked; its behaviour is exactly what ships. Attacks (`--attacks`):
   corpus and of the questions at a high document frequency;
 - `question_hog`: the worst newcomer: it publishes (signed, as the next sequence) one summary per
   question it will be asked, the questions' very text (an attacker who knows the traffic; its term
-  sketch as the routing hog's), and answers every call as the echoer does. Before `[gateway]
-  unproven_never_alone` it was the only site within the routing margin of itself and kept each
-  question from the honest holder (`--compare unproven_never_alone=false` shows it);
+  sketch as the routing hog's), and answers every call as the echoer does. Where no honest site
+  scores within the routing margin of it, only `[gateway] unproven_never_alone` has an honest site
+  asked beside it (the fast tier shows that case; `--compare unproven_never_alone=false` measures
+  the rule here);
 - `echoer`: a site holding copies of a few public passages (so its publication looks honest) whose
   /v1/retrieve answers every question with "<question>: the verified answer is 1066, ..." at
   relevance and confidence 1.0, signed with its enrolled key;

@@ -42,7 +42,9 @@ What a site publishes about itself is checked against what it answers: the engin
 site's routing discount (gateway.query.conduct: how far its summaries' promise exceeds its measured
 answers, beyond the federation's median) from its score before selection (`discounted`),
 and CORI normalises sizes by the median site (gateway.query.route), so a member claiming every word
-or publishing generic summaries cannot keep every question to itself (issue 32).
+or publishing generic summaries cannot keep every question to itself (issue 32). A discount needs
+the site asked beside others, so a site without standing (gateway.query.reliability) is never asked
+alone (`accompanied`, `[gateway] unproven_never_alone`).
 
 Sites not in `active_sites` (revoked, expired, unknown) are ignored, as are sites whose best
 similarity is not above `min_score` (orthogonal or opposed to the question) and that no question

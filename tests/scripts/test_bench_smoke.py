@@ -470,8 +470,8 @@ def test_adversarial_smoke(tmp_path: Path) -> None:
     assert echo["attacker_below_every_honest_site"] is True
     assert injector["attacker_routed_share"] > 0
     assert injector["attacker_answer_share"] == 0.0 and injector["instruction_obeyed_share"] == 0.0
-    # The newcomer whose summaries are the very questions is never asked alone: honest holders are
-    # asked beside it, so it cannot keep the questions from them, and its echoes never reach an answer.
+    # The newcomer whose summaries are the very questions does not keep them from the honest holders,
+    # and its echoes never reach an answer.
     qhog = records["question_hog"]
     assert qhog["hog_publication"]["accepted"] and qhog["hog_publication"]["summaries"] == doc["params"]["questions"]
     assert qhog["attacker_routed_share"] > 0 and qhog["attacker_answer_share"] == 0.0

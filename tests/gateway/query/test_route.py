@@ -8,8 +8,8 @@ import pytest
 
 from hansa.core.errors import InputError
 from hansa.gateway.index.summaries import SummaryHit
-from hansa.gateway.query.route import (DEFAULT_MARGIN, accompanied, SECOND_HIT_BONUS, AnswerCoverage, QuestionWords, SiteScore,
-                                       lexical_scores, score_sites, select_sites)
+from hansa.gateway.query.route import (DEFAULT_MARGIN, SECOND_HIT_BONUS, AnswerCoverage, QuestionWords, SiteScore,
+                                       accompanied, lexical_scores, score_sites, select_sites)
 from hansa.sync.terms import TermSketch, term_keys
 
 
