@@ -415,13 +415,12 @@ def run_setting(attack: str | None, honest_docs: dict[str, list[dict[str, str]]]
     with LocalFederation(work / name, docs, progress=progress, site_cache=cache, site_app=site_app,
                          gateway_env=env) as fed:
         facts["setup_seconds"] = round(fed.setup_seconds, 1)
-        if attack == "routing_hog":
+        # the hogs' summaries: generic questions, or every question it will be asked, word for word
+        summaries = {"routing_hog": [*GENERIC_QUESTIONS, *train],
+                     "question_hog": list(dict.fromkeys(q.text for q in [*warmup, *questions]))}.get(attack or "")
+        if summaries is not None:
             vocabulary = [x["text"] for d in docs.values() for x in d] + [q.text for q in questions]
-            facts["hog_publication"] = hog_publication(fed, ATTACKER, [*GENERIC_QUESTIONS, *train], vocabulary)
-        if attack == "question_hog":  # every question it will be asked, word for word
-            vocabulary = [x["text"] for d in docs.values() for x in d] + [q.text for q in questions]
-            asked = list(dict.fromkeys(q.text for q in [*warmup, *questions]))
-            facts["hog_publication"] = hog_publication(fed, ATTACKER, asked, vocabulary)
+            facts["hog_publication"] = hog_publication(fed, ATTACKER, summaries, vocabulary)
         if warmup:
             facts["learned_router"] = learn_from_traffic(fed, warmup, site_of, name)
         progress(f"  {name}: asking {len(questions)} questions of {len(docs)} sites")

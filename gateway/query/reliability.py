@@ -231,9 +231,12 @@ class SiteReliability:
             kinds: dict[str, dict[str, float]] = {}
             for site_id, kind, count in self._db.execute("SELECT site_id, kind, count FROM site_failure_kinds"):
                 kinds.setdefault(site_id, {})[kind] = count
+        # routing asks about every routable site on each question (gateway.query.engine `_unproven`): a set,
+        # not a scan of the list per row
+        wanted = None if site_ids is None else set(site_ids)
         out = {}
         for site_id, alpha, beta, s, f, updated in rows:
-            if site_ids is None or site_id in site_ids:
+            if wanted is None or site_id in wanted:
                 a, b = self._decayed(alpha, beta, updated, now)
                 out[site_id] = SiteRecord(site_id, a, b, s, f, updated, kinds.get(site_id, {}))
         for site_id in site_ids or ():
