@@ -284,6 +284,12 @@ class GatewayConfig:
     # A further answer sentence scores at least this share of the best one's (negative: the model's
     # calibration, else 0.5).
     reader_relative_floor: float = -1.0
+    # With a reader, an offered sentence the gateway measured below this cosine to the question is
+    # not about it and answers nothing, however the reader scores it (the reader, trained on SQuAD,
+    # reads "keeping the cash in a savings account" as answering "What items should I keep in the
+    # safe room?"). In the embedder's cosine units like site_margin: left out, the embedder's
+    # (adapters/embedder/scales.toml); 0 turns it off.
+    topic_floor: float = 0.25
     # Abstain when the best passages the sites returned hold none of the question's content words
     # (gateway/query/abstain.py, NO_SHARED_WORD): the sites hold nothing on it, and what came back
     # is their nearest filler. Not applied to the gate's look at an origin. Measured:

@@ -15,7 +15,7 @@ Both models embed the same questions (`embed_queries`) and sentences (`embed`) a
 The map: a straight line `target = a + k * reference` through the quantile-quantile points (5th..95th
 percentile) of the pooled cosines of the two models (a distribution match, so it does not shrink the
 slope the way a regression of one model's cosine on the other's would). Absolute cosines
-(conf_low, conf_high, duplicate_cosine) are mapped through the line; differences and weights in cosine
+(conf_low, conf_high, duplicate_cosine, topic_floor) are mapped through the line; differences and weights in cosine
 units (margins, overclaim, overlap bonus, lexical weight) are multiplied by k. Each map is checked
 against the quantile it stands for: the JSON records, per absolute cosine, the share of pairs below it
 under each model. Routing margins are then checked by routing-only runs (benchmarks/README.md).
@@ -39,7 +39,7 @@ import benchlib  # noqa: E402  (scripts/ is not a package)
 REFERENCE = "all-MiniLM-L6-v2"
 NON_GOLD = 8  # sentences of other passages per question
 QUANTILES = np.linspace(0.05, 0.95, 19)
-ABSOLUTE = ("conf_low", "conf_high", "duplicate_cosine")
+ABSOLUTE = ("conf_low", "conf_high", "duplicate_cosine", "topic_floor")
 
 
 def _sentences(text: str) -> list[str]:

@@ -51,6 +51,7 @@ class ScoreScale(Wire):
     overlap_bonus: Cosine
     conf_low: Cosine
     conf_high: Cosine
+    topic_floor: Cosine
     model_id: str  # the table's name in scales.toml, never one of its keys
 
     def __post_init__(self) -> None:
@@ -113,7 +114,7 @@ def scale_of(embedder: Any) -> ScoreScale:
 
 # [gateway] settings in the embedder's cosine units: where the configuration leaves one out, a
 # gateway uses its embedder's value, not the dataclass default (the default model's).
-SCALED_GATEWAY_SETTINGS = ("site_margin", "lexical_weight")
+SCALED_GATEWAY_SETTINGS = ("site_margin", "lexical_weight", "topic_floor")
 
 
 def scaled_gateway(gateway: "GatewayConfig", explicit: frozenset[str], scale: ScoreScale) -> "GatewayConfig":

@@ -270,7 +270,8 @@ class QueryEngine:
     def _open_reading(self) -> ReadingStage | None:
         """`[gateway] reader`, at the floor `[gateway] reader_floor` names, else the one the
         calibration fit for this reader (`hansa gateway calibrate`), else the model card's."""
-        stage = open_reading(self.cfg.reader, self.cfg.reader_floor, self.cfg.reader_pool, self.cfg.reader_relative_floor)
+        stage = open_reading(self.cfg.reader, self.cfg.reader_floor, self.cfg.reader_pool, self.cfg.reader_relative_floor,
+                             self.cfg.topic_floor)
         if stage is None or self.cfg.reader_floor >= 0:
             return stage
         fitted = self.calibration.floor_for(stage.reader.model_sha256)  # the organization's own: one floor

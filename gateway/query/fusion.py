@@ -39,7 +39,8 @@ text around a different question, gateway.query.conduct); the answer's `screened
 echo costs its site a reliability failure. With a `reliability` store, each fused answer also
 teaches it (see _observations): a site gains only when something independent of it confirms it. With a reader
 (gateway/query/reading.py), the reader's score replaces cosine as the relevance of the best-measured
-candidates it reads, everything unread or below its floor weighs 0, a document that loses a
+candidates it reads, everything unread, below its floor or measured off the question's topic
+(`[gateway] topic_floor`) weighs 0, a document that loses a
 conflict loses all its sentences, and the answer leads with the reader's span.
 
 Citations a reader can use (`FusedAnswer.readable_citations`): the citation list holds every
@@ -642,19 +643,24 @@ def _pool(candidates: Sequence[_Candidate], trust: dict[str, float], size: int, 
 
 
 def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], candidates: Sequence[_Candidate]) -> tuple[dict[str, object], str]:
-    """Score the pool with the reader; everything else, and what is below the floor, weighs 0."""
+    """Score the pool with the reader; everything else, what is below the floor, and what the
+    gateway measured below the topic floor (not about the question, however the reader scores it:
+    the reader learned what an answer looks like from SQuAD, where every sentence it saw was on the
+    question's topic), weighs 0. Off-topic sentences are not read at all."""
     for cand in candidates:
         cand.read = 0.0
+    about = [c for c in pool if reading.topic <= 0 or c.measured >= reading.topic]  # 0: off (cosines go below 0)
     t0 = time.perf_counter()
-    got_all = reading.read(question, [c.text for c in pool])
+    got_all = reading.read(question, [c.text for c in about]) if about else []
     ms = (time.perf_counter() - t0) * 1000
     cut = max(reading.floor, reading.relative * max((g.score for g in got_all), default=0.0))
-    for cand, got in zip(pool, got_all):
+    for cand, got in zip(about, got_all):
         cand.reader_score, cand.span = got.score, got.span
         cand.read = got.score if got.score >= cut else 0.0
-    scores = [c.reader_score or 0.0 for c in pool]
-    best = max(pool, key=lambda c: c.reader_score or 0.0).text if pool else ""
-    return {**reading.to_json(), "read": len(pool), "supported": sum(s >= reading.floor for s in scores),
+    scores = [c.reader_score or 0.0 for c in about]
+    best = max(about, key=lambda c: c.reader_score or 0.0).text if about else ""
+    return {**reading.to_json(), "read": len(pool), "off_topic": len(pool) - len(about),
+            "supported": sum(s >= reading.floor for s in scores),
             "best": round(max(scores, default=0.0), 4), "ms": round(ms, 2)}, best
 
 
@@ -760,9 +766,12 @@ def _covered(ok: Sequence[SiteCall], coverage: AnswerCoverage | None) -> dict[st
 
 
 def _why_unread(reading: ReadingStage | None, read_trace: Mapping[str, object] | None) -> str | None:
-    """Why nothing answers when the reader read sentences and none reached its floor."""
+    """Why nothing answers when the reader was given sentences and none reached its floor or were on topic."""
     if reading is None or read_trace is None or not read_trace["read"]:
         return None
+    if read_trace.get("off_topic") == read_trace["read"]:
+        return (f"no offered sentence is about the question: each measured below the topic floor "
+                f"{reading.topic:.2f} (cosine)")
     return (f"no offered sentence answers the question: the reader's best score {read_trace['best']:.2f} "
             f"is below its floor {reading.floor:.2f}")
 

@@ -6,11 +6,18 @@ truth and a near-miss paragraph all score alike. A cross-encoder trained here fo
 (adapters/reader; its card, adapters/reader/model/README.md, is written by evaluation/reader.py) reads each (question, sentence).
 
 How fusion uses it (gateway.query.fusion): cosine (cheap, already measured to verify claims) picks a pool
-of the POOL best candidates; the reader reads the pool; its probability replaces cosine as the
-relevance, and a sentence below the floor, or below RELATIVE of the best sentence's score, weighs
-nothing: it fills no slot, takes no side in a conflict, and when no sentence reaches the floor the
-gateway abstains (engine). A site's own score
-is never used to raise anything.
+of the POOL best candidates; the reader reads those of the pool that are about the question
+(cosine at least `topic`, [gateway] topic_floor); its probability replaces cosine as the
+relevance, and a sentence below the floor, or below RELATIVE of the best sentence's score, or off
+the topic, weighs nothing: it fills no slot, takes no side in a conflict, and when no sentence
+reaches the floor the gateway abstains (engine). A site's own score is never used to raise anything.
+
+Why both: the reader judges whether a sentence *answers*, cosine whether it is *about* the question,
+and each fails where the other holds. Trained on SQuAD, where every sentence it saw came from the
+question's own article, the reader never learned to refuse a sentence on another topic that is
+shaped like an answer: it scored "keeping the cash in a savings account would be a better choice"
+0.51 for "What items should I keep in the safe room?" (`hansa demo`), a sentence MiniLM puts at
+cosine 0.22, against 0.38-0.48 for the question's own passages.
 
 The floor depends on the kind of question (`question_kind`, below): the reader, trained on
 SQuAD's factoid questions, scores the sentences that answer "what does X do?" or "how do I ...?" far
@@ -138,6 +145,9 @@ class ReadingStage:
     relative: float = RELATIVE  # ... nor one below this share of the best sentence's score
     floors: Mapping[str, float] = field(default_factory=dict)  # per kind of question; a kind without one: `floor`
     kind: str = ""  # the kind of question whose floor `floor` is (for_question), "" before
+    # a sentence measured below this cosine to the question is not about it: it supports nothing
+    # ([gateway] topic_floor, in the embedder's units; applied by gateway.query.fusion)
+    topic: float = 0.0
     # Abstention after reading that ships with the reader's calibration (its card's `abstain`, fit by
     # evaluation/reader_abstain.py over scale-free features): used when the gateway's own calibration
     # holds no `read_abstain` for this reader (engine._read_abstain)
@@ -154,10 +164,12 @@ class ReadingStage:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.reader.name, "model_sha256": self.reader.model_sha256, "floor": round(self.floor, 4),
-                "pool": self.pool, "relative": self.relative, **({"kind": self.kind} if self.kind else {})}
+                "pool": self.pool, "relative": self.relative, "topic": self.topic,
+                **({"kind": self.kind} if self.kind else {})}
 
 
-def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: float = -1.0) -> ReadingStage | None:
+def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: float = -1.0,
+                 topic: float = 0.0) -> ReadingStage | None:
     """The reading stage `[gateway] reader` names, or None for "none". A missing or corrupt model is
     an error naming the file and the command that makes it (adapters.reader.onnx), never a fallback.
 
@@ -185,7 +197,9 @@ def open_reading(reader: str, floor: float = -1.0, pool: int = POOL, relative: f
     if not 0.0 <= share <= 1.0:
         raise ConfigError(f"[gateway] reader_relative_floor must lie in 0..1 (or be negative: the model's calibration), "
                           f"not {share}")
-    return ReadingStage(model, chosen, pool, share, floors, abstain=abstain)
+    if not 0.0 <= topic <= 1.0:
+        raise ConfigError(f"[gateway] topic_floor must lie in 0..1 (a cosine; 0: off), not {topic}")
+    return ReadingStage(model, chosen, pool, share, floors, abstain=abstain, topic=topic)
 
 
 def packaged_abstain(calibration: Mapping[str, Any], model_sha256: str) -> "LogisticModel | None":

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from hansa.adapters.embedder.catalog import MODELS, require_model
-from hansa.adapters.embedder.scale import (ScoreScale, configured_scale, default_scale, parse_scales, scale_for, scale_of,
+from hansa.adapters.embedder.scale import (SCALED_GATEWAY_SETTINGS, ScoreScale, configured_scale, default_scale, parse_scales, scale_for, scale_of,
                                           scaled_gateway)
 from hansa.core.config import Config, GatewayConfig, load_config
 from hansa.core.errors import ConfigError
@@ -19,7 +19,7 @@ BGE_ID = "BAAI/bge-small-en-v1.5"
 # The module constants hansa used before scales were declared per model (router.py, relevance.py,
 # retrieval.py, config.py): the default model must keep them exactly.
 TODAY = dict(summary_margin=0.24, site_margin=0.4, lexical_weight=0.3, overclaim=0.25, answer_margin=0.15,
-             duplicate_cosine=0.95, overlap_bonus=0.1, conf_low=0.2, conf_high=0.8)
+             duplicate_cosine=0.95, overlap_bonus=0.1, conf_low=0.2, conf_high=0.8, topic_floor=0.25)
 
 
 def _values(scale: ScoreScale) -> dict[str, float]:
@@ -37,7 +37,7 @@ def test_minilm_keeps_todays_values_and_is_the_default() -> None:
         assert _values(require_model(name).scale) == TODAY
     assert default_scale().model_id == MINILM_ID
     # the dataclass defaults a GatewayConfig built in code gets are the default model's
-    assert (GatewayConfig().site_margin, GatewayConfig().lexical_weight) == (TODAY["site_margin"], TODAY["lexical_weight"])
+    assert {key: getattr(GatewayConfig(), key) for key in SCALED_GATEWAY_SETTINGS} == {key: TODAY[key] for key in SCALED_GATEWAY_SETTINGS}
 
 
 def test_bge_has_its_own_fitted_scale() -> None:
@@ -46,6 +46,7 @@ def test_bge_has_its_own_fitted_scale() -> None:
     assert _values(bge) != TODAY
     # bge scores unrelated text far higher than MiniLM: its confidence floor sits higher
     assert bge.conf_low > TODAY["conf_low"] and bge.conf_low < bge.conf_high
+    assert bge.topic_floor > TODAY["topic_floor"]  # ... and so does the cosine a sentence off the topic stays under
     assert "fit" in bge.fit and "split" in bge.fit
 
 
@@ -81,7 +82,8 @@ def test_the_gateways_cosine_defaults_follow_its_embedder_unless_set(tmp_path) -
     # a program that builds its Config in code says which settings it set, in Config.explicit as
     # load_config does: those stay as set, the others follow the embedder
     program = Config(gateway=GatewayConfig(site_margin=0.31), explicit=frozenset({"gateway.site_margin"}))
-    assert scaled_gateway(program.gateway, program.explicit, bge) == replace(program.gateway, lexical_weight=bge.lexical_weight)
+    assert scaled_gateway(program.gateway, program.explicit, bge) == replace(program.gateway, lexical_weight=bge.lexical_weight,
+                                                                             topic_floor=bge.topic_floor)
     assert scaled_gateway(GatewayConfig(), Config().explicit, bge).site_margin == bge.site_margin
     # set to the default model's value, a setting the file gave is still the operator's
     (tmp_path / "hansa.toml").write_text('[embedder]\nmodel = "bge-small-en-v1.5-q"\n[gateway]\nsite_margin = 0.4\n')

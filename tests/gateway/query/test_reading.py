@@ -71,6 +71,51 @@ def test_nothing_above_the_floor_is_unsupported_and_says_why(embedder: HashEmbed
     assert "below its floor 0.90" in (fused.note or "")
 
 
+class FooledReader(WordReader):
+    """The word reader, fooled as the trained one was in `hansa demo` ("keeping the cash in a savings
+    account" for "What items should I keep in the safe room?"): one sentence on another topic, shaped
+    like an answer, gets its highest score."""
+
+    def __init__(self, fooled_by: str) -> None:
+        super().__init__()
+        self.fooled_by = fooled_by
+
+    def read(self, question: str, sentences: list[str]) -> list:
+        from hansa.adapters.reader.base import Reading
+
+        return [Reading(0.95, s, 0, len(s)) if s == self.fooled_by else r
+                for r, s in zip(super().read(question, sentences), sentences)]
+
+
+def _cosine(embedder: HashEmbedder, question_vector, text: str) -> float:
+    return float(embedder.embed([text])[0] @ question_vector)
+
+
+def test_a_sentence_off_the_questions_topic_answers_nothing_whatever_the_reader_scores(embedder: HashEmbedder) -> None:
+    q = embedder.embed_query(QUESTION)
+    calls = [site("a", [(ANSWER, "nd")]), site("b", [(FILLER, "college")])]
+    on, off = _cosine(embedder, q, ANSWER), _cosine(embedder, q, FILLER)
+    assert off < on  # the filler is further from the question than the answer is
+    fooled = fuse(q, calls, embedder, reading=ReadingStage(FooledReader(FILLER), floor=0.3), question=QUESTION)
+    assert FILLER in [s.text for s in fooled.sentences]  # no topic floor: the filler fills a slot
+    reader = FooledReader(FILLER)
+    fused = fuse(q, calls, embedder, reading=ReadingStage(reader, floor=0.3, topic=(on + off) / 2), question=QUESTION)
+    assert [s.text for s in fused.sentences] == [ANSWER]
+    assert reader.reads == [(QUESTION, (ANSWER,))]  # an off-topic sentence is not even read
+    assert fused.reading is not None and fused.reading["off_topic"] == 1 and fused.reading["read"] == 2
+
+
+def test_when_nothing_offered_is_about_the_question_the_answer_is_unsupported_and_says_why(embedder: HashEmbedder) -> None:
+    q = embedder.embed_query(QUESTION)
+    topic = _cosine(embedder, q, FILLER) + 0.01
+    reader = FooledReader(FILLER)
+    fused = fuse(q, [site("b", [(FILLER, "college")])], embedder,
+                 reading=ReadingStage(reader, floor=0.3, topic=topic), question=QUESTION)
+    assert fused.sentences == () and fused.unsupported and reader.reads == []
+    assert "no offered sentence is about the question" in (fused.note or "")
+    assert fused.reading is not None and fused.reading["best"] == 0.0  # abstention sees nothing on topic
+
+
 def test_the_pool_bounds_what_is_read(embedder: HashEmbedder) -> None:
     reader = WordReader()
     reading = ReadingStage(reader, floor=0.1, pool=2)
@@ -91,6 +136,19 @@ def test_a_document_that_loses_a_conflict_loses_all_its_sentences(embedder: Hash
     assert all(s.doc_id != "bad" for s in fused.sentences)  # its other sentence goes with it
     cosine = fuse(q, calls, embedder)
     assert any(s.text == extra for s in cosine.sentences)  # without a reader the loser's other sentence stays
+
+
+def test_the_topic_floor_is_the_embedders_unless_configured_and_must_be_a_cosine(tmp_path) -> None:
+    from hansa.adapters.embedder.scale import scale_for, scaled_gateway
+    from hansa.core.config import GatewayConfig
+
+    minilm = scale_for("sentence-transformers/all-MiniLM-L6-v2")
+    assert scaled_gateway(GatewayConfig(), frozenset(), minilm).topic_floor == minilm.topic_floor
+    assert scaled_gateway(GatewayConfig(topic_floor=0.0), frozenset({"gateway.topic_floor"}), minilm).topic_floor == 0.0
+    stage = open_reading("packaged", topic=0.3)
+    assert stage is not None and stage.topic == 0.3 and stage.to_json()["topic"] == 0.3
+    with pytest.raises(ConfigError, match="topic_floor must lie in 0..1"):
+        open_reading("packaged", topic=1.5)
 
 
 def test_config_names_the_reader(tmp_path) -> None:
