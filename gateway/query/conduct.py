@@ -13,7 +13,8 @@ generic or stolen summaries to be asked everywhere answers far below what its su
 - **Claim gap** (`discounts`): per site, an exponentially weighted mean of s - m over its calls.
   The federation's median gap is what honest summaries promise beyond their sentences (summaries
   are longer texts, their cosines run lower or higher by a site-independent amount); a site's
-  excess over that median, once it has MIN_CALLS calls, is subtracted from its routing score. A
+  excess over that median, once it has MIN_CALLS calls, is subtracted from each of its summaries'
+  similarities before any router ranks them (gateway.query.route.discounted). A
   site that overclaims by 0.3 is routed as if its summaries were 0.3 less similar: its inflation
   undone by its own answers, while honest sites (excess ~0) are routed as before. Robust by
   construction: one site cannot move the median, and a site that is not routed keeps its gap.
@@ -142,7 +143,7 @@ class SiteConductView:
     site_id: str
     claim_gap: float | None  # EWMA of best summary similarity minus best measured sentence relevance
     calls: int  # calls whose gap was observed
-    discount: float  # what routing subtracts from the site's score now
+    discount: float  # what routing subtracts from the site's summary similarities now
     routing_share: float  # share of the last WINDOW routed questions that asked it (every worker's)
     templated: int  # answer sentences screened as templates around the question (this process)
     quarantined: str | None = None  # the operator's reason, when quarantined
@@ -251,8 +252,8 @@ class SiteConduct:
         return {s: g - median for s, g in settled.items() if g - median >= EXCESS_FLOOR}
 
     def discounts(self) -> dict[str, float]:
-        """Per site, what routing subtracts from its score: its claim gap's excess over the
-        federation's median (sites without one are absent)."""
+        """Per site, what routing subtracts from each of its summaries' similarities: its claim
+        gap's excess over the federation's median (sites without one are absent)."""
         with self._lock:
             return self._discounts()
 

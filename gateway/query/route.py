@@ -423,8 +423,8 @@ def route(
     levels: str = "all",
     unproven: Collection[str] | None = None,
 ) -> Routing:
-    """`discounts`: what to subtract from a site's score, its routing claims' excess over what it
-    answered (gateway.query.conduct); applied to any router's ranking before the sites are selected.
+    """`discounts`: what to subtract from a site's summary similarities, its routing claims' excess
+    over what it answered (gateway.query.conduct); every router ranks the discounted hits (`discounted`).
     `unproven`: the routable sites without standing (gateway.query.reliability), none of whom is
     asked alone (`accompanied`; None: the rule is off).
     `held`: quarantined sites and the operator's reason (they are not in `routable`; the trace
@@ -445,7 +445,7 @@ def route(
     words = QuestionWords.of(question, sketches)  # the question's words, hashed once for both uses
     keys = words.keys if words is not None else np.zeros(0, dtype=np.uint32)
     lexical = lexical_scores(keys, sketches) if router.reads_lexical else None
-    considered = discounted(router.rank(vector, hits, routable, lexical=lexical), discounts)
+    considered = router.rank(vector, discounted(hits, discounts), routable, lexical=lexical)
     if explicit is None:
         selected = accompanied([s.site_id for s in router.select(considered, k)], considered, k, unproven)
     else:
@@ -481,14 +481,24 @@ def accompanied(selected: list[str], considered: Sequence[SiteScore], k: int,
     return selected if companion is None else [*selected, companion]
 
 
-def discounted(ranked: Sequence[SiteScore], discounts: Mapping[str, float] | None) -> list[SiteScore]:
-    """`ranked` with each discounted site's score lowered by its discount, best first again (ties
-    keep the router's order)."""
-    if not discounts or not any(s.site_id in discounts for s in ranked):
-        return list(ranked)
-    lowered = [replace(s, score=s.score - discounts[s.site_id]) if s.site_id in discounts else s for s in ranked]
-    order = {id(s): i for i, s in enumerate(lowered)}
-    return sorted(lowered, key=lambda s: (-s.score, order[id(s)]))
+def discounted(hits: Sequence[SummaryHit], discounts: Mapping[str, float] | None) -> list[SummaryHit]:
+    """`hits` with each discounted site's similarities lowered by its discount, best first again
+    (ties keep the index's order): what every router ranks.
+
+    Why the hits and not the router's ranking: a discount says that a site's summaries promise more
+    than its answers hold (gateway.query.conduct), which is a statement about its summaries'
+    similarities, and every router reads those. Subtracting it from the routers' scores afterwards
+    served the summary router, whose score is a similarity, but not the learned one: its features
+    (the gap to the leader, the leader's best, positions among the top-m and the 16 best hits) were
+    read from the undiscounted hits, so a discounted newcomer whose summaries are the very questions
+    still made every honest site look far behind; and re-sorting its ranking by the discounted
+    similarity undid the order its model chose. The published hits stay as they are in `Routing`
+    (conduct compares them with the answers: discounting them there would discount the discount)."""
+    if not discounts or not any(h.site_id in discounts for h in hits):
+        return list(hits)
+    lowered = [h._replace(score=h.score - discounts[h.site_id]) if h.site_id in discounts else h for h in hits]
+    order = {id(h): i for i, h in enumerate(lowered)}
+    return sorted(lowered, key=lambda h: (-h.score, order[id(h)]))
 
 
 def site_term_scores(question: str, index: SummaryIndex, routable: Collection[str]) -> dict[str, float]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from hansa.gateway.index.summaries import SummaryHit
 from hansa.gateway.query.conduct import SiteConduct
 from hansa.gateway.query.route import discounted
-from hansa.gateway.query.route import SiteScore
 
 
 def test_a_site_whose_answers_fall_far_below_its_summaries_is_discounted_by_the_excess() -> None:
@@ -27,11 +27,13 @@ def test_no_discount_before_enough_calls_or_without_a_federation_to_compare() ->
     assert alone.discounts() == {}  # one site: no median to compare with
 
 
-def test_discounted_ranking_reorders_and_keeps_the_router_order_on_ties() -> None:
-    ranked = [SiteScore("hog", 1.2, (), 0), SiteScore("a", 0.8, (), 0), SiteScore("b", 0.8, (), 0)]
-    out = discounted(ranked, {"hog": 0.6})
-    assert [s.site_id for s in out] == ["a", "b", "hog"] and out[2].score == pytest.approx(0.6)
-    assert discounted(ranked, None) == ranked and discounted(ranked, {"zz": 1.0}) == ranked
+def test_discounted_hits_reorder_and_keep_the_index_order_on_ties() -> None:
+    hits = [SummaryHit("hog", "h1", 1.2, 0), SummaryHit("a", "a1", 0.8, 0), SummaryHit("b", "b1", 0.8, 0),
+            SummaryHit("hog", "h2", 0.9, 0)]
+    out = discounted(hits, {"hog": 0.6})
+    assert [(h.site_id, h.summary_id) for h in out] == [("a", "a1"), ("b", "b1"), ("hog", "h1"), ("hog", "h2")]
+    assert [h.score for h in out][2:] == [pytest.approx(0.6), pytest.approx(0.3)]
+    assert discounted(hits, None) == hits and discounted(hits, {"zz": 1.0}) == hits
 
 
 def test_routing_share_counts_the_recent_window() -> None:
