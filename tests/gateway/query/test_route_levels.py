@@ -1,6 +1,7 @@
 """Routing through community levels ([gateway] route_levels): two sites publish a hierarchy with
 parent links into a real summary index; "finest" routes on level 0 alone, "all" lets a site's
-coarse summary vote too."""
+coarse summary vote too. The same real index shows what a routing discount changes: the hits
+every router ranks."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -69,3 +70,35 @@ def test_route_levels_is_configurable_and_checked(tmp_path) -> None:
     assert load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_ROUTE_LEVELS": "all"}).gateway.route_levels == "all"
     with pytest.raises(ConfigError, match="route_levels"):
         load_config(env={"HANSA_HOME": str(tmp_path), "HANSA_GATEWAY_ROUTE_LEVELS": "coarsest"})
+
+
+class _Reversing(SummaryRouter):
+    """The summary router, keeping the hits it was given and ranking the sites in reverse: a router
+    whose order is its own and not the summary score's, as the learned router's is not."""
+
+    def __init__(self) -> None:
+        super().__init__(lexical_weight=0.0)
+        self.seen: list = []
+        self.ranked: list = []
+
+    def rank(self, question_vector, hits, routable, lexical=None):  # type: ignore[no-untyped-def]
+        self.seen = list(hits)
+        self.ranked = list(reversed(super().rank(question_vector, hits, routable, lexical=lexical)))
+        return self.ranked
+
+
+def test_a_discount_lowers_the_hits_every_router_ranks_and_the_routers_order_stands(embedder, index: SummaryIndex) -> None:
+    router = _Reversing()
+
+    def ask(discounts: dict[str, float] | None):  # type: ignore[no-untyped-def]
+        return route(QUESTION, embedder=embedder, index=index, records={}, routable={"fine", "coarse"}, top_m=16,
+                     k=2, router=router, discounts=discounts, levels="finest")
+
+    ask(None)
+    published = {h.summary_id: h.score for h in router.seen}
+    routing = ask({"fine": 0.3})
+    seen = {h.summary_id: h.score for h in router.seen}
+    assert seen["f0"] == pytest.approx(published["f0"] - 0.3) and seen["k0"] == published["k0"]
+    assert [h.score for h in router.seen] == sorted(seen.values(), reverse=True)  # best first again
+    assert routing.considered == router.ranked  # the router's order, not re-sorted by a discounted score
+    assert {h.summary_id: h.score for h in routing.hits} == published  # conduct reads what was published
