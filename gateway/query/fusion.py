@@ -657,8 +657,8 @@ def _read(reading: ReadingStage, question: str, pool: Sequence[_Candidate], cand
     for cand, got in zip(about, got_all):
         cand.reader_score, cand.span = got.score, got.span
         cand.read = got.score if got.score >= cut else 0.0
-    scores = [c.reader_score or 0.0 for c in about]
-    best = max(about, key=lambda c: c.reader_score or 0.0).text if about else ""
+    scores = [g.score for g in got_all]
+    best = about[scores.index(max(scores))].text if scores else ""
     return {**reading.to_json(), "read": len(pool), "off_topic": len(pool) - len(about),
             "supported": sum(s >= reading.floor for s in scores),
             "best": round(max(scores, default=0.0), 4), "ms": round(ms, 2)}, best

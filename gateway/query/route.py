@@ -91,7 +91,7 @@ shipped blend is measured in benchmarks/README.md.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -497,8 +497,7 @@ def discounted(hits: Sequence[SummaryHit], discounts: Mapping[str, float] | None
     if not discounts or not any(h.site_id in discounts for h in hits):
         return list(hits)
     lowered = [h._replace(score=h.score - discounts[h.site_id]) if h.site_id in discounts else h for h in hits]
-    order = {id(h): i for i, h in enumerate(lowered)}
-    return sorted(lowered, key=lambda h: (-h.score, order[id(h)]))
+    return sorted(lowered, key=lambda h: -h.score)  # a stable sort: ties keep the index's order
 
 
 def site_term_scores(question: str, index: SummaryIndex, routable: Collection[str]) -> dict[str, float]:

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from hansa.adapters.embedder.catalog import MODELS, require_model
-from hansa.adapters.embedder.scale import (SCALED_GATEWAY_SETTINGS, ScoreScale, configured_scale, default_scale, parse_scales, scale_for, scale_of,
-                                          scaled_gateway)
+from hansa.adapters.embedder.scale import (SCALED_GATEWAY_SETTINGS, ScoreScale, configured_scale, default_scale,
+                                          parse_scales, scale_for, scale_of, scaled_gateway)
 from hansa.core.config import Config, GatewayConfig, load_config
 from hansa.core.errors import ConfigError
 
